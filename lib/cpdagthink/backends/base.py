@@ -1,0 +1,99 @@
+"""The one interface every backend implements: chat messages in, a completion with usage and latency out.
+
+A :class:`Request` is plain data (OpenAI-style message dicts), so it hashes into the run cache and crosses
+process boundaries unchanged. A :class:`Constraint` is the schema-derived regex of appendix F.2; when it
+names a tool, it constrains that tool call's *arguments* and each backend wraps it in its own tool-call
+syntax (Hermes ``<tool_call>`` for chat templates, the API's tool calling for OpenAI-compatible servers).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from abc import ABC, abstractmethod
+from dataclasses import asdict, dataclass, field
+from typing import Any, Sequence
+
+
+class BackendError(RuntimeError):
+    """A backend could not serve a request (missing package, unreachable endpoint, bad model file)."""
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """A regular-language constraint on the output, or on the arguments of the tool named ``tool``."""
+
+    regex: str
+    tool: str | None = None
+
+
+@dataclass(frozen=True)
+class Request:
+    """One chat completion request. ``tool_choice`` is ``"auto"``, ``"required"``, a tool name, or None."""
+
+    messages: tuple[dict[str, Any], ...]
+    tools: tuple[dict[str, Any], ...] = ()
+    tool_choice: str | None = None
+    constraint: Constraint | None = None
+    thinking: bool = True
+    max_tokens: int = 1024
+    temperature: float = 0.0
+    seed: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def cache_key(self, backend_identity: dict[str, Any]) -> str:
+        """Content address of this call: backend and model identity plus every decoding input."""
+        payload = json.dumps({"backend": backend_identity, "request": self.to_json()}, sort_keys=True)
+        return hashlib.sha256(payload.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    name: str
+    arguments: str  # raw JSON text, exactly as emitted (parsing is the caller's job, errors are recorded)
+
+
+@dataclass
+class Completion:
+    """What came back: visible text, reasoning if any, tool calls, the raw output, usage and latency."""
+
+    text: str
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    reasoning: str | None = None
+    raw: str = ""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    finish_reason: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "Completion":
+        data = dict(data)
+        data["tool_calls"] = [ToolCall(**c) for c in data.get("tool_calls", [])]
+        return cls(**data)
+
+
+class Backend(ABC):
+    """A model behind one interface. ``identity()`` names the exact model (and revision or sha256)."""
+
+    name: str = "backend"
+
+    @abstractmethod
+    def identity(self) -> dict[str, Any]:
+        """Backend, model, revision or file hash, and fixed settings: what makes two calls comparable."""
+
+    @abstractmethod
+    def complete(self, request: Request) -> Completion:
+        """Serve one request."""
+
+    def complete_batch(self, requests: Sequence[Request]) -> list[Completion]:
+        """Serve many requests; backends with real batching (vLLM, concurrent APIs) override this."""
+        return [self.complete(r) for r in requests]
+
+    def close(self) -> None:
+        """Release the model or connections (no-op by default)."""

@@ -1,0 +1,87 @@
+"""Single-DAG facts: d-separation statements and the four Corr2Cause relations.
+
+The oracle asks these questions of every member of an equivalence class, so they are written as plain
+reachability over ``networkx.DiGraph`` objects rather than path enumeration.
+"""
+
+from __future__ import annotations
+
+from itertools import combinations
+
+import networkx as nx
+
+from .premise import Facts, Pair, Query, Relation, pair
+
+
+def _reachable(graph: nx.DiGraph, start: str, blocked: str, reverse: bool = False) -> set[str]:
+    """Nodes reached from ``start`` by directed paths (backwards if ``reverse``) that avoid ``blocked``."""
+    step = graph.predecessors if reverse else graph.successors
+    seen, stack = set(), [start]
+    while stack:
+        for nxt in step(stack.pop()):
+            if nxt != blocked and nxt not in seen:
+                seen.add(nxt)
+                stack.append(nxt)
+    return seen
+
+
+def holds(dag: nx.DiGraph, query: Query) -> bool:
+    """Whether ``query`` holds in one DAG (semantics: ``notes/corr2cause-semantics.md``).
+
+    Collider and confounder need two directed paths that share only the third node C. Such C exists iff
+    some C is reachable from X avoiding Y and from Y avoiding X (take the topologically first such C: two
+    paths meeting earlier would meet at an earlier such node); confounders are the same on reversed edges.
+    """
+    x, y = query.x, query.y
+    if query.relation is Relation.DIRECT_CAUSE:
+        return dag.has_edge(x, y)
+    if query.relation is Relation.INDIRECT_CAUSE:
+        return any(z != y and y in nx.descendants(dag, z) for z in dag.successors(x))
+    reverse = query.relation is Relation.CONFOUNDER
+    common = _reachable(dag, x, y, reverse) & _reachable(dag, y, x, reverse)
+    return bool(common - {x, y})
+
+
+def d_separated(dag: nx.DiGraph, x: str, y: str, given: frozenset[str]) -> bool:
+    """Pearl's d-separation via the moralised ancestral graph (Lauritzen et al., 1990)."""
+    relevant = {x, y} | set(given)
+    for node in list(relevant):
+        relevant |= nx.ancestors(dag, node)
+    moral: dict[str, set[str]] = {n: set() for n in relevant}
+    for child in relevant:
+        parents = [p for p in dag.predecessors(child)]
+        for p in parents:
+            moral[p].add(child)
+            moral[child].add(p)
+        for a, b in combinations(parents, 2):
+            moral[a].add(b)
+            moral[b].add(a)
+    seen, stack = {x}, [x]
+    while stack:
+        for nxt in moral[stack.pop()]:
+            if nxt == y:
+                return False
+            if nxt not in seen and nxt not in given:
+                seen.add(nxt)
+                stack.append(nxt)
+    return True
+
+
+def independence_facts(dag: nx.DiGraph, variables: tuple[str, ...] | None = None) -> Facts:
+    """Every d-separation of ``dag`` as Corr2Cause facts: all pairs, every conditioning subset."""
+    variables = tuple(variables or sorted(dag.nodes))
+    independencies: dict[Pair, frozenset[frozenset[str]]] = {}
+    correlations = set()
+    for x, y in combinations(variables, 2):
+        others = [v for v in variables if v not in (x, y)]
+        sets = frozenset(
+            frozenset(s)
+            for k in range(len(others) + 1)
+            for s in combinations(others, k)
+            if d_separated(dag, x, y, frozenset(s))
+        )
+        if sets:
+            independencies[pair(x, y)] = sets
+        if frozenset() not in sets:
+            correlations.add(pair(x, y))
+    return Facts(variables=variables, correlations=frozenset(correlations), independencies=independencies)

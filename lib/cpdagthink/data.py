@@ -1,0 +1,169 @@
+"""Corr2Cause instances: one typed record per row, from a local CSV or the dataset hub at a pinned revision.
+
+The local path comes from a parameter or ``CORR2CAUSE_CSV``; otherwise the file is downloaded once into
+``data/hub/`` at :data:`HUB_REVISION`. The in-distribution test split is checked against its published
+fingerprint, so a silently different file never feeds an experiment.
+"""
+
+from __future__ import annotations
+
+import collections
+import csv
+import os
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from .premise import split_input
+
+HUB_REPO = "causalnlp/corr2cause"
+HUB_REVISION = "42ba12c769e11ff6427c9f52d7db58e3f9bf3e53"
+HUB_FILES = {
+    "test": "test.csv",
+    "perturbation_by_paraphrasing": "perturbation_by_paraphrasing_test.csv",
+    "perturbation_by_refactorization": "perturbation_by_refactorization_test.csv",
+}
+ENV_CSV = "CORR2CAUSE_CSV"
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+HUB_CACHE = PROJECT_ROOT / "data" / "hub"
+
+
+class Fingerprint(BaseModel):
+    """What a split must look like: row count, positives, and rows per template."""
+
+    rows: int
+    positives: int
+    templates: dict[str, int]
+
+
+FINGERPRINTS = {
+    "test": Fingerprint(
+        rows=1162,
+        positives=180,
+        templates={
+            "parent": 194,
+            "child": 194,
+            "non-parent ancestor": 195,
+            "non-child descendant": 193,
+            "has_collider": 193,
+            "has_confounder": 193,
+        },
+    ),
+}
+
+
+class DataError(RuntimeError):
+    """The data could not be loaded as asked (missing file, wrong fingerprint, hub unreachable)."""
+
+
+class Instance(BaseModel):
+    """One Corr2Cause row."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    premise: str
+    hypothesis: str
+    num_variables: int
+    template: str
+    label: int
+    split: str
+    source: str
+
+    @property
+    def text(self) -> str:
+        """The row's ``input`` cell as the hub writes it."""
+        return f"{self.premise}\nHypothesis: {self.hypothesis}"
+
+
+def read_csv(path: str | Path, split: str | None = None, source: str | None = None) -> list[Instance]:
+    """Read any Corr2Cause-format CSV (columns ``input,label,num_variables,template``, optional ``source``)."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"no such file: {path}")
+    split = split or path.stem
+    instances = []
+    with path.open(newline="", encoding="utf-8") as handle:
+        reader = csv.DictReader(handle)
+        missing = {"input", "label", "num_variables", "template"} - set(reader.fieldnames or ())
+        if missing:
+            raise DataError(f"{path} lacks the Corr2Cause column(s) {sorted(missing)}")
+        for index, row in enumerate(reader):
+            premise, hypothesis = split_input(row["input"])
+            instances.append(
+                Instance(
+                    id=f"{split}-{index:05d}",
+                    premise=premise,
+                    hypothesis=hypothesis,
+                    num_variables=int(row["num_variables"]),
+                    template=row["template"],
+                    label=int(row["label"]),
+                    split=split,
+                    source=row.get("source") or source or str(path),
+                )
+            )
+    return instances
+
+
+def fingerprint(instances: list[Instance]) -> Fingerprint:
+    return Fingerprint(
+        rows=len(instances),
+        positives=sum(i.label for i in instances),
+        templates=dict(collections.Counter(i.template for i in instances)),
+    )
+
+
+def verify_fingerprint(instances: list[Instance], split: str) -> None:
+    """Raise :class:`DataError` when a split with a published fingerprint does not match it."""
+    expected = FINGERPRINTS.get(split)
+    if expected is None:
+        return
+    got = fingerprint(instances)
+    if got != expected:
+        raise DataError(
+            f"the '{split}' split does not match its fingerprint at revision {HUB_REVISION[:8]}: "
+            f"expected {expected.model_dump()}, got {got.model_dump()}"
+        )
+
+
+def download_split(split: str, cache: Path = HUB_CACHE) -> Path:
+    """Fetch one split's CSV from the hub at the pinned revision (cached under ``data/hub``)."""
+    if split not in HUB_FILES:
+        raise DataError(f"unknown split {split!r}; choose one of {sorted(HUB_FILES)}")
+    from huggingface_hub import hf_hub_download
+
+    try:
+        return Path(
+            hf_hub_download(
+                HUB_REPO,
+                HUB_FILES[split],
+                repo_type="dataset",
+                revision=HUB_REVISION,
+                cache_dir=str(cache),
+            )
+        )
+    except Exception as error:  # the hub client raises many types; all mean the same to the user
+        raise DataError(
+            f"could not fetch split {split!r} of {HUB_REPO}@{HUB_REVISION[:8]} ({type(error).__name__}): "
+            f"set {ENV_CSV} or connect to the hub"
+        ) from error
+
+
+def load_split(split: str = "test", csv_path: str | Path | None = None) -> list[Instance]:
+    """Load a Corr2Cause split.
+
+    ``csv_path`` (or ``$CORR2CAUSE_CSV`` for the ``test`` split) names a local copy; otherwise the split is
+    downloaded at the pinned revision. The test split's fingerprint is always verified.
+    """
+    if csv_path is None and split == "test":
+        csv_path = os.environ.get(ENV_CSV) or None
+    if csv_path is not None:
+        if not Path(csv_path).is_file():
+            raise DataError(f"{csv_path} does not exist: set {ENV_CSV} to the Corr2Cause test CSV or unset it")
+        path = Path(csv_path)
+    else:
+        path = download_split(split)
+    hub_source = f"{HUB_REPO}@{HUB_REVISION[:8]}:{HUB_FILES.get(split, path.name)}"
+    instances = read_csv(path, split=split, source=None if csv_path is not None else hub_source)
+    verify_fingerprint(instances, split)
+    return instances

@@ -1,0 +1,148 @@
+"""``CausalAnalysis``: the typed CPDAG summary the model emits in turn 1 (paper §3.2, appendix F.1).
+
+Edges are JSON pairs (``["A", "B"]``; directed ones read tail -> head), v-structures are triples
+``[X, Z, Y]`` meaning X -> Z <- Y. For constrained decoding the schema is specialised to one instance:
+variable names become an enum and every list gets a bound derived from the number of variables, so a
+regex-constrained model always reaches the closing brace (appendix F.2).
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, create_model
+
+from .oracle import CPDAG
+
+Variable = Annotated[str, Field(pattern=r"^[A-Za-z]$")]
+FIELD_ORDER = ("variables", "skeleton", "separating_sets", "v_structures", "directed_edges", "undirected_edges")
+TOOL_NAME = "record_causal_analysis"
+TOOL_DESCRIPTION = (
+    "Record the CPDAG you derived from the premise: variables, skeleton, separating sets of non-adjacent "
+    "pairs, v-structures, and the directed and undirected edges of the equivalence class."
+)
+
+
+class SeparatingSet(BaseModel):
+    """A non-adjacent pair and a set of variables that renders it independent."""
+
+    model_config = ConfigDict(extra="forbid")
+    pair: tuple[Variable, Variable]
+    separating_set: list[Variable]
+
+
+class CausalAnalysis(BaseModel):
+    """The CPDAG summary: field order matters (it is the order the model writes them in)."""
+
+    model_config = ConfigDict(extra="forbid")
+    variables: list[Variable]
+    skeleton: list[tuple[Variable, Variable]]
+    separating_sets: list[SeparatingSet]
+    v_structures: list[tuple[Variable, Variable, Variable]]
+    directed_edges: list[tuple[Variable, Variable]]
+    undirected_edges: list[tuple[Variable, Variable]]
+
+    @classmethod
+    def from_cpdag(cls, cpdag: CPDAG) -> "CausalAnalysis":
+        """The oracle's reference CPDAG in the emitted format, lists sorted, for field-by-field audits."""
+        order = {v: i for i, v in enumerate(cpdag.variables)}
+
+        def ordered(p) -> tuple[str, str]:
+            a, b = sorted(p, key=order.__getitem__)
+            return a, b
+
+        return cls(
+            variables=list(cpdag.variables),
+            skeleton=sorted((ordered(p) for p in cpdag.skeleton), key=lambda e: (order[e[0]], order[e[1]])),
+            separating_sets=[
+                SeparatingSet(pair=ordered(p), separating_set=sorted(s, key=order.__getitem__))
+                for p, s in sorted(cpdag.separating_sets.items(), key=lambda i: sorted(order[v] for v in i[0]))
+            ],
+            v_structures=[tuple(v) for v in cpdag.v_structures],
+            directed_edges=sorted(cpdag.directed, key=lambda e: (order[e[0]], order[e[1]])),
+            undirected_edges=sorted((ordered(p) for p in cpdag.undirected), key=lambda e: (order[e[0]], order[e[1]])),
+        )
+
+    @staticmethod
+    def bounds(n: int) -> dict[str, int]:
+        """List bounds for ``n`` variables: every pair at most once, every unshielded triple at most once."""
+        pairs = n * (n - 1) // 2
+        return {
+            "variables": n,
+            "skeleton": pairs,
+            "separating_sets": pairs,
+            "separating_set": max(n - 2, 0),
+            "v_structures": n * max(n - 1, 0) * max(n - 2, 0) // 2,
+            "directed_edges": pairs,
+            "undirected_edges": pairs,
+        }
+
+    @classmethod
+    def json_schema_for(cls, variables: list[str] | tuple[str, ...]) -> dict[str, Any]:
+        """The JSON schema constraining one instance's output: names from ``variables``, bounded lists."""
+        return instance_model(tuple(variables)).model_json_schema()
+
+    def to_dot(self) -> str:
+        """A compact DOT view (returned to the model with its own object in the turn-2 tool result)."""
+        lines = ["digraph CPDAG {"]
+        lines += [f"  {a} -> {b};" for a, b in self.directed_edges]
+        lines += [f"  {a} -> {b} [dir=none];" for a, b in self.undirected_edges]
+        linked = {v for e in self.directed_edges + self.undirected_edges for v in e}
+        lines += [f"  {v};" for v in self.variables if v not in linked]
+        lines.append("}")
+        return "\n".join(lines)
+
+
+@lru_cache(maxsize=256)
+def instance_model(variables: tuple[str, ...]) -> type[BaseModel]:
+    """A ``CausalAnalysis`` twin whose names are an enum of ``variables`` and whose lists are bounded."""
+    if not variables or len(set(variables)) != len(variables):
+        raise ValueError(f"need distinct variable names, got {variables!r}")
+    name = Literal[variables]  # type: ignore[valid-type]
+    bound = CausalAnalysis.bounds(len(variables))
+    separating = create_model(
+        "SeparatingSet",
+        __config__=ConfigDict(extra="forbid"),
+        pair=(tuple[name, name], ...),
+        separating_set=(list[name], Field(max_length=bound["separating_set"])),
+    )
+    edges = list[tuple[name, name]]
+    fields: dict[str, Any] = {
+        "variables": (list[name], Field(max_length=bound["variables"])),
+        "skeleton": (edges, Field(max_length=bound["skeleton"])),
+        "separating_sets": (list[separating], Field(max_length=bound["separating_sets"])),
+        "v_structures": (list[tuple[name, name, name]], Field(max_length=bound["v_structures"])),
+        "directed_edges": (edges, Field(max_length=bound["directed_edges"])),
+        "undirected_edges": (edges, Field(max_length=bound["undirected_edges"])),
+    }
+    return create_model("CausalAnalysis", __config__=ConfigDict(extra="forbid"), **fields)
+
+
+@lru_cache(maxsize=256)
+def _regex(variables: tuple[str, ...] | None) -> str:
+    from outlines_core.json_schema import build_regex_from_schema
+
+    schema = CausalAnalysis.model_json_schema() if variables is None else CausalAnalysis.json_schema_for(variables)
+    # One optional space between tokens: enough for readable JSON, small enough to keep the automaton small.
+    return build_regex_from_schema(json.dumps(schema), whitespace_pattern=r"[ ]?")
+
+
+def analysis_regex(variables: list[str] | tuple[str, ...] | None = None) -> str:
+    """The schema-derived regex for the tool-call arguments (appendix F.2), narrowed to ``variables``."""
+    return _regex(tuple(variables) if variables else None)
+
+
+def tool_definition(variables: list[str] | tuple[str, ...] | None = None) -> dict[str, Any]:
+    """The OpenAI-style function tool whose arguments are a ``CausalAnalysis``."""
+    schema = CausalAnalysis.model_json_schema() if variables is None else CausalAnalysis.json_schema_for(variables)
+    return {"type": "function", "function": {"name": TOOL_NAME, "description": TOOL_DESCRIPTION, "parameters": schema}}
+
+
+def parse_analysis(arguments: str | dict, variables: list[str] | tuple[str, ...] | None = None) -> CausalAnalysis:
+    """Validate emitted arguments (JSON text or dict); with ``variables``, names must be the instance's own."""
+    data = json.loads(arguments) if isinstance(arguments, str) else arguments
+    if variables:
+        instance_model(tuple(variables)).model_validate(data)
+    return CausalAnalysis.model_validate(data)

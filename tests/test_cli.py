@@ -1,0 +1,53 @@
+"""The command line contracts other issues and reviewers rely on."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "cpdagthink", *args], capture_output=True, text=True, timeout=300)
+
+
+def test_oracle_command_writes_rows_and_lists_the_eighteen(test_csv, tmp_path):
+    out = tmp_path / "oracle.jsonl"
+    result = run("oracle", "--data", str(test_csv), "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["index"] for r in records] == list(range(1162))
+    assert sum(r["oracle_label"] != r["gold_label"] for r in records) == 18
+    assert "disagreeing rows (18)" in result.stdout
+    assert re.search(r"precision 0\.922, recall 0\.983, F1 0\.952", result.stdout)
+    assert "agreement by template" in result.stdout and "agreement by num_variables" in result.stdout
+
+
+def test_reference_command_writes_cpdag_and_causal_analysis(test_csv, tmp_path):
+    out = tmp_path / "ref.jsonl"
+    assert run("reference", "--data", str(test_csv), "--out", str(out)).returncode == 0
+    first = json.loads(out.read_text().splitlines()[-1])
+    for key in ("variables", "skeleton", "separating_sets", "v_structures", "directed_edges", "undirected_edges"):
+        assert key in first and key in first["causal_analysis"]
+    assert list(first["causal_analysis"]) == ["variables", "skeleton", "separating_sets", "v_structures",
+                                              "directed_edges", "undirected_edges"]
+
+
+def test_generate_command(tmp_path):
+    out = tmp_path / "asia.csv"
+    result = run("generate", "--family", "asia8", "--per-graph", "40", "--out", str(out))
+    assert result.returncode == 0 and "wrote 40 rows" in result.stdout
+
+
+def test_schema_command_prints_schema_and_regex():
+    schema = json.loads(run("schema", "--variables", "A,B,C").stdout)
+    assert schema["properties"]["variables"]["items"]["enum"] == ["A", "B", "C"]
+    regex = run("schema", "--variables", "A,B", "--regex").stdout.strip()
+    assert re.fullmatch(regex, '{"variables":["A","B"],"skeleton":[["A","B"]],"separating_sets":[],'
+                               '"v_structures":[],"directed_edges":[],"undirected_edges":[["A","B"]]}')
+
+
+def test_bad_input_is_a_clear_error(tmp_path):
+    result = run("oracle", "--data", str(tmp_path / "missing.csv"), "--out", str(tmp_path / "o.jsonl"))
+    assert result.returncode == 2 and "no such file" in result.stderr

@@ -1,0 +1,71 @@
+"""Generated instances: the dataset's format, oracle labels, the stress families and the perturbations."""
+
+from __future__ import annotations
+
+import networkx as nx
+import pytest
+
+from cpdagthink.data import read_csv
+from cpdagthink.generate import FAMILIES, generate, read_edges, rows_from_dag, write_rows
+from cpdagthink.oracle import label_text
+from cpdagthink.premise import parse_hypothesis, parse_premise, split_input
+
+
+@pytest.mark.parametrize("family, n", [("random7", 7), ("alarm7", 7), ("asia8", 8)])
+def test_stress_families_are_labelled_by_the_oracle_and_deterministic(family, n):
+    rows = generate(family, seed=1, graphs=3, per_graph=12)
+    assert rows == generate(family, seed=1, graphs=3, per_graph=12)
+    assert all(r.num_variables == n and r.source.startswith(f"generated:{family}") for r in rows)
+    assert all(label_text(r.input).label == r.label for r in rows)
+    assert 0 < sum(r.label for r in rows) < len(rows)
+
+
+def test_alarm_subgraphs_are_connected_induced_subgraphs():
+    alarm = read_edges("data/graphs/alarm.edges")
+    assert alarm.number_of_nodes() == 37 and alarm.number_of_edges() == 46
+    for row in generate("alarm7", seed=3, graphs=4, per_graph=2):
+        legend = dict(item.split("=") for item in row.source.split()[-1].split(","))
+        sub = alarm.subgraph(legend.values())
+        assert nx.is_weakly_connected(sub) and sub.number_of_nodes() == 7
+
+
+def test_any_dag_lists_every_separating_set(tmp_path):
+    dag = nx.DiGraph([("A", "C"), ("B", "C"), ("C", "D")])
+    rows = rows_from_dag(dag, 10, __import__("random").Random(0), "generated:test")
+    facts = parse_premise(split_input(rows[0].input)[0])
+    assert facts.independent("A", "B") and facts.independent("A", "D", {"C"}) and facts.independent("A", "D", {"B", "C"})
+    written = read_csv(write_rows(rows, tmp_path / "g.csv"))
+    assert [i.label for i in written] == [r.label for r in rows]
+
+
+def test_perturbations_keep_labels_and_change_the_surface(test_csv):
+    original = read_csv(test_csv)[::97]
+    from cpdagthink.generate import perturb
+
+    for family in ("refactor", "paraphrase"):
+        rows = perturb(original, family, seed=5)
+        assert rows == perturb(original, family, seed=5)
+        for row, source in zip(rows, original):
+            assert row.input != source.text and row.label == source.label
+            assert row.source.startswith(f"generated:{family}")
+            assert label_text(row.input).label == label_text(source.text).label
+    refactored = perturb(original, "refactor", seed=5)[0]
+    assert not set(parse_premise(split_input(refactored.input)[0]).variables) & set("ABCDEF"[: original[0].num_variables])
+
+
+def test_paraphrases_never_use_a_hub_wording(test_csv):
+    from cpdagthink.generate import perturb
+
+    for row in perturb(read_csv(test_csv)[:60], "paraphrase", seed=0):
+        hypothesis = split_input(row.input)[1]
+        parse_hypothesis(hypothesis)
+        assert "directly causes" not in hypothesis and "causes something else" not in hypothesis
+        assert "but not a direct one" not in hypothesis and "There exists at least one" not in hypothesis
+
+
+def test_unknown_family_and_missing_source():
+    with pytest.raises(ValueError):
+        generate("grid9")
+    with pytest.raises(ValueError, match="--data"):
+        generate("refactor")
+    assert set(FAMILIES) == {"random7", "alarm7", "asia8", "refactor", "paraphrase"}

@@ -1,0 +1,233 @@
+"""The oracle against brute force: every DAG up to 5 nodes (up to isomorphism at 5) and random DAGs of 6-9
+nodes with random letters and shuffled statements.
+
+Brute force is deliberately independent of the oracle: facts come from networkx's d-separation, the
+equivalence class from every acyclic orientation of the skeleton with the same v-structures (Verma & Pearl
+1990), and relations from explicit simple-path enumeration.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from itertools import combinations, permutations, product
+
+import networkx as nx
+import pytest
+
+from cpdagthink.dag import d_separated, independence_facts
+from cpdagthink.oracle import (
+    UnfaithfulFactsError,
+    analyse_premise,
+    consistent_extensions,
+    entailed,
+    label_text,
+)
+from cpdagthink.premise import Facts, Query, Relation, pair, parse_premise, verbalise_premise
+
+
+# ------------------------------------------------------------------------------------ brute-force truth
+
+
+def nx_facts(dag: nx.DiGraph, variables: tuple[str, ...]) -> Facts:
+    independencies = {}
+    for x, y in combinations(variables, 2):
+        others = [v for v in variables if v not in (x, y)]
+        sets = frozenset(
+            frozenset(s)
+            for k in range(len(others) + 1)
+            for s in combinations(others, k)
+            if nx.is_d_separator(dag, {x}, {y}, set(s))
+        )
+        if sets:
+            independencies[pair(x, y)] = sets
+    correlations = frozenset(pair(x, y) for x, y in combinations(variables, 2) if frozenset() not in independencies.get(pair(x, y), ()))
+    return Facts(variables, correlations, independencies)
+
+
+def v_structures(dag: nx.DiGraph) -> frozenset:
+    return frozenset(
+        (frozenset((a, b)), z)
+        for z in dag
+        for a, b in combinations(sorted(dag.predecessors(z)), 2)
+        if not dag.has_edge(a, b) and not dag.has_edge(b, a)
+    )
+
+
+def brute_force_class(dag: nx.DiGraph) -> list[nx.DiGraph]:
+    edges = list(dag.edges)
+    target = v_structures(dag)
+    members = []
+    for flips in product((False, True), repeat=len(edges)):
+        g = nx.DiGraph()
+        g.add_nodes_from(dag)
+        g.add_edges_from((b, a) if f else (a, b) for (a, b), f in zip(edges, flips))
+        if nx.is_directed_acyclic_graph(g) and v_structures(g) == target:
+            members.append(g)
+    return members
+
+
+def brute_force_truths(dag: nx.DiGraph, queries: list[Query]) -> set[Query]:
+    """The queries that hold in one DAG, by enumerating simple directed paths."""
+    paths = {(u, v): [set(p) for p in nx.all_simple_paths(dag, u, v)] for u, v in permutations(dag, 2)}
+    lengths = {(u, v): max((len(p) for p in ps), default=0) for (u, v), ps in paths.items()}
+
+    def meet_only_at(c, first, second) -> bool:
+        return any(a & b == {c} for a in paths[first] for b in paths[second])
+
+    true = set()
+    for q in queries:
+        x, y, others = q.x, q.y, [c for c in dag if c not in (q.x, q.y)]
+        if q.relation is Relation.DIRECT_CAUSE:
+            ok = dag.has_edge(x, y)
+        elif q.relation is Relation.INDIRECT_CAUSE:
+            ok = lengths[(x, y)] >= 3
+        elif q.relation is Relation.COLLIDER:
+            ok = any(meet_only_at(c, (x, c), (y, c)) for c in others)
+        else:
+            ok = any(meet_only_at(c, (c, x), (c, y)) for c in others)
+        if ok:
+            true.add(q)
+    return true
+
+
+def all_queries(variables) -> list[Query]:
+    qs = [Query(r, x, y) for x, y in permutations(variables, 2) for r in (Relation.DIRECT_CAUSE, Relation.INDIRECT_CAUSE)]
+    qs += [Query(r, x, y) for x, y in combinations(variables, 2) for r in (Relation.COLLIDER, Relation.CONFOUNDER)]
+    return qs
+
+
+def check_dag(dag: nx.DiGraph, variables: tuple[str, ...], rng: random.Random | None = None) -> int:
+    """Compare the oracle (through premise text) with brute force on every query; return queries checked."""
+    facts = nx_facts(dag, variables) if len(variables) <= 5 else independence_facts(dag, variables)
+    text = verbalise_premise(facts)
+    if rng is not None:  # shuffle the statements after the header
+        head, _, body = text.partition("as follows: ")
+        sentences = [s for s in re.split(r"(?<=\.) ", body.replace("However, ", ""))]
+        rng.shuffle(sentences)
+        text = head + "as follows: " + " ".join(sentences)
+    analysis = analyse_premise(text)
+    members = brute_force_class(dag)
+    assert len(analysis.members) == len(members)
+    queries = all_queries(variables)
+    truth = set.intersection(*(brute_force_truths(m, queries) for m in members))
+    for q in queries:
+        assert entailed(analysis, q) == (q in truth), (sorted(dag.edges), q)
+    return len(queries)
+
+
+def upper_triangular_dags(n: int):
+    """Every DAG on n nodes up to isomorphism appears among those whose edges go from earlier to later."""
+    names = "ABCDE"[:n]
+    slots = list(combinations(names, 2))
+    for mask in range(1 << len(slots)):
+        g = nx.DiGraph()
+        g.add_nodes_from(names)
+        g.add_edges_from(e for i, e in enumerate(slots) if mask >> i & 1)
+        yield g
+
+
+def all_labelled_dags(n: int):
+    names = "ABCD"[:n]
+    slots = list(combinations(names, 2))
+    for choice in product((0, 1, 2), repeat=len(slots)):
+        g = nx.DiGraph()
+        g.add_nodes_from(names)
+        g.add_edges_from((a, b) if c == 1 else (b, a) for (a, b), c in zip(slots, choice) if c)
+        if nx.is_directed_acyclic_graph(g):
+            yield g
+
+
+# --------------------------------------------------------------------------------------------- tests
+
+
+def test_every_labelled_dag_up_to_four_nodes():
+    dags = [g for n in (2, 3, 4) for g in all_labelled_dags(n)]
+    assert len(dags) == 3 + 25 + 543  # OEIS A003024
+    assert sum(check_dag(g, tuple(sorted(g))) for g in dags) > 0
+
+
+def test_every_five_node_dag_up_to_isomorphism():
+    checked = sum(check_dag(g, tuple("ABCDE")) for g in upper_triangular_dags(5))
+    assert checked == 1024 * 60
+
+
+def test_random_dags_of_six_to_nine_nodes_with_random_letters_and_shuffled_statements():
+    rng = random.Random(7)
+    for _ in range(200):
+        n = rng.randint(6, 9)
+        letters = rng.sample("ABCDEFGHIJKLMNOPQRSTUVWXYZ", n)
+        while True:
+            dag = nx.DiGraph()
+            dag.add_nodes_from(letters)
+            dag.add_edges_from((a, b) for a, b in combinations(letters, 2) if rng.random() < 2.2 / n)
+            if dag.number_of_edges() <= 11:
+                break
+        declared = tuple(rng.sample(letters, n))
+        check_dag(dag, declared, rng)
+
+
+def test_d_separation_matches_networkx():
+    rng = random.Random(3)
+    for g in list(upper_triangular_dags(5))[::7]:
+        x, y = rng.sample("ABCDE", 2)
+        others = [v for v in "ABCDE" if v not in (x, y)]
+        for k in range(4):
+            for s in combinations(others, k):
+                assert d_separated(g, x, y, frozenset(s)) == nx.is_d_separator(g, {x}, {y}, set(s))
+
+
+def test_members_are_distinct_and_share_skeleton_and_v_structures():
+    complete = nx.DiGraph([(a, b) for a, b in combinations("ABCD", 2)])
+    analysis = analyse_premise(verbalise_premise(nx_facts(complete, tuple("ABCD"))))
+    members = list(consistent_extensions(analysis.cpdag))
+    assert len({frozenset(m.edges) for m in members}) == len(members) == 24  # complete on 4 nodes: 4!
+    assert all(v_structures(m) == frozenset() for m in members)
+
+
+def test_collider_needs_disjoint_paths_not_just_a_common_descendant():
+    # A -> B -> C: C is a common descendant of A and B but every path from A to C passes through B.
+    chain = nx.DiGraph([("A", "B"), ("B", "C")])
+    from cpdagthink.dag import holds
+
+    assert not holds(chain, Query(Relation.COLLIDER, "A", "B"))
+    assert holds(nx.DiGraph([("A", "B"), ("B", "C"), ("A", "C")]), Query(Relation.COLLIDER, "A", "B"))
+
+
+UNFAITHFUL = [
+    # A _||_ B and A _||_ B | C, but C depends on both: a collider that is also in a separating set.
+    "Premise: Suppose there is a closed system of 3 variables, A, B and C. All the statistical relations among "
+    "these 3 variables are as follows: A correlates with C. B correlates with C. However, A is independent of B. "
+    "A and B are independent given C.",
+    # A _||_ C | B only, and A _||_ B: no DAG has exactly these independencies.
+    "Premise: Suppose there is a closed system of 3 variables, A, B and C. All the statistical relations among "
+    "these 3 variables are as follows: A correlates with C. B correlates with C. However, A is independent of B. "
+    "A and C are independent given B.",
+]
+
+
+@pytest.mark.parametrize("premise", UNFAITHFUL)
+def test_unsatisfiable_facts_are_reported_not_labelled(premise):
+    with pytest.raises(UnfaithfulFactsError):
+        analyse_premise(premise)
+    verdict = label_text(premise + "\nHypothesis: A directly causes C.")
+    assert verdict.label is None and "unfaithful" in verdict.problem
+
+
+def test_real_split_has_exactly_eighteen_gold_errors(test_csv):
+    import csv
+
+    rows = list(csv.DictReader(open(test_csv, encoding="utf-8")))
+    wrong = [(int(r["label"]), label_text(r["input"]).label) for r in rows]
+    wrong = [w for w in wrong if w[0] != w[1]]
+    assert len(wrong) == 18
+    assert wrong.count((0, 1)) == 15 and wrong.count((1, 0)) == 3
+
+
+def test_other_letters_give_the_expected_cpdag():
+    dag = nx.DiGraph([("Q", "R"), ("R", "S"), ("T", "S")])
+    facts = independence_facts(dag, ("Q", "R", "S", "T"))
+    analysis = analyse_premise(verbalise_premise(facts))
+    assert analysis.cpdag.directed == frozenset({("R", "S"), ("T", "S")})
+    assert analysis.cpdag.undirected == frozenset({pair("Q", "R")})
+    assert parse_premise(verbalise_premise(facts)).statements() == facts.statements()
