@@ -9,6 +9,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Callable
 
+from .backends.base import BackendError
 from .data import DataError, Instance, load_split, read_csv
 
 
@@ -101,6 +102,35 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_run(args: argparse.Namespace) -> int:
+    from .backends import make_backend
+    from .conditions import Decoding, get_condition
+    from .data import sample
+    from .runner import run_condition
+
+    condition = get_condition(args.condition)
+    instances = sample(_instances(args), args.limit, args.seed)
+    options = {k: v for k, v in (("model", args.model), ("base_url", args.base_url)) if v}
+    backend = make_backend(args.backend, **options)
+    decoding = Decoding(
+        tool_choice=args.tool_choice,
+        seed=args.seed,
+        thinking=not args.no_thinking,
+        max_tokens_turn1=args.max_tokens_turn1,
+        max_tokens_answer=args.max_tokens_answer,
+    )
+    out = args.out or f"outputs/runs/{args.condition}-{args.backend}-seed{args.seed}"
+    try:
+        result = run_condition(condition, backend, instances, out, decoding=decoding, cache_dir=args.cache,
+                               chunk_size=args.chunk_size)
+    finally:
+        backend.close()
+    answered = [r for r in result.records if not r["unparsed"]]
+    print(f"{len(result.records)} records in {result.out_dir} ({result.model_calls} model calls, "
+          f"{len(result.records) - len(answered)} unparsed answers)")
+    return 0
+
+
 def cmd_schema(args: argparse.Namespace) -> int:
     from .schema import CausalAnalysis, analysis_regex
 
@@ -126,6 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
         "oracle": (cmd_oracle, "label every row with the exact PC/equivalence-class oracle"),
         "reference": (cmd_reference, "write each row's reference CPDAG"),
         "generate": (cmd_generate, "write a generated Corr2Cause-format CSV"),
+        "run": (cmd_run, "run a condition over instances with a backend (resumable, cached)"),
         "schema": (cmd_schema, "print the CausalAnalysis JSON schema or its decoding regex"),
     }
     parsers = {}
@@ -142,6 +173,22 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--graphs", type=int, default=10, help="graphs to draw (random7, alarm7)")
     gen.add_argument("--per-graph", type=int, default=20, help="hypotheses per graph, half positive when possible")
     gen.add_argument("--out", required=True)
+    run = parsers["run"]
+    _data_options(run)
+    run.add_argument("--condition", required=True, help="structured, baseline_enhanced, twoturn_prose_pc, ...")
+    run.add_argument("--backend", default="local", help="local (default), openai, vllm, reference")
+    run.add_argument("--model", help="local: qwen2.5-0.5b (default), smollm2-135m or a .gguf path; "
+                     "openai/vllm: the model name")
+    run.add_argument("--base-url", nargs="+", help="OpenAI-compatible endpoint(s), served round-robin")
+    run.add_argument("--limit", type=int, default=0, help="seeded label-stratified sample size (0: all rows)")
+    run.add_argument("--seed", type=int, default=0)
+    run.add_argument("--tool-choice", choices=["auto", "forced"], default="auto")
+    run.add_argument("--no-thinking", action="store_true", help="switch the model's thinking off")
+    run.add_argument("--max-tokens-turn1", type=int, default=1024)
+    run.add_argument("--max-tokens-answer", type=int, default=512)
+    run.add_argument("--chunk-size", type=int, default=8, help="instances per batched backend call")
+    run.add_argument("--cache", default="outputs/cache", help="content-addressed cache of model calls")
+    run.add_argument("--out", help="run folder (default outputs/runs/CONDITION-BACKEND-seedS)")
     schema = parsers["schema"]
     schema.add_argument("--variables", required=True, help="comma-separated names, e.g. A,B,C")
     schema.add_argument("--regex", action="store_true", help="print the constrained-decoding regex instead")
@@ -152,6 +199,6 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.handler(args)
-    except (DataError, ValueError) as error:
+    except (DataError, ValueError, BackendError) as error:
         print(f"cpdagthink {args.command}: error: {error}", file=sys.stderr)
         return 2

@@ -10,6 +10,7 @@ from __future__ import annotations
 import collections
 import csv
 import os
+import random
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
@@ -167,3 +168,16 @@ def load_split(split: str = "test", csv_path: str | Path | None = None) -> list[
     instances = read_csv(path, split=split, source=None if csv_path is not None else hub_source)
     verify_fingerprint(instances, split)
     return instances
+
+
+def sample(instances: list[Instance], limit: int, seed: int = 0) -> list[Instance]:
+    """A seeded sample of ``limit`` rows (0 or more than available: all), stratified by label so the sample
+    keeps the split's share of positives, returned in the split's order."""
+    if limit <= 0 or limit >= len(instances):
+        return list(instances)
+    rng = random.Random(seed)
+    positives = [i for i, x in enumerate(instances) if x.label == 1]
+    negatives = [i for i, x in enumerate(instances) if x.label != 1]
+    take_pos = max(1, round(limit * len(positives) / len(instances))) if positives else 0
+    chosen = rng.sample(positives, min(take_pos, len(positives))) + rng.sample(negatives, min(limit - take_pos, len(negatives)))
+    return [instances[i] for i in sorted(chosen)]

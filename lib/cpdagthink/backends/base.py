@@ -25,6 +25,9 @@ class Constraint:
 
     regex: str
     tool: str | None = None
+    # Optional: the JSON schema the regex was derived from, for APIs that take a schema instead of a regex
+    # (OpenAI ``response_format``). Backends that can apply ``regex`` ignore it.
+    json_schema: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,9 @@ class Completion:
     completion_tokens: int = 0
     latency_s: float = 0.0
     finish_reason: str | None = None
+    # Backend-specific facts about this call (served model snapshot, attempts, unsupported flags such as
+    # ``{"thinking": "unsupported"}``); plain JSON, never secrets.
+    meta: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -1,0 +1,87 @@
+"""The ``reference`` agent: a symbolic stand-in for a model, for plumbing checks and the upper-bound row.
+
+Turn 1 (a tool is offered and none was called yet): read the premise from the prompt and emit the oracle's
+CPDAG as the tool call. Final turn: read the hypothesis and answer from whatever graph the last tool result
+holds (so graph probes move it), or from the premise when there is no tool result. Never the default.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from typing import Any
+
+from ..oracle import PDAG, UnfaithfulFactsError, analyse_premise, apply_meek_rules, consistent_extensions
+from ..dag import holds
+from ..premise import PremiseError, pair, parse_hypothesis
+from ..schema import TOOL_NAME, CausalAnalysis
+from .base import Backend, Completion, Request, ToolCall
+
+_PREMISE = re.compile(r"(Premise:.*?)(?:\n\s*\n|\nHypothesis:|$)", re.S)
+_HYPOTHESIS = re.compile(r"Hypothesis:[ \t]*([^\n]+)")
+
+
+def _texts(request: Request) -> list[str]:
+    return [m.get("content") or "" for m in request.messages]
+
+
+def graph_answer(analysis: CausalAnalysis, hypothesis: str) -> tuple[bool, str]:
+    """Whether the hypothesis holds in every DAG consistent with the given graph (Meek-closed first).
+    A graph that no DAG extends answers NO, with the reason."""
+    graph = PDAG(tuple(analysis.variables), {tuple(e) for e in analysis.directed_edges},
+                 {pair(*e) for e in analysis.undirected_edges})
+    try:
+        query = parse_hypothesis(hypothesis, tuple(analysis.variables))
+        members = list(consistent_extensions(apply_meek_rules(graph)))
+    except (UnfaithfulFactsError, PremiseError, ValueError) as error:
+        return False, f"graph unusable: {error}"
+    return all(holds(m, query) for m in members), f"checked {len(members)} completion(s)"
+
+
+class ReferenceBackend(Backend):
+    """The oracle behind the backend interface."""
+
+    name = "reference"
+
+    def identity(self) -> dict[str, Any]:
+        return {"backend": "reference", "model": "pc-oracle", "revision": "exact"}
+
+    def complete(self, request: Request) -> Completion:
+        start = time.perf_counter()
+        texts = _texts(request)
+        tool_results = [m for m in request.messages if m.get("role") == "tool"]
+        if request.tools and not tool_results:
+            completion = self._emit(texts)
+        else:
+            completion = self._answer(texts, tool_results)
+        completion.latency_s = time.perf_counter() - start
+        return completion
+
+    def _emit(self, texts: list[str]) -> Completion:
+        premise = next((m.group(1).strip() for t in texts if (m := _PREMISE.search(t))), None)
+        if premise is None:
+            return Completion(text="I cannot find a premise to analyse.")
+        analysis = CausalAnalysis.from_cpdag(analyse_premise(premise).cpdag)
+        arguments = analysis.model_dump_json()
+        return Completion(text="", tool_calls=[ToolCall(TOOL_NAME, arguments)], raw=arguments, finish_reason="tool_calls")
+
+    def _answer(self, texts: list[str], tool_results: list[dict]) -> Completion:
+        hypothesis = next((m.group(1) for t in reversed(texts) if (m := _HYPOTHESIS.search(t))), None)
+        if hypothesis is None:
+            return Completion(text="I cannot find the hypothesis.")
+        if tool_results:
+            content = tool_results[-1]["content"]
+            start = content.find('{"variables"')
+            try:
+                analysis = CausalAnalysis.model_validate(json.JSONDecoder().raw_decode(content[start:])[0])
+            except (ValueError, IndexError) as error:
+                return Completion(text=f"The recorded graph is unusable ({error}).\nAnswer: NO")
+            verdict, how = graph_answer(analysis, hypothesis)
+        else:
+            premise = next((m.group(1).strip() for t in texts if (m := _PREMISE.search(t))), "")
+            try:
+                verdict, how = graph_answer(CausalAnalysis.from_cpdag(analyse_premise(premise).cpdag), hypothesis)
+            except (UnfaithfulFactsError, PremiseError) as error:
+                verdict, how = False, f"premise unusable: {error}"
+        return Completion(text=f"{how}.\nAnswer: {'YES' if verdict else 'NO'}", finish_reason="stop")

@@ -1,0 +1,218 @@
+"""Experimental conditions: which turns, prompts, tool and constraint each one uses (paper §3.2-3.3, §5).
+
+A condition only *builds* requests and *reads* answers; the runner executes them. Between the two turns
+of a tool condition, an :data:`Intervention` may replace the emitted object or drop the premise (the probes
+of §6 use it); the replacement is shown to the model both as its own tool call and as the tool result.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from dataclasses import dataclass, replace
+from enum import Enum
+from typing import Any, Callable
+
+from .backends.base import Completion, Constraint, Request
+from .data import Instance
+from .premise import parse_premise
+from .prompts import render, used_files
+from .schema import TOOL_NAME, CausalAnalysis, analysis_regex, parse_analysis, tool_definition
+
+
+class Flow(str, Enum):
+    ONE_TURN = "one_turn"  # system + question -> answer
+    TOOL = "tool"  # turn 1 emits the CausalAnalysis tool call, turn 2 answers against the tool result
+    PROSE = "prose"  # turn 1 writes prose analysis, turn 2 answers against it
+
+
+@dataclass(frozen=True)
+class Condition:
+    """One row of the paper's tables: its flow, prompt files and decoding switches."""
+
+    name: str
+    description: str
+    flow: Flow
+    system: str
+    user: str
+    follow_up: str | None = None
+    constrained: bool = False
+    thinking: bool = True
+
+    def prompt_files(self) -> dict[str, str]:
+        names = tuple(n for n in (self.system, self.user, self.follow_up) if n)
+        return used_files(names)
+
+
+_STRUCTURED = Condition(
+    "structured",
+    "Structured Thinking: CausalAnalysis tool call under the schema regex, then answer against it (§3.2)",
+    Flow.TOOL,
+    "structured_turn1_system",
+    "structured_turn1_user",
+    "structured_turn2_tool_result",
+    constrained=True,
+)
+CONDITIONS: dict[str, Condition] = {
+    c.name: c
+    for c in (
+        _STRUCTURED,
+        Condition("baseline_enhanced", "BaselineEnhanced: one turn, PC scaffold, YES only if in every DAG (§3.3)",
+                  Flow.ONE_TURN, "baseline_enhanced_system", "question_user"),
+        Condition("twoturn_prose_pc", "TwoTurn-Prose-PC: same scaffold over two turns, prose intermediate, no tool (§3.3)",
+                  Flow.PROSE, "twoturn_prose_turn1_system", "twoturn_prose_turn1_user", "twoturn_prose_turn2_user"),
+        Condition("singleturn_structured", "Single-turn structured-prompt diagnostic: graph vocabulary, no object (§4.2)",
+                  Flow.ONE_TURN, "singleturn_structured_system", "question_user"),
+        replace(_STRUCTURED, name="minimal_instruction", system="minimal_turn1_system",
+                description="Ablation: minimal causal-analysis instruction instead of the PC prompt (§5)"),
+        replace(_STRUCTURED, name="no_thinking", thinking=False,
+                description="Ablation: Structured Thinking with the model's thinking switched off (§5)"),
+        replace(_STRUCTURED, name="no_constrained_decoding", constrained=False,
+                description="Ablation: tool-call syntax kept, regex constraint removed (§5)"),
+    )
+}
+
+
+def get_condition(name: str) -> Condition:
+    if name not in CONDITIONS:
+        raise ValueError(f"unknown condition {name!r}; choose one of {', '.join(CONDITIONS)}")
+    return CONDITIONS[name]
+
+
+@dataclass(frozen=True)
+class Decoding:
+    """Decoding settings shared by all turns of a run."""
+
+    tool_choice: str = "auto"  # "auto" (+ the prompt's instruction, the paper's API setting) or "forced"
+    narrow_regex: bool = True  # constrain variable names to the instance's own
+    max_tokens_turn1: int = 1024
+    max_tokens_answer: int = 512
+    temperature: float = 0.0
+    seed: int = 0
+    thinking: bool = True  # the backend's thinking switch, ANDed with the condition's
+
+
+# ------------------------------------------------------------------------------------------- turn two
+
+
+@dataclass(frozen=True)
+class Turn2Input:
+    """What turn 2 gets: the object to show (None if none was recorded) and whether the premise stays."""
+
+    analysis: CausalAnalysis | None
+    include_premise: bool = True
+    note: str = ""
+
+
+Intervention = Callable[[Instance, CausalAnalysis | None, random.Random], Turn2Input]
+
+
+def _first_messages(condition: Condition, instance: Instance) -> list[dict[str, Any]]:
+    fields = {"premise": instance.premise, "hypothesis": instance.hypothesis}
+    return [
+        {"role": "system", "content": render(condition.system, **fields)},
+        {"role": "user", "content": render(condition.user, **fields)},
+    ]
+
+
+def _request(condition: Condition, decoding: Decoding, messages: list[dict], max_tokens: int, **extra) -> Request:
+    return Request(
+        messages=tuple(messages),
+        thinking=decoding.thinking and condition.thinking,
+        max_tokens=max_tokens,
+        temperature=decoding.temperature,
+        seed=decoding.seed,
+        **extra,
+    )
+
+
+def variables_of(instance: Instance) -> tuple[str, ...]:
+    return parse_premise(instance.premise).variables
+
+
+def first_request(condition: Condition, instance: Instance, decoding: Decoding) -> Request:
+    """Turn 1 of any condition (the only turn of a one-turn condition)."""
+    messages = _first_messages(condition, instance)
+    if condition.flow is not Flow.TOOL:
+        return _request(condition, decoding, messages, decoding.max_tokens_answer if condition.flow is Flow.ONE_TURN
+                        else decoding.max_tokens_turn1)
+    variables = variables_of(instance) if decoding.narrow_regex else None
+    constraint = Constraint(analysis_regex(variables), tool=TOOL_NAME) if condition.constrained else None
+    return _request(
+        condition, decoding, messages, decoding.max_tokens_turn1,
+        tools=(tool_definition(variables),),
+        tool_choice=TOOL_NAME if decoding.tool_choice == "forced" else "auto",
+        constraint=constraint,
+    )
+
+
+@dataclass(frozen=True)
+class Emitted:
+    """Turn 1's tool call read back: the parsed object, or why it could not be parsed."""
+
+    analysis: CausalAnalysis | None
+    arguments: str | None
+    error: str | None
+
+
+def read_emitted(completion: Completion, instance: Instance) -> Emitted:
+    """Parse the CausalAnalysis tool call; every failure is recorded, none raises."""
+    calls = [c for c in completion.tool_calls if c.name == TOOL_NAME]
+    if not calls:
+        return Emitted(None, None, f"no {TOOL_NAME} tool call in the output")
+    try:
+        return Emitted(parse_analysis(calls[0].arguments, variables_of(instance)), calls[0].arguments, None)
+    except (ValueError, TypeError) as error:  # json and pydantic errors are ValueErrors
+        return Emitted(None, calls[0].arguments, f"{type(error).__name__}: {str(error).splitlines()[0]}")
+
+
+def second_request(
+    condition: Condition, instance: Instance, decoding: Decoding, turn1: Completion, given: Turn2Input | None = None
+) -> Request:
+    """Turn 2 of a two-turn condition, built from turn 1's output (and an intervention's replacement)."""
+    messages = _first_messages(condition, instance)
+    if condition.flow is Flow.PROSE:
+        messages += [{"role": "assistant", "content": turn1.text}, {"role": "user", "content": render(condition.follow_up)}]
+        return _request(condition, decoding, messages, decoding.max_tokens_answer)
+    emitted = read_emitted(turn1, instance)
+    given = given or Turn2Input(emitted.analysis)
+    if not given.include_premise:
+        messages[1] = {"role": "user", "content": f"Hypothesis: {instance.hypothesis}"}
+    if given.analysis is not None:
+        arguments = given.analysis.model_dump_json()
+        status = "as recorded" if given.analysis is emitted.analysis else f"as provided ({given.note})"
+        result = render(condition.follow_up, status=status, dot=given.analysis.to_dot(), analysis_json=arguments)
+    else:
+        arguments = emitted.arguments or "{}"
+        result = render(condition.follow_up, status=f"not usable: {emitted.error}", dot="(none)",
+                        analysis_json=emitted.arguments or "(none)")
+    call_id = "call_0"
+    messages += [
+        {"role": "assistant", "content": "",
+         "tool_calls": [{"id": call_id, "type": "function", "function": {"name": TOOL_NAME, "arguments": arguments}}]},
+        {"role": "tool", "tool_call_id": call_id, "name": TOOL_NAME, "content": result},
+    ]
+    return _request(condition, decoding, messages, decoding.max_tokens_answer)
+
+
+_ANSWER = re.compile(r"^\W*answer\W*:?\W*(yes|no)\W*$", re.I | re.M)
+
+
+def parse_answer(text: str) -> str | None:
+    """The final ``Answer: YES|NO`` line (the last one wins), or a bare YES/NO reply; else None (unparsed)."""
+    found = _ANSWER.findall(text or "")
+    if found:
+        return found[-1].upper()
+    bare = (text or "").strip().strip(".*").upper()
+    return bare if bare in ("YES", "NO") else None
+
+
+def describe(condition: Condition) -> dict[str, Any]:
+    """The condition as plain JSON for run metadata."""
+    return {**{k: (v.value if isinstance(v, Enum) else v) for k, v in condition.__dict__.items()},
+            "prompt_hashes": condition.prompt_files()}
+
+
+def dumps(data: Any) -> str:
+    return json.dumps(data, sort_keys=True)

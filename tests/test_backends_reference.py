@@ -1,0 +1,37 @@
+"""The reference agent: oracle CPDAG in turn 1, answers from whatever graph turn 2 shows."""
+
+from __future__ import annotations
+
+from cpdagthink.backends.reference import ReferenceBackend, graph_answer
+from cpdagthink.conditions import CONDITIONS, Decoding, Turn2Input, first_request, parse_answer, second_request
+from cpdagthink.data import read_csv
+from cpdagthink.oracle import label_text
+from cpdagthink.schema import CausalAnalysis, parse_analysis
+
+
+def test_reference_agent_reproduces_the_oracle_on_real_rows(test_csv):
+    agent = ReferenceBackend()
+    for instance in read_csv(test_csv)[::40]:
+        turn1 = agent.complete(first_request(CONDITIONS["structured"], instance, Decoding()))
+        assert parse_analysis(turn1.tool_calls[0].arguments)
+        turn2 = agent.complete(second_request(CONDITIONS["structured"], instance, Decoding(), turn1))
+        assert parse_answer(turn2.text) == ("YES" if label_text(instance.text).label else "NO")
+        one = agent.complete(first_request(CONDITIONS["baseline_enhanced"], instance, Decoding()))
+        assert parse_answer(one.text) == parse_answer(turn2.text)
+
+
+def test_answers_follow_the_graph_it_is_shown(test_csv):
+    agent = ReferenceBackend()
+    instance = next(i for i in read_csv(test_csv) if i.label == 1 and i.template == "parent")
+    turn1 = agent.complete(first_request(CONDITIONS["structured"], instance, Decoding()))
+    emitted = parse_analysis(turn1.tool_calls[0].arguments)
+    flipped = emitted.model_copy(update={"directed_edges": [(b, a) for a, b in emitted.directed_edges]})
+    turn2 = agent.complete(second_request(CONDITIONS["structured"], instance, Decoding(), turn1, Turn2Input(flipped, note="flip")))
+    assert parse_answer(turn2.text) == "NO"
+
+
+def test_a_graph_no_dag_extends_answers_no():
+    cyclic = CausalAnalysis(variables=["A", "B", "C"], skeleton=[("A", "B"), ("B", "C"), ("A", "C")], separating_sets=[],
+                            v_structures=[], directed_edges=[("A", "B"), ("B", "C"), ("C", "A")], undirected_edges=[])
+    verdict, how = graph_answer(cyclic, "A directly causes B.")
+    assert verdict is False and "unusable" in how

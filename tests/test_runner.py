@@ -1,0 +1,83 @@
+"""The runner: records, cache, resumption after a kill, metadata (reference agent; real models below)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cpdagthink.backends.base import Backend, Completion, Request
+from cpdagthink.backends.reference import ReferenceBackend
+from cpdagthink.conditions import CONDITIONS
+from cpdagthink.data import read_csv, sample
+from cpdagthink.runner import CallCache, read_records, run_condition
+
+
+class Killed(RuntimeError):
+    pass
+
+
+class DiesAfter(Backend):
+    """Wraps a backend and dies after ``n`` served requests, like a process killed mid-run."""
+
+    def __init__(self, inner: Backend, n: int):
+        self.inner, self.left = inner, n
+
+    def identity(self):
+        return self.inner.identity()
+
+    def complete(self, request: Request) -> Completion:
+        if self.left == 0:
+            raise Killed()
+        self.left -= 1
+        return self.inner.complete(request)
+
+
+@pytest.fixture()
+def items(test_csv):
+    return sample(read_csv(test_csv), 12, seed=1)
+
+
+def test_records_cache_and_rerun_makes_no_calls(items, tmp_path):
+    condition = CONDITIONS["structured"]
+    first = run_condition(condition, ReferenceBackend(), items, tmp_path / "run", cache_dir=tmp_path / "cache", progress=False)
+    assert first.model_calls == 24 and len(first.records) == 12
+    record = first.records[0]
+    assert record["turns"][0]["parsed"]["variables"] and record["turns"][0]["parse_error"] is None
+    assert {"answer", "prediction", "gold_label", "oracle_label", "unparsed"} <= set(record)
+    assert all(r["prediction"] == r["oracle_label"] for r in first.records)
+    again = run_condition(condition, ReferenceBackend(), items, tmp_path / "run2", cache_dir=tmp_path / "cache", progress=False)
+    assert again.model_calls == 0 and all(t["cache_hit"] for r in again.records for t in r["turns"])
+    meta = json.loads((tmp_path / "run" / "metadata.json").read_text())
+    assert meta["condition"]["prompt_hashes"]["pc_scaffold"] and meta["backend"]["backend"] == "reference"
+    assert meta["decoding"]["seed"] == 0 and "git_commit" in meta and "packages" in meta
+
+
+def test_killed_run_resumes_with_exactly_one_record_each(items, tmp_path):
+    condition = CONDITIONS["twoturn_prose_pc"]
+    with pytest.raises(Killed):
+        run_condition(condition, DiesAfter(ReferenceBackend(), 13), items, tmp_path / "run", cache_dir=tmp_path / "c",
+                      chunk_size=2, progress=False)
+    partial = read_records(tmp_path / "run")
+    assert 0 < len(partial) < len(items)
+    with (tmp_path / "run" / "records.jsonl").open("a") as handle:
+        handle.write('{"id": "torn')  # a write cut off by the kill
+    resumed = run_condition(condition, ReferenceBackend(), items, tmp_path / "run", cache_dir=tmp_path / "c",
+                            chunk_size=2, progress=False)
+    ids = [r["id"] for r in resumed.records]
+    assert sorted(ids) == sorted(i.id for i in items) and len(ids) == len(set(ids))
+
+
+def test_cache_round_trips_completions(tmp_path):
+    cache = CallCache(tmp_path)
+    completion = Completion(text="Answer: YES", prompt_tokens=3, completion_tokens=2, latency_s=0.5)
+    cache.put("ab" * 32, completion)
+    assert cache.get("ab" * 32) == completion and cache.get("cd" * 32) is None
+
+
+def test_sample_is_seeded_stratified_and_ordered(test_csv):
+    rows = read_csv(test_csv)
+    picked = sample(rows, 100, seed=3)
+    assert picked == sample(rows, 100, seed=3) and len(picked) == 100
+    assert sum(i.label for i in picked) == round(100 * 180 / 1162)
+    assert [rows.index(i) for i in picked] == sorted(rows.index(i) for i in picked)

@@ -1,0 +1,67 @@
+"""CausalAnalysis: field order, the reference conversion, the decoding regex and the DOT view."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from pydantic import ValidationError
+
+from cpdagthink.oracle import analyse_premise
+from cpdagthink.schema import FIELD_ORDER, CausalAnalysis, analysis_regex, parse_analysis, tool_definition
+
+PREMISE = ("Premise: Suppose there is a closed system of 4 variables, A, B, C and D. All the statistical relations "
+           "among these 4 variables are as follows: A correlates with C. A correlates with D. B correlates with C. "
+           "B correlates with D. C correlates with D. However, A is independent of B. A and D are independent given C. "
+           "A and D are independent given B and C. B and D are independent given C. B and D are independent given A and C.")
+
+
+def reference() -> CausalAnalysis:
+    return CausalAnalysis.from_cpdag(analyse_premise(PREMISE).cpdag)
+
+
+def test_field_order_is_the_papers():
+    assert tuple(CausalAnalysis.model_json_schema()["properties"]) == FIELD_ORDER
+    assert tuple(json.loads(reference().model_dump_json())) == FIELD_ORDER
+
+
+def test_reference_conversion():
+    ref = reference()
+    assert ref.v_structures == [("A", "C", "B")]
+    assert ref.directed_edges == [("A", "C"), ("B", "C"), ("C", "D")]  # C -> D by Meek R1
+    assert ref.undirected_edges == []
+    assert {s.pair: s.separating_set for s in ref.separating_sets}[("A", "D")] == ["C"]
+
+
+def test_regex_accepts_the_reference_and_rejects_foreign_names():
+    regex = analysis_regex(["A", "B", "C", "D"])
+    text = reference().model_dump_json()
+    assert re.fullmatch(regex, text)
+    assert not re.fullmatch(regex, text.replace('"D"', '"E"'))
+    assert re.fullmatch(analysis_regex(), text)  # the generic regex accepts any single letters
+
+
+def test_lists_are_bounded_by_the_variables():
+    regex = analysis_regex(["A", "B"])
+    one = '{"variables":["A","B"],"skeleton":[["A","B"]],"separating_sets":[],"v_structures":[],"directed_edges":[],"undirected_edges":[["A","B"]]}'
+    assert re.fullmatch(regex, one)
+    assert not re.fullmatch(regex, one.replace('"skeleton":[["A","B"]]', '"skeleton":[["A","B"],["A","B"]]'))
+    assert CausalAnalysis.bounds(6)["v_structures"] == 60
+
+
+def test_parse_checks_names_against_the_instance():
+    text = reference().model_dump_json()
+    assert parse_analysis(text, ["A", "B", "C", "D"]) == reference()
+    with pytest.raises(ValidationError):
+        parse_analysis(text, ["A", "B", "C"])
+    with pytest.raises(ValueError):
+        parse_analysis('{"variables": ["A"]', ["A"])
+
+
+def test_dot_view_and_tool_definition():
+    dot = reference().to_dot()
+    assert "A -> C;" in dot and dot.startswith("digraph")
+    tool = tool_definition(["A", "B"])
+    assert tool["function"]["name"] == "record_causal_analysis"
+    assert tool["function"]["parameters"]["properties"]["variables"]["maxItems"] == 2
