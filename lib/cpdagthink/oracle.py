@@ -61,6 +61,8 @@ class PDAG:
         dag = nx.DiGraph()
         dag.add_nodes_from(self.variables)
         dag.add_edges_from(self.directed)
+        if not nx.is_directed_acyclic_graph(dag):
+            raise UnfaithfulFactsError("the directed edges contain a cycle")
         return dag
 
 
