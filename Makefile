@@ -14,7 +14,7 @@ ifeq ($(origin CORR2CAUSE_CSV), undefined)
   endif
 endif
 
-.PHONY: setup test test-fast book oracle bench clean-outputs
+.PHONY: setup test test-fast book oracle bench bench-book
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -37,5 +37,15 @@ oracle: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/oracle.py
+	$(BIN)/python benchmarks/runner.py
 
-book: $(STAMP) oracle
+bench-book: $(STAMP)
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python benchmarks/book.py
+
+# Overrides, e.g. `make book BACKEND=openai MODEL=gpt-5.4-mini LIMIT=0 SEEDS="0 1 2"`.
+BOOK_ARGS = $(if $(BACKEND),--backend $(BACKEND)) $(if $(MODEL),--model $(MODEL)) \
+            $(if $(BASE_URL),--base-url $(BASE_URL)) $(if $(LIMIT),--limit $(LIMIT)) \
+            $(if $(SEEDS),--seeds $(SEEDS)) $(if $(SPLIT),--split $(SPLIT)) $(if $(ONLY),--only $(ONLY))
+
+book: $(STAMP)
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/cpdagthink book $(BOOK_ARGS)

@@ -131,6 +131,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_book(args: argparse.Namespace) -> int:
+    from .book import build
+
+    overrides = {k: v for k, v in (("backend", args.backend), ("model", args.model), ("base_url", args.base_url),
+                                   ("limit", args.limit), ("seeds", args.seeds), ("split", args.split),
+                                   ("data", args.data)) if v not in (None, [], "")}
+    index = build(overrides, only=args.only)
+    print(f"book: {index}")
+    return 0
+
+
 def cmd_schema(args: argparse.Namespace) -> int:
     from .schema import CausalAnalysis, analysis_regex
 
@@ -157,6 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
         "reference": (cmd_reference, "write each row's reference CPDAG"),
         "generate": (cmd_generate, "write a generated Corr2Cause-format CSV"),
         "run": (cmd_run, "run a condition over instances with a backend (resumable, cached)"),
+        "book": (cmd_book, "execute every notebook with papermill and build the Jupyter Book"),
         "schema": (cmd_schema, "print the CausalAnalysis JSON schema or its decoding regex"),
     }
     parsers = {}
@@ -189,6 +201,15 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--chunk-size", type=int, default=8, help="instances per batched backend call")
     run.add_argument("--cache", default="outputs/cache", help="content-addressed cache of model calls")
     run.add_argument("--out", help="run folder (default outputs/runs/CONDITION-BACKEND-seedS)")
+    book = parsers["book"]
+    book.add_argument("--backend", help="override every notebook's backend (local, openai, vllm, reference)")
+    book.add_argument("--model")
+    book.add_argument("--base-url", nargs="+")
+    book.add_argument("--limit", type=int, help="sample size (0: the whole split)")
+    book.add_argument("--seeds", type=int, nargs="+")
+    book.add_argument("--split")
+    book.add_argument("--data")
+    book.add_argument("--only", nargs="+", help="notebook name prefixes, e.g. 01 04")
     schema = parsers["schema"]
     schema.add_argument("--variables", required=True, help="comma-separated names, e.g. A,B,C")
     schema.add_argument("--regex", action="store_true", help="print the constrained-decoding regex instead")
