@@ -106,6 +106,7 @@ def _turn_record(request: Request, completion: Completion, cache_hit: bool) -> d
         "prompt_tokens": completion.prompt_tokens,
         "completion_tokens": completion.completion_tokens,
         "latency_s": completion.latency_s,
+        "meta": completion.meta,
     }
 
 

@@ -1,0 +1,480 @@
+"""CPU backend: a GGUF model under llama-cpp-python, regex constraints through outlines.
+
+Prompting uses the GGUF's own chat template (``tokenizer.chat_template``), rendered with jinja2 exactly as
+``llama_cpp.llama_chat_format.Jinja2ChatFormatter`` does, with ``tools``, ``enable_thinking`` and
+``add_generation_prompt=True``. A template without tool support (SmolLM2's plain ChatML) gets the Qwen/Hermes
+tool block appended to its system message, assistant calls written as ``<tool_call>`` text and tool results
+as a user ``<tool_response>`` message, so every model sees the same protocol.
+
+Generation is a raw completion on the rendered prompt tokens. A :class:`Constraint` becomes an outlines-core
+regex logits processor (``outlines.backends.outlines_core``), wrapped in the Hermes envelope when the
+constraint names a tool; the compiled index is cached per pattern. The processor runs inside a llama.cpp
+sampler callback, where an exception would be swallowed and leave the output silently unconstrained (this
+is what happens without numba): here any such error fails the call loudly.
+
+Thinking is real or absent: with a template that reads ``enable_thinking`` (Qwen3-style), ``thinking=True``
+first generates an unconstrained ``<think>...</think>`` phase (at most ``thinking_budget`` tokens), then the
+constrained answer; with any other template the flag has no effect and is recorded as unsupported.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import os
+import sys
+import threading
+import time
+from collections import OrderedDict
+from typing import Any
+
+from .base import Backend, BackendError, Completion, Request
+from .models import DEFAULT_MODEL, resolve_model
+from .toolcalls import (
+    THINK_CLOSE,
+    THINK_OPEN,
+    chat_messages,
+    envelope_regex,
+    envelope_text,
+    parse_tool_calls,
+    render_unparsed_calls,
+    split_reasoning,
+)
+
+INSTALL_HINT = "pip install -e '.[local]'  (llama-cpp-python[server]==0.3.36, outlines[llamacpp]==1.3.3, numba)"
+
+# Appended to the system message when the chat template cannot render tools itself (same text as Qwen2.5's).
+TOOLS_PREAMBLE = (
+    "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+    "You are provided with function signatures within <tools></tools> XML tags:\n<tools>"
+)
+TOOLS_POSTAMBLE = (
+    "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
+    '<tool_call></tool_call> XML tags:\n<tool_call>\n{"name": <function-name>, "arguments": '
+    "<args-json-object>}\n</tool_call>"
+)
+CHATML = (
+    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}"
+    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+
+
+_PARAMS_LOCK = threading.Lock()
+
+
+def cpu_has_amx() -> bool:
+    """Whether the CPU advertises Intel AMX (``amx_tile`` in /proc/cpuinfo)."""
+    try:
+        with open("/proc/cpuinfo") as handle:
+            for line in handle:
+                if line.startswith("flags"):
+                    return "amx_tile" in line.split()
+    except OSError:
+        pass
+    return False
+
+
+def default_extra_buffers() -> bool:
+    """Whether llama.cpp may use its extra CPU buffer types (AMX, weight repacking).
+
+    On this machine (a Firecracker VM) the CPU advertises AMX and the kernel grants the permission, yet the
+    first AMX instruction (``tilezero`` in ``ggml_backend_amx_mul_mat``) dies with SIGILL as soon as a batch
+    of more than one token is evaluated, killing the process. So the default is off when AMX is advertised;
+    ``CPDAGTHINK_LLAMA_EXTRA_BUFFERS=1`` (or ``=0``) overrides.
+    """
+    env = os.environ.get("CPDAGTHINK_LLAMA_EXTRA_BUFFERS")
+    if env is not None and env.strip() != "":
+        return env.strip().lower() not in ("0", "false", "no", "off")
+    return not cpu_has_amx()
+
+
+@contextlib.contextmanager
+def llama_model_params(extra_buffers: bool):
+    """Make ``llama_cpp.Llama(...)`` load with ``use_extra_bufts=extra_buffers`` (not a constructor option)."""
+    import llama_cpp.llama_cpp as capi
+
+    with _PARAMS_LOCK:
+        original = capi.llama_model_default_params
+
+        def params():
+            p = original()
+            p.use_extra_bufts = extra_buffers
+            return p
+
+        capi.llama_model_default_params = params
+        try:
+            yield
+        finally:
+            capi.llama_model_default_params = original
+
+
+def serve(argv: list[str] | None = None) -> None:
+    """``python -m llama_cpp.server`` with the same extra-buffer setting as :class:`LocalBackend`.
+
+    Usage: ``python -m cpdagthink.backends.local --model FILE.gguf --chat_format chatml-function-calling ...``
+    (``--model`` also accepts a short name such as ``smollm2-135m``).
+    """
+    import runpy
+
+    import llama_cpp.llama_cpp as capi
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    if "--model" in args:
+        i = args.index("--model") + 1
+        if i < len(args) and not args[i].endswith(".gguf"):
+            args[i] = str(resolve_model(args[i]).path)
+    extra = default_extra_buffers()
+    original = capi.llama_model_default_params
+
+    def params():
+        p = original()
+        p.use_extra_bufts = extra
+        return p
+
+    capi.llama_model_default_params = params
+    sys.argv = ["llama_cpp.server", *args]
+    runpy.run_module("llama_cpp.server", run_name="__main__")
+
+
+def _template_variables(template: str) -> set[str]:
+    """Names the template reads from its context (``tools``, ``enable_thinking``, ...)."""
+    import jinja2
+    import jinja2.ext
+    import jinja2.meta
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+    from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+    try:
+        env = ImmutableSandboxedEnvironment(
+            loader=jinja2.BaseLoader(),
+            trim_blocks=True,
+            lstrip_blocks=True,
+            extensions=[Jinja2ChatFormatter.IgnoreGenerationTags, jinja2.ext.loopcontrols],
+        )
+        return set(jinja2.meta.find_undeclared_variables(env.parse(template)))
+    except Exception:  # noqa: BLE001 - an unparsable template is reported when rendering
+        return {name for name in ("tools", "enable_thinking") if name in template}
+
+
+def tools_system_block(tools: list[dict[str, Any]]) -> str:
+    """The Hermes tool description for templates without tool support."""
+    return TOOLS_PREAMBLE + "".join("\n" + json.dumps(t, ensure_ascii=False) for t in tools) + TOOLS_POSTAMBLE
+
+
+def fallback_messages(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Messages for a template without tool support: tools in the system message, calls and results as text.
+
+    ``messages`` are already normalised by :func:`chat_messages` (arguments as text).
+    """
+    out: list[dict[str, Any]] = []
+    for msg in messages:
+        role = msg.get("role")
+        if role == "assistant" and msg.get("tool_calls"):
+            calls = "\n".join(envelope_text(c["function"]["name"], c["function"]["arguments"]) for c in msg["tool_calls"])
+            content = msg.get("content") or ""
+            out.append({"role": "assistant", "content": (content + "\n" if content else "") + calls})
+        elif role == "tool":
+            block = f"<tool_response>\n{msg.get('content') or ''}\n</tool_response>"
+            if out and out[-1].get("role") == "user" and out[-1].get("_tool_results"):
+                out[-1]["content"] += "\n" + block
+            else:
+                out.append({"role": "user", "content": block, "_tool_results": True})
+        else:
+            out.append({"role": role, "content": msg.get("content") or ""})
+    for msg in out:
+        msg.pop("_tool_results", None)
+    if tools:
+        block = tools_system_block(tools)
+        if out and out[0]["role"] == "system":
+            out[0] = {"role": "system", "content": (out[0]["content"] + "\n\n" if out[0]["content"] else "") + block}
+        else:
+            out.insert(0, {"role": "system", "content": block})
+    return out
+
+
+@functools.lru_cache(maxsize=64)
+def _schema_regex_cached(schema_json: str) -> str:
+    from outlines_core.json_schema import build_regex_from_schema
+
+    return build_regex_from_schema(schema_json, whitespace_pattern=r"[ ]?")
+
+
+def _schema_regex(schema: dict[str, Any]) -> str:
+    return _schema_regex_cached(json.dumps(schema))  # key order kept: it is the field order
+
+
+def output_regex(request: Request) -> str | None:
+    """The regex the whole assistant output must match, or None for free generation.
+
+    A constraint naming a tool is wrapped in the Hermes envelope; without a constraint, a forced tool choice
+    (a tool name, or ``"required"``) constrains the call to the tool's own JSON schema, as API servers do.
+    """
+    c = request.constraint
+    if c is not None:
+        return envelope_regex(c.tool, c.regex) if c.tool else c.regex
+    choice = request.tool_choice
+    if not request.tools or choice in (None, "auto", "none"):
+        return None
+    tools = [t.get("function", t) for t in request.tools]
+    if choice != "required":
+        tools = [t for t in tools if t.get("name") == choice]
+        if not tools:
+            raise BackendError(f"tool_choice {choice!r} names no tool in the request")
+    options = [envelope_regex(t["name"], _schema_regex(t.get("parameters") or {"type": "object"})) for t in tools]
+    return options[0] if len(options) == 1 else "|".join(f"(?:{o})" for o in options)
+
+
+class _GuardedProcessor:
+    """Runs the outlines processor and keeps the first exception instead of letting ctypes swallow it."""
+
+    def __init__(self, inner: Any, eos_id: int):
+        self.inner = inner
+        self.eos_id = eos_id
+        self.error: BaseException | None = None
+        self.calls = 0
+
+    def __call__(self, input_ids, logits):
+        self.calls += 1
+        if self.error is None:
+            try:
+                return self.inner(input_ids, logits)
+            except BaseException as exc:  # noqa: BLE001 - re-raised after generation
+                self.error = exc
+        import numpy as np
+
+        out = np.full_like(logits, -np.inf)
+        out[self.eos_id] = 0.0  # stop as fast as possible; the call then fails with the recorded error
+        return out
+
+
+class LocalBackend(Backend):
+    """A GGUF chat model on CPU. ``model``: a short name from :data:`models.MODELS` or a ``.gguf`` path."""
+
+    name = "local"
+
+    def __init__(
+        self,
+        model: str = DEFAULT_MODEL,
+        *,
+        n_ctx: int = 4096,
+        n_threads: int = 2,
+        n_batch: int = 512,
+        seed: int = 0,
+        cache_dir: str | None = None,
+        chat_template: str | None = None,
+        thinking_budget: int = 1024,
+        max_cached_regexes: int = 32,
+        extra_buffers: bool | None = None,
+        verbose: bool = False,
+    ):
+        try:
+            import llama_cpp
+            from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+        except ImportError as exc:
+            raise BackendError(f"llama-cpp-python is not installed ({exc}); install with: {INSTALL_HINT}") from exc
+        self.model_file = resolve_model(model, cache_dir)
+        self.n_ctx = n_ctx
+        self.thinking_budget = thinking_budget
+        self.extra_buffers = default_extra_buffers() if extra_buffers is None else extra_buffers
+        try:
+            with llama_model_params(self.extra_buffers):
+                self.llm = llama_cpp.Llama(
+                    model_path=str(self.model_file.path),
+                    n_ctx=n_ctx,
+                    n_threads=n_threads,
+                    n_threads_batch=n_threads,
+                    n_batch=n_batch,
+                    n_gpu_layers=0,
+                    seed=seed,
+                    verbose=verbose,
+                )
+        except Exception as exc:  # noqa: BLE001
+            raise BackendError(f"llama.cpp could not load {self.model_file.path}: {exc}") from exc
+        self._llama_cpp = llama_cpp
+        model_obj = self.llm._model
+        self._eos_id = self.llm.token_eos()
+        bos_id = self.llm.token_bos()
+        self._bos_text = model_obj.token_get_text(bos_id) if bos_id != -1 else ""
+        eos_text = model_obj.token_get_text(self._eos_id) if self._eos_id != -1 else ""
+        self._add_bos = bool(model_obj.add_bos_token()) and bos_id != -1
+        self.template_source = "override" if chat_template else "gguf"
+        template = chat_template or self.llm.metadata.get("tokenizer.chat_template")
+        if not template:
+            template, self.template_source = CHATML, "chatml-default"
+        self.chat_template = template
+        self._formatter = Jinja2ChatFormatter(template=template, eos_token=eos_text, bos_token=self._bos_text)
+        variables = _template_variables(template)
+        self.native_tools = "tools" in variables
+        self.supports_thinking = "enable_thinking" in variables
+        self._lock = threading.RLock()
+        self._outlines_backend = None
+        self._indexes: OrderedDict[str, Any] = OrderedDict()
+        self._max_cached = max_cached_regexes
+
+    # ----------------------------------------------------------------------------------------- identity
+    def identity(self) -> dict[str, Any]:
+        import hashlib
+
+        try:
+            from importlib.metadata import version
+
+            outlines_version = version("outlines")
+        except Exception:  # noqa: BLE001
+            outlines_version = None
+        return {
+            "backend": "local",
+            "model": self.model_file.name,
+            "gguf_sha256": self.model_file.sha256,
+            "llama_cpp": self._llama_cpp.__version__,
+            "outlines": outlines_version,
+            "n_ctx": self.n_ctx,
+            "extra_buffers": self.extra_buffers,
+            "sampling": "temperature only (top_k=0, top_p=1, min_p=0, repeat_penalty=1); greedy at 0",
+            "chat_template_sha256": hashlib.sha256(self.chat_template.encode()).hexdigest(),
+            "chat_template_source": self.template_source,
+            "tool_format": "native-template" if self.native_tools else "system-prompt-hermes",
+            "thinking": "supported" if self.supports_thinking else "unsupported",
+            "thinking_budget": self.thinking_budget if self.supports_thinking else None,
+        }
+
+    # ----------------------------------------------------------------------------------------- prompting
+    def render(self, request: Request, *, thinking: bool | None = None) -> str:
+        """The prompt text for ``request`` (ends with the assistant generation prompt)."""
+        tools = [dict(t) for t in request.tools]
+        if self.native_tools:
+            messages = render_unparsed_calls(chat_messages(request.messages, arguments_as="dict"))
+        else:
+            messages = fallback_messages(chat_messages(request.messages, arguments_as="str"), tools)
+            tools = []
+        kwargs: dict[str, Any] = {}
+        if self.supports_thinking:
+            kwargs["enable_thinking"] = request.thinking if thinking is None else thinking
+        try:
+            return self._formatter(messages=messages, tools=tools or None, **kwargs).prompt
+        except Exception as exc:  # noqa: BLE001
+            raise BackendError(f"the chat template of {self.model_file.name} failed to render: {exc}") from exc
+
+    def tokenize(self, text: str) -> list[int]:
+        add_bos = self._add_bos and not (self._bos_text and text.startswith(self._bos_text))
+        return self.llm.tokenize(text.encode("utf-8"), add_bos=add_bos, special=True)
+
+    # ----------------------------------------------------------------------------------------- constraints
+    def _processor(self, regex: str) -> tuple[_GuardedProcessor, float]:
+        """A fresh guarded outlines processor for ``regex`` (index compiled once per pattern)."""
+        compile_s = 0.0
+        index = self._indexes.get(regex)
+        if index is None:
+            try:
+                import outlines
+                import outlines_core.kernels.numpy  # noqa: F401 - needs numba: fail here, not in the callback
+                from outlines.backends.outlines_core import OutlinesCoreBackend
+            except ImportError as exc:
+                raise BackendError(
+                    f"regex constraints need outlines and numba ({exc}); install with: {INSTALL_HINT}"
+                ) from exc
+            start = time.perf_counter()
+            if self._outlines_backend is None:
+                self._outlines_backend = OutlinesCoreBackend(outlines.from_llamacpp(self.llm, chat_mode=False))
+            try:
+                index = self._outlines_backend.get_regex_logits_processor(regex).index
+            except Exception as exc:  # noqa: BLE001
+                raise BackendError(f"outlines could not compile the constraint regex: {exc}") from exc
+            compile_s = time.perf_counter() - start
+            self._indexes[regex] = index
+            while len(self._indexes) > self._max_cached:
+                self._indexes.popitem(last=False)
+        else:
+            self._indexes.move_to_end(regex)
+        from outlines.backends.outlines_core import OutlinesCoreLogitsProcessor
+
+        return _GuardedProcessor(OutlinesCoreLogitsProcessor(index, "numpy"), self._eos_id), compile_s
+
+    # ----------------------------------------------------------------------------------------- generation
+    def _generate(self, tokens: list[int], request: Request, max_tokens: int, *, regex: str | None = None,
+                  stop: list[str] | None = None) -> tuple[str, int, str | None, float]:
+        room = self.n_ctx - len(tokens)
+        if room <= 0:
+            raise BackendError(f"prompt of {len(tokens)} tokens does not fit n_ctx={self.n_ctx}")
+        processors, guard, compile_s = None, None, 0.0
+        if regex is not None:
+            guard, compile_s = self._processor(regex)
+            processors = self._llama_cpp.LogitsProcessorList([guard])
+        out = self.llm.create_completion(
+            tokens,
+            max_tokens=max(1, min(max_tokens, room)),
+            temperature=request.temperature,
+            seed=request.seed,
+            top_p=1.0,
+            top_k=0,
+            min_p=0.0,
+            repeat_penalty=1.0,
+            stop=stop or [],
+            logits_processor=processors,
+        )
+        if guard is not None and guard.error is not None:
+            raise BackendError(f"constrained decoding failed inside the logits processor: {guard.error!r}") from guard.error
+        choice = out["choices"][0]
+        return choice["text"], int(out["usage"]["completion_tokens"]), choice.get("finish_reason"), compile_s
+
+    def complete(self, request: Request) -> Completion:
+        with self._lock:
+            start = time.perf_counter()
+            regex = output_regex(request)
+            meta: dict[str, Any] = {"constrained": regex is not None}
+            thinking = bool(request.thinking and self.supports_thinking)
+            if request.thinking and not self.supports_thinking:
+                meta["thinking"] = "unsupported"
+            else:
+                meta["thinking"] = "on" if thinking else "off"
+            prompt = self.render(request)
+            prompt_tokens = self.tokenize(prompt)
+            completion_tokens = 0
+            compile_s = 0.0
+            prefix = ""
+            budget = request.max_tokens
+            if thinking:
+                opened = prompt.rstrip().endswith(THINK_OPEN)
+                head = "" if opened else THINK_OPEN + "\n"
+                think, n, finish, _ = self._generate(
+                    self.tokenize(prompt + head), request, min(self.thinking_budget, budget), stop=[THINK_CLOSE]
+                )
+                completion_tokens += n
+                budget -= n
+                meta["thinking_finished"] = finish == "stop"
+                prefix = head + think + THINK_CLOSE + "\n\n"
+            if budget > 0:
+                gen_tokens = self.tokenize(prompt + prefix) if prefix else prompt_tokens
+                text, n, finish, compile_s = self._generate(gen_tokens, request, budget, regex=regex)
+                completion_tokens += n
+            else:
+                text, finish = "", "length"
+            if compile_s:
+                meta["regex_compile_s"] = round(compile_s, 3)
+            raw = prefix + text
+            reasoning, rest = split_reasoning(raw, started=thinking) if thinking else (None, raw)
+            visible, calls = parse_tool_calls(rest)
+            return Completion(
+                text=visible,
+                tool_calls=calls,
+                reasoning=reasoning,
+                raw=raw,
+                prompt_tokens=len(prompt_tokens),
+                completion_tokens=completion_tokens,
+                latency_s=time.perf_counter() - start - compile_s,
+                finish_reason=finish,
+                meta=meta,
+            )
+
+    def close(self) -> None:
+        llm = getattr(self, "llm", None)
+        if llm is not None:
+            try:
+                llm.close()
+            except Exception:  # noqa: BLE001
+                pass
+            self.llm = None
+
+
+if __name__ == "__main__":
+    serve()

