@@ -141,7 +141,7 @@ def first_request(condition: Condition, instance: Instance, decoding: Decoding) 
     constraint = Constraint(analysis_regex(variables), tool=TOOL_NAME) if condition.constrained else None
     return _request(
         condition, decoding, messages, decoding.max_tokens_turn1,
-        tools=(tool_definition(variables),),
+        tools=(tool_definition(),),
         tool_choice=TOOL_NAME if decoding.tool_choice == "forced" else "auto",
         constraint=constraint,
     )
@@ -193,7 +193,10 @@ def second_request(
          "tool_calls": [{"id": call_id, "type": "function", "function": {"name": TOOL_NAME, "arguments": arguments}}]},
         {"role": "tool", "tool_call_id": call_id, "name": TOOL_NAME, "content": result},
     ]
-    return _request(condition, decoding, messages, decoding.max_tokens_answer)
+    # The tool stays declared (same system prompt as turn 1, so its cached prefix is reused) but may not be
+    # called again: turn 2 answers in text.
+    return _request(condition, decoding, messages, decoding.max_tokens_answer, tools=(tool_definition(),),
+                    tool_choice="none")
 
 
 _ANSWER = re.compile(r"^\W*answer\W*:?\W*(yes|no)\W*$", re.I | re.M)

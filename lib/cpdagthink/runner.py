@@ -14,7 +14,7 @@ import platform
 import random
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -77,6 +77,9 @@ class CachedBackend:
     def complete_batch(self, requests: Sequence[Request]) -> list[tuple[Completion, bool]]:
         """Completions in order, each with ``cache_hit``; only misses reach the model, in one batch."""
         identity = self.backend.identity()
+        if identity.get("thinking_supported") is False:
+            # The switch cannot change what such a model sees: one request, one cache entry.
+            requests = [replace(r, thinking=False) for r in requests]
         keys = [r.cache_key(identity) for r in requests]
         found = [self.cache.get(k) for k in keys]
         missing = [i for i, c in enumerate(found) if c is None]

@@ -134,10 +134,25 @@ def analysis_regex(variables: list[str] | tuple[str, ...] | None = None) -> str:
     return _regex(tuple(variables) if variables else None)
 
 
+def _without_titles(node: Any) -> Any:
+    """Drop pydantic's ``title`` keys: they cost prompt tokens and constrain nothing."""
+    if isinstance(node, dict):
+        return {k: _without_titles(v) for k, v in node.items() if not (k == "title" and isinstance(v, str))}
+    if isinstance(node, list):
+        return [_without_titles(v) for v in node]
+    return node
+
+
 def tool_definition(variables: list[str] | tuple[str, ...] | None = None) -> dict[str, Any]:
-    """The OpenAI-style function tool whose arguments are a ``CausalAnalysis``."""
+    """The OpenAI-style function tool whose arguments are a ``CausalAnalysis``.
+
+    Without ``variables`` the definition is the same for every instance, so a prompt that shows it keeps a
+    common prefix across instances (llama.cpp and vLLM reuse it); the instance's names are then enforced by
+    the narrowed regex where there is one, and checked when the arguments are parsed.
+    """
     schema = CausalAnalysis.model_json_schema() if variables is None else CausalAnalysis.json_schema_for(variables)
-    return {"type": "function", "function": {"name": TOOL_NAME, "description": TOOL_DESCRIPTION, "parameters": schema}}
+    return {"type": "function",
+            "function": {"name": TOOL_NAME, "description": TOOL_DESCRIPTION, "parameters": _without_titles(schema)}}
 
 
 def parse_analysis(arguments: str | dict, variables: list[str] | tuple[str, ...] | None = None) -> CausalAnalysis:

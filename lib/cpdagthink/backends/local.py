@@ -21,16 +21,19 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import json
 import os
+import pickle
 import sys
 import threading
 import time
 from collections import OrderedDict
+from pathlib import Path
 from typing import Any
 
 from .base import Backend, BackendError, Completion, Request
-from .models import DEFAULT_MODEL, resolve_model
+from .models import DEFAULT_MODEL, default_cache_dir, resolve_model
 from .toolcalls import (
     THINK_CLOSE,
     THINK_OPEN,
@@ -311,11 +314,10 @@ class LocalBackend(Backend):
         self._outlines_backend = None
         self._indexes: OrderedDict[str, Any] = OrderedDict()
         self._max_cached = max_cached_regexes
+        self._index_dir = Path(cache_dir or default_cache_dir()) / "regex-indexes"
 
     # ----------------------------------------------------------------------------------------- identity
     def identity(self) -> dict[str, Any]:
-        import hashlib
-
         try:
             from importlib.metadata import version
 
@@ -335,6 +337,7 @@ class LocalBackend(Backend):
             "chat_template_source": self.template_source,
             "tool_format": "native-template" if self.native_tools else "system-prompt-hermes",
             "thinking": "supported" if self.supports_thinking else "unsupported",
+            "thinking_supported": self.supports_thinking,
             "thinking_budget": self.thinking_budget if self.supports_thinking else None,
         }
 
@@ -363,7 +366,7 @@ class LocalBackend(Backend):
     def _processor(self, regex: str) -> tuple[_GuardedProcessor, float]:
         """A fresh guarded outlines processor for ``regex`` (index compiled once per pattern)."""
         compile_s = 0.0
-        index = self._indexes.get(regex)
+        index = self._indexes.get(regex) or self._load_index(regex)
         if index is None:
             try:
                 import outlines
@@ -381,6 +384,8 @@ class LocalBackend(Backend):
             except Exception as exc:  # noqa: BLE001
                 raise BackendError(f"outlines could not compile the constraint regex: {exc}") from exc
             compile_s = time.perf_counter() - start
+            self._save_index(regex, index)
+        if regex not in self._indexes:
             self._indexes[regex] = index
             while len(self._indexes) > self._max_cached:
                 self._indexes.popitem(last=False)
@@ -389,6 +394,27 @@ class LocalBackend(Backend):
         from outlines.backends.outlines_core import OutlinesCoreLogitsProcessor
 
         return _GuardedProcessor(OutlinesCoreLogitsProcessor(index, "numpy"), self._eos_id), compile_s
+
+    def _index_path(self, regex: str) -> Path:
+        key = hashlib.sha256(f"{self.model_file.sha256}\n{regex}".encode()).hexdigest()
+        return self._index_dir / f"{key}.pkl"
+
+    def _load_index(self, regex: str) -> Any | None:
+        """A compiled index saved by an earlier process (compiling a 6-variable regex takes ~15 s)."""
+        path = self._index_path(regex)
+        if not path.is_file():
+            return None
+        try:
+            return pickle.loads(path.read_bytes())
+        except Exception:  # noqa: BLE001 - a damaged file is recompiled and overwritten
+            return None
+
+    def _save_index(self, regex: str, index: Any) -> None:
+        path = self._index_path(regex)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_suffix(f".{os.getpid()}.tmp")
+        temporary.write_bytes(pickle.dumps(index))
+        temporary.replace(path)
 
     # ----------------------------------------------------------------------------------------- generation
     def _generate(self, tokens: list[int], request: Request, max_tokens: int, *, regex: str | None = None,

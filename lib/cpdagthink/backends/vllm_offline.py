@@ -152,6 +152,7 @@ class VLLMBackend(Backend):
             "dtype": self.dtype,
             "reasoning_parser": self.reasoning_parser,
             "thinking": "supported" if self.supports_thinking else "unsupported",
+            "thinking_supported": self.supports_thinking,
         }
 
     def _params(self, request: Request) -> Any:

@@ -1,0 +1,86 @@
+"""End to end on a real local model (SmolLM2-135M): every condition, the regex holding, cache and resume."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from cpdagthink.conditions import CONDITIONS, Decoding, Flow, first_request
+from cpdagthink.data import read_csv
+from cpdagthink.runner import run_condition
+from cpdagthink.schema import parse_analysis
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def smollm2():
+    from cpdagthink.backends.local import LocalBackend
+
+    backend = LocalBackend("smollm2-135m")
+    yield backend
+    backend.close()
+
+
+@pytest.fixture(scope="module")
+def small_items(test_csv):
+    rows = [i for i in read_csv(test_csv) if i.num_variables == 3]
+    return [rows[0], rows[7]]  # one positive-free premise family, two hypotheses
+
+
+DECODING = Decoding(max_tokens_turn1=400, max_tokens_answer=48)
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    return tmp_path_factory.mktemp("cache")
+
+
+@pytest.fixture(scope="module")
+def runs(smollm2, small_items, cache, tmp_path_factory):
+    """Every condition once, in declaration order (structured first), sharing one call cache."""
+    out = tmp_path_factory.mktemp("runs")
+    return {name: run_condition(condition, smollm2, small_items, out / name, decoding=DECODING, cache_dir=cache,
+                                progress=False)
+            for name, condition in CONDITIONS.items()}
+
+
+def test_every_condition_end_to_end(runs, small_items):
+    from cpdagthink.backends.local import output_regex
+
+    for name, result in runs.items():
+        condition = CONDITIONS[name]
+        assert [r["id"] for r in result.records] == [i.id for i in small_items], name
+        for record, instance in zip(result.records, small_items):
+            assert record["answer"] in ("YES", "NO", None) and record["prediction"] in (0, 1)
+            assert all(t["prompt_tokens"] > 0 and t["latency_s"] > 0 for t in record["turns"] if not t["cache_hit"])
+            if condition.flow is Flow.TOOL and condition.constrained:
+                turn1 = record["turns"][0]
+                assert re.fullmatch(output_regex(first_request(condition, instance, DECODING)), turn1["raw"]), turn1["raw"]
+                assert parse_analysis(turn1["tool_calls"][0]["arguments"], ("A", "B", "C"))
+                assert turn1["parsed"] is not None and turn1["parse_error"] is None
+
+
+def test_second_run_is_all_cache_hits(runs, smollm2, small_items, cache, tmp_path):
+    again = run_condition(CONDITIONS["structured"], smollm2, small_items, tmp_path / "again", decoding=DECODING,
+                          cache_dir=cache, progress=False)
+    assert runs["structured"].model_calls == 4 and again.model_calls == 0
+    assert all(t["cache_hit"] for r in again.records for t in r["turns"])
+    assert [r["answer"] for r in again.records] == [r["answer"] for r in runs["structured"].records]
+
+
+def test_no_thinking_on_a_model_without_thinking_reuses_the_structured_calls(runs):
+    assert runs["no_thinking"].model_calls == 0
+
+
+def test_interrupted_local_run_resumes_without_duplicates(smollm2, small_items, tmp_path):
+    from test_runner import DiesAfter, Killed
+
+    condition = CONDITIONS["baseline_enhanced"]
+    with pytest.raises(Killed):
+        run_condition(condition, DiesAfter(smollm2, 1), small_items, tmp_path / "r", decoding=DECODING,
+                      cache_dir=tmp_path / "c", chunk_size=1, progress=False)
+    resumed = run_condition(condition, smollm2, small_items, tmp_path / "r", decoding=DECODING,
+                            cache_dir=tmp_path / "c", chunk_size=1, progress=False)
+    assert [r["id"] for r in resumed.records] == [i.id for i in small_items] and resumed.model_calls == 1
