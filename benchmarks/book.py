@@ -1,7 +1,7 @@
 """Benchmark: cold and warm times of the main job (`cpdagthink book` with its defaults).
 
-Cold: run records and the call cache are moved aside first (the verified model file is kept: that is
-set-up, not the job). Warm: the same command again, every model call served from the cache.
+Cold: run records, the call cache and compiled regex indexes are moved aside first (the verified model
+file is kept: that is set-up, not the job). Warm: the same command again, every model call served from the cache.
 Targets: cold at most 20 minutes, warm at most 2 minutes on this 2-core machine.
 
     make bench-book
@@ -16,7 +16,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-MOVABLE = [ROOT / "outputs" / "runs", ROOT / "outputs" / "cache", ROOT / "outputs" / "generated"]
+MOVABLE = [ROOT / "outputs" / "runs", ROOT / "outputs" / "cache", ROOT / "outputs" / "generated",
+           ROOT / "outputs" / "models" / "regex-indexes"]
 
 
 def timed(label: str) -> float:

@@ -16,8 +16,6 @@ from typing import Any
 from .data import PROJECT_ROOT
 
 NOTEBOOKS = PROJECT_ROOT / "notebooks"
-BOOK = PROJECT_ROOT / "book"
-HTML_INDEX = PROJECT_ROOT / "_build" / "html" / "index.html"
 
 
 def notebook_parameters(path: Path) -> set[str]:
@@ -33,7 +31,7 @@ def notebook_parameters(path: Path) -> set[str]:
     raise ValueError(f"{path.name} has no cell tagged 'parameters'")
 
 
-def execute(notebook: Path, overrides: dict[str, Any], output_dir: Path = BOOK) -> Path:
+def execute(notebook: Path, overrides: dict[str, Any], output_dir: Path) -> Path:
     """Run one notebook with the overrides it accepts; the executed copy goes to ``output_dir``."""
     import papermill
 
@@ -58,17 +56,19 @@ def build_html(root: Path = PROJECT_ROOT) -> Path:
     return index
 
 
-def build(overrides: dict[str, Any], only: list[str] | None = None) -> Path:
-    """Execute the notebooks (all, or those whose names start with an entry of ``only``) and build."""
-    BOOK.mkdir(exist_ok=True)
+def build(overrides: dict[str, Any], only: list[str] | None = None, root: Path = PROJECT_ROOT) -> Path:
+    """Execute the notebooks (all, or those whose names start with an entry of ``only``) into ``root/book``
+    and build the book at ``root`` (which holds ``_config.yml`` and ``_toc.yml``)."""
+    book = root / "book"
+    book.mkdir(exist_ok=True)
     notebooks = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
     if only:
         notebooks = [n for n in notebooks if any(n.name.startswith(prefix) for prefix in only)]
     timings = {}
     for notebook in notebooks:
         start = time.perf_counter()
-        execute(notebook, overrides)
+        execute(notebook, overrides, book)
         timings[notebook.name] = round(time.perf_counter() - start, 1)
-    index = build_html()
+    index = build_html(root)
     print(f"notebook times (s): {json.dumps(timings)}")
     return index

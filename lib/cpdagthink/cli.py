@@ -110,7 +110,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     condition = get_condition(args.condition)
     instances = sample(_instances(args), args.limit, args.seed)
-    options = {k: v for k, v in (("model", args.model), ("base_url", args.base_url)) if v}
+    options = {k: v for k, v in (("model", args.model), ("base_url", args.base_url), ("regex_mode", args.regex_mode)) if v}
     backend = make_backend(args.backend, **options)
     decoding = Decoding(
         tool_choice=args.tool_choice,
@@ -192,6 +192,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--model", help="local: qwen2.5-0.5b (default), smollm2-135m or a .gguf path; "
                      "openai/vllm: the model name")
     run.add_argument("--base-url", nargs="+", help="OpenAI-compatible endpoint(s), served round-robin")
+    run.add_argument("--regex-mode", choices=["none", "vllm"], help="openai backend: send the schema regex to a "
+                     "vLLM server as structured_outputs")
     run.add_argument("--limit", type=int, default=0, help="seeded label-stratified sample size (0: all rows)")
     run.add_argument("--seed", type=int, default=0)
     run.add_argument("--tool-choice", choices=["auto", "forced"], default="auto")

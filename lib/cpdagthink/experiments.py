@@ -44,8 +44,13 @@ class Setup:
         return f"{self.backend}:{self.model or 'default'}"
 
     def all_instances(self) -> list[Instance]:
-        """Every row of the setup's split or CSV."""
-        return read_csv(self.data) if self.data else load_split(self.split)
+        """Every row of the setup's CSV or split. ``generated:paraphrase`` and ``generated:refactor`` are this
+        project's offline stand-ins for the hub's OOD splits, made from the test split and named as such."""
+        if self.data:
+            return read_csv(self.data)
+        if self.split.startswith("generated:"):
+            return read_csv(generated_split(self.split.partition(":")[2]), split=self.split)
+        return load_split(self.split)
 
     def instances(self) -> list[Instance]:
         """The sample every condition of this setup runs on (seeded, label-stratified)."""
@@ -82,6 +87,16 @@ def _backend(name: str, model: str | None, base_url: tuple[str, ...]):
 def backend_identity(setup: Setup) -> dict[str, Any]:
     """The identity of the setup's backend (model, revision or sha256, thinking support)."""
     return _backend(setup.backend, setup.model, setup.base_url).identity()
+
+
+def generated_split(family: str, seed: int = 0) -> Path:
+    """A perturbed copy of the test split (``paraphrase`` or ``refactor``), written once under outputs/generated."""
+    from .generate import perturb, write_rows
+
+    path = PROJECT_ROOT / "outputs" / "generated" / f"{family}-of-test-seed{seed}.csv"
+    if not path.is_file():
+        write_rows(perturb(load_split("test"), family, seed), path)
+    return path
 
 
 def stress_csv(family: str, graphs: int, per_graph: int, seed: int) -> Path:
