@@ -9,6 +9,7 @@ import networkx as nx
 import pandas as pd
 import pytest
 
+from analyses import make
 from cpdagthink.audit import (
     QUALITIES,
     accuracy_by_quality,
@@ -23,19 +24,8 @@ from cpdagthink.dag import independence_facts
 from cpdagthink.data import Instance, read_csv
 from cpdagthink.oracle import analyse_premise, label_text, pc_cpdag
 from cpdagthink.premise import Facts, verbalise_premise
-from cpdagthink.schema import CausalAnalysis, SeparatingSet
+from cpdagthink.schema import CausalAnalysis
 
-
-def make(variables, *, directed=(), undirected=(), v=(), sepsets=(), skeleton=None) -> CausalAnalysis:
-    edges = list(directed) + list(undirected)
-    return CausalAnalysis(
-        variables=list(variables),
-        skeleton=[tuple(e) for e in (edges if skeleton is None else skeleton)],
-        separating_sets=[SeparatingSet(pair=p, separating_set=list(s)) for p, s in sepsets],
-        v_structures=[tuple(t) for t in v],
-        directed_edges=[tuple(e) for e in directed],
-        undirected_edges=[tuple(e) for e in undirected],
-    )
 
 
 COLLIDER = nx.DiGraph([("A", "C"), ("B", "C"), ("C", "D")])

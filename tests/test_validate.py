@@ -10,6 +10,7 @@ from itertools import combinations, product
 import networkx as nx
 import pytest
 
+from analyses import make
 from cpdagthink.dag import independence_facts
 from cpdagthink.data import read_csv
 from cpdagthink.generate import generate, random_dag
@@ -29,18 +30,6 @@ from cpdagthink.validate import (
     violations,
 )
 
-
-def make(variables, *, directed=(), undirected=(), v=(), sepsets=(), skeleton=None) -> CausalAnalysis:
-    """An object whose skeleton defaults to its edges (so only the intended fields disagree)."""
-    edges = list(directed) + list(undirected)
-    return CausalAnalysis(
-        variables=list(variables),
-        skeleton=[tuple(e) for e in (edges if skeleton is None else skeleton)],
-        separating_sets=[SeparatingSet(pair=p, separating_set=list(s)) for p, s in sepsets],
-        v_structures=[tuple(t) for t in v],
-        directed_edges=[tuple(e) for e in directed],
-        undirected_edges=[tuple(e) for e in undirected],
-    )
 
 
 def reference(dag: nx.DiGraph, variables=None) -> CausalAnalysis:

@@ -38,11 +38,10 @@ from .toolcalls import (
     THINK_CLOSE,
     THINK_OPEN,
     chat_messages,
+    completion_from_text,
     envelope_regex,
     envelope_text,
-    parse_tool_calls,
     render_unparsed_calls,
-    split_reasoning,
 )
 
 INSTALL_HINT = "pip install -e '.[local]'  (llama-cpp-python[server]==0.3.36, outlines[llamacpp]==1.3.3, numba)"
@@ -477,18 +476,13 @@ class LocalBackend(Backend):
                 text, finish = "", "length"
             if compile_s:
                 meta["regex_compile_s"] = round(compile_s, 3)
-            raw = prefix + text
-            reasoning, rest = split_reasoning(raw, started=thinking) if thinking else (None, raw)
-            visible, calls = parse_tool_calls(rest)
-            return Completion(
-                text=visible,
-                tool_calls=calls,
-                reasoning=reasoning,
-                raw=raw,
+            return completion_from_text(
+                prefix + text,
                 prompt_tokens=len(prompt_tokens),
                 completion_tokens=completion_tokens,
-                latency_s=time.perf_counter() - start - compile_s,
                 finish_reason=finish,
+                latency_s=time.perf_counter() - start - compile_s,
+                thinking_started=thinking,
                 meta=meta,
             )
 

@@ -19,7 +19,7 @@ import json
 import re
 from typing import Any, Iterable
 
-from .base import ToolCall
+from .base import Completion, ToolCall
 
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
@@ -190,3 +190,29 @@ def render_unparsed_calls(messages: list[dict[str, Any]]) -> list[dict[str, Any]
             msg["content"] = (msg.get("content") + "\n" if msg.get("content") else "") + text
         out.append(msg)
     return out
+
+
+def completion_from_text(
+    text: str,
+    *,
+    prompt_tokens: int,
+    completion_tokens: int,
+    finish_reason: str | None,
+    latency_s: float,
+    thinking_started: bool = False,
+    meta: dict[str, Any] | None = None,
+) -> Completion:
+    """Split generated text into reasoning, visible text and tool calls."""
+    reasoning, rest = split_reasoning(text, started=thinking_started)
+    visible, calls = parse_tool_calls(rest)
+    return Completion(
+        text=visible,
+        tool_calls=calls,
+        reasoning=reasoning,
+        raw=text,
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+        latency_s=latency_s,
+        finish_reason=finish_reason,
+        meta=dict(meta or {}),
+    )

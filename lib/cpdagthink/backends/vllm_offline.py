@@ -17,7 +17,7 @@ import time
 from typing import Any, Sequence
 
 from .base import Backend, BackendError, Completion, Request
-from .toolcalls import chat_messages, envelope_regex, parse_tool_calls, render_unparsed_calls, split_reasoning
+from .toolcalls import chat_messages, completion_from_text, envelope_regex, render_unparsed_calls
 
 INSTALL_HINT = "pip install -e '.[vllm]'  (or a separate GPU env: conda env create -f environment-vllm.yml)"
 
@@ -59,30 +59,6 @@ def prompt_for(tokenizer: Any, request: Request) -> str:
     )
 
 
-def completion_from_text(
-    text: str,
-    *,
-    prompt_tokens: int,
-    completion_tokens: int,
-    finish_reason: str | None,
-    latency_s: float,
-    thinking_started: bool = False,
-    meta: dict[str, Any] | None = None,
-) -> Completion:
-    """Split generated text into reasoning, visible text and tool calls."""
-    reasoning, rest = split_reasoning(text, started=thinking_started)
-    visible, calls = parse_tool_calls(rest)
-    return Completion(
-        text=visible,
-        tool_calls=calls,
-        reasoning=reasoning,
-        raw=text,
-        prompt_tokens=prompt_tokens,
-        completion_tokens=completion_tokens,
-        latency_s=latency_s,
-        finish_reason=finish_reason,
-        meta=dict(meta or {}),
-    )
 
 
 def import_vllm() -> Any:
