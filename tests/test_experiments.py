@@ -46,4 +46,4 @@ def test_generated_ood_stand_ins_are_named_as_generated(setup):
 def test_by_variables_omits_thin_bins(setup):
     runs = ex.run_grid(setup, ["structured"], [0])
     frame, omitted = ex.by_variables_frame(runs, min_positives=3)
-    assert all(f"fewer than min_positives=3" in o for o in omitted) and omitted
+    assert all("fewer than min_positives=3" in o for o in omitted) and omitted

@@ -7,7 +7,6 @@ of §6 use it); the replacement is shown to the model both as its own tool call 
 
 from __future__ import annotations
 
-import json
 import random
 import re
 from dataclasses import dataclass, replace
@@ -215,7 +214,3 @@ def describe(condition: Condition) -> dict[str, Any]:
     """The condition as plain JSON for run metadata."""
     return {**{k: (v.value if isinstance(v, Enum) else v) for k, v in condition.__dict__.items()},
             "prompt_hashes": condition.prompt_files()}
-
-
-def dumps(data: Any) -> str:
-    return json.dumps(data, sort_keys=True)
