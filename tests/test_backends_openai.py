@@ -223,7 +223,7 @@ def llama_server(tmp_path_factory):
     log_path = tmp_path_factory.mktemp("llama_server") / "server.log"
     log = open(log_path, "wb")  # a file, not a pipe: the server logs ~200 kB at load and would block on a pipe
     cmd = [sys.executable, "-m", "cpdagthink.backends.local", "--model", "smollm2-135m",
-           "--chat_format", "chatml-function-calling", "--n_ctx", "2048", "--n_threads", "2",
+           "--chat_format", "chatml-function-calling", "--n_ctx", "4096", "--n_threads", "2",
            "--host", "127.0.0.1", "--port", str(port)]
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
     url = f"http://127.0.0.1:{port}/v1"
@@ -300,3 +300,24 @@ def test_real_server_second_turn_with_tool_history(server_backend):
     )
     out = server_backend.complete(Request(messages=msgs, max_tokens=5))  # content null would be HTTP 500
     assert out.completion_tokens > 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("tool_choice", ["forced", "auto"])
+def test_structured_condition_through_the_server(server_backend, test_csv, tmp_path, tool_choice):
+    from cpdagthink.conditions import CONDITIONS, Decoding
+    from cpdagthink.data import read_csv
+    from cpdagthink.runner import run_condition
+
+    items = [i for i in read_csv(test_csv) if i.num_variables == 3][:2]
+    decoding = Decoding(tool_choice=tool_choice, max_tokens_turn1=200, max_tokens_answer=24)
+    result = run_condition(CONDITIONS["structured"], server_backend, items, tmp_path / "run", decoding=decoding,
+                           cache_dir=tmp_path / "cache", chunk_size=2, progress=False)
+    assert [r["id"] for r in result.records] == [i.id for i in items] and result.model_calls == 4
+    for record in result.records:
+        first = record["turns"][0]
+        assert first["meta"]["tool_choice_sent"] == ("record_causal_analysis" if tool_choice == "forced" else "auto")
+        if tool_choice == "forced":  # the server constrains a named call to the tool's schema
+            assert first["tool_calls"] and first["tool_calls"][0]["name"] == "record_causal_analysis"
+        assert first["parsed"] is not None or first["parse_error"]  # a truncated call is recorded, not raised
+        assert record["turns"][1]["prompt_tokens"] > first["prompt_tokens"]

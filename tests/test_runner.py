@@ -81,3 +81,35 @@ def test_sample_is_seeded_stratified_and_ordered(test_csv):
     assert picked == sample(rows, 100, seed=3) and len(picked) == 100
     assert sum(i.label for i in picked) == round(100 * 180 / 1162)
     assert [rows.index(i) for i in picked] == sorted(rows.index(i) for i in picked)
+
+
+class RejectsOne(Backend):
+    """Refuses every request about one instance (as a too-long prompt would be), serves the rest."""
+
+    def __init__(self, inner: Backend, marker: str):
+        self.inner, self.marker = inner, marker
+
+    def identity(self):
+        return self.inner.identity()
+
+    def complete(self, request: Request) -> Completion:
+        if any(self.marker in (m.get("content") or "") for m in request.messages):
+            from cpdagthink.backends.base import RequestRejected
+
+            raise RequestRejected("prompt of 9999 tokens does not fit n_ctx=4096")
+        return self.inner.complete(request)
+
+
+def test_a_rejected_request_is_recorded_and_the_run_goes_on(items, tmp_path):
+    condition = CONDITIONS["baseline_enhanced"]
+    victim = items[3]
+    marker = f"{victim.premise}\n\nHypothesis: {victim.hypothesis}"
+    result = run_condition(condition, RejectsOne(ReferenceBackend(), marker), items,
+                           tmp_path / "run", cache_dir=tmp_path / "c", chunk_size=4, progress=False)
+    by_id = {r["id"]: r for r in result.records}
+    assert len(by_id) == len(items)
+    assert "n_ctx" in by_id[victim.id]["turns"][0]["meta"]["rejected"] and by_id[victim.id]["unparsed"]
+    assert sum(r["unparsed"] for r in result.records) == 1
+    again = run_condition(condition, ReferenceBackend(), items, tmp_path / "again", cache_dir=tmp_path / "c",
+                          progress=False)
+    assert again.model_calls == 1  # only the rejected call was not cached

@@ -21,7 +21,7 @@ from typing import Any, Iterable, Sequence
 
 from tqdm.auto import tqdm
 
-from .backends.base import Backend, Completion, Request
+from .backends.base import Backend, Completion, Request, RequestRejected
 from .conditions import (
     Condition,
     Decoding,
@@ -84,12 +84,22 @@ class CachedBackend:
         found = [self.cache.get(k) for k in keys]
         missing = [i for i, c in enumerate(found) if c is None]
         if missing:
-            fresh = self.backend.complete_batch([requests[i] for i in missing])
+            try:
+                fresh = self.backend.complete_batch([requests[i] for i in missing])
+            except RequestRejected:
+                fresh = [self._one(requests[i]) for i in missing]
             self.calls += len(missing)
             for i, completion in zip(missing, fresh):
-                self.cache.put(keys[i], completion)
+                if "rejected" not in completion.meta:  # not cached: a later run (e.g. a longer context) retries
+                    self.cache.put(keys[i], completion)
                 found[i] = completion
         return [(c, i not in missing) for i, c in enumerate(found)]
+
+    def _one(self, request: Request) -> Completion:
+        try:
+            return self.backend.complete(request)
+        except RequestRejected as error:
+            return Completion(text="", meta={"rejected": str(error)})
 
 
 def _hash(data: Any) -> str:

@@ -19,6 +19,11 @@ class BackendError(RuntimeError):
     """A backend could not serve a request (missing package, unreachable endpoint, bad model file)."""
 
 
+class RequestRejected(BackendError):
+    """This one request cannot be served as it is (too long for the context, refused as invalid by the
+    server) while others can: the runner records it on its instance and goes on."""
+
+
 @dataclass(frozen=True)
 class Constraint:
     """A regular-language constraint on the output, or on the arguments of the tool named ``tool``."""

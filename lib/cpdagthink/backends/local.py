@@ -32,7 +32,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
-from .base import Backend, BackendError, Completion, Request
+from .base import Backend, BackendError, Completion, Request, RequestRejected
 from .models import DEFAULT_MODEL, default_cache_dir, resolve_model
 from .toolcalls import (
     THINK_CLOSE,
@@ -259,7 +259,7 @@ class LocalBackend(Backend):
         self,
         model: str = DEFAULT_MODEL,
         *,
-        n_ctx: int = 4096,
+        n_ctx: int = 8192,
         n_threads: int = 2,
         n_batch: int = 512,
         seed: int = 0,
@@ -420,7 +420,7 @@ class LocalBackend(Backend):
                   stop: list[str] | None = None) -> tuple[str, int, str | None, float]:
         room = self.n_ctx - len(tokens)
         if room <= 0:
-            raise BackendError(f"prompt of {len(tokens)} tokens does not fit n_ctx={self.n_ctx}")
+            raise RequestRejected(f"prompt of {len(tokens)} tokens does not fit n_ctx={self.n_ctx}")
         processors, guard, compile_s = None, None, 0.0
         if regex is not None:
             guard, compile_s = self._processor(regex)

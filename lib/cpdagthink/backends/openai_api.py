@@ -28,11 +28,13 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Sequence
 
-from .base import Backend, BackendError, Completion, Request, ToolCall
+from .base import Backend, BackendError, Completion, Request, RequestRejected, ToolCall
 from .toolcalls import chat_messages, envelope_regex, parse_tool_calls, split_reasoning
 
 INSTALL_HINT = "pip install -e '.[api]'"
 REGEX_MODES = ("none", "vllm")
+# The request itself is at fault (e.g. longer than the context): record it on its instance, go on.
+REJECTED_STATUS = {400, 413, 422}
 RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 
 
@@ -279,7 +281,9 @@ class OpenAIBackend(Backend):
                 retry, retry_after = self._retryable(exc)
                 errors.append(f"{url}: {type(exc).__name__}: {exc}"[:300])
                 if not retry:
-                    raise BackendError(f"request to {url} failed (not retryable): {errors[-1]}") from exc
+                    status = getattr(exc, "status_code", None)
+                    error = RequestRejected if status in REJECTED_STATUS else BackendError
+                    raise error(f"request to {url} failed (not retryable): {errors[-1]}") from exc
                 if attempt < self.max_retries:
                     time.sleep(self._delay(attempt, retry_after))
                 continue
