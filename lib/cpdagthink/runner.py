@@ -264,6 +264,7 @@ def _record(condition: Condition, instance: Instance, turns: list[tuple[Request,
         "num_variables": instance.num_variables,
         "template": instance.template,
         "turns": records,
+        "prompt_sha256": condition.prompt_files(),
         "intervention": None if given is None else {
             "note": given.note, "include_premise": given.include_premise,
             "analysis": given.analysis.model_dump(mode="json") if given.analysis else None},
