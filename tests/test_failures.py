@@ -209,3 +209,12 @@ def test_draw_pair_without_an_emitted_graph():
 def test_reference_answers_are_never_errors(inst):
     answer = "YES" if inst.label else "NO"
     assert classify(record(inst, answer, parsed=reference(inst)), inst) is None
+
+
+def test_filterable_html_escapes_and_filters_by_text():
+    import pandas as pd
+
+    from cpdagthink.failures import filterable_html
+
+    page = filterable_html(pd.DataFrame({"id": ["t-1", "t-2"], "hypothesis": ["A <b> B", "C"]}))
+    assert page.count("<tr>") == 3 and "A &lt;b&gt; B" in page and "addEventListener('input'" in page

@@ -64,6 +64,8 @@ def build(overrides: dict[str, Any], only: list[str] | None = None, root: Path =
     notebooks = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
     if only:
         notebooks = [n for n in notebooks if any(n.name.startswith(prefix) for prefix in only)]
+    # A headless kernel cannot run live widgets; notebooks that declare this show static views instead.
+    overrides = {"interactive_widgets": False, **overrides}
     timings = {}
     for notebook in notebooks:
         start = time.perf_counter()

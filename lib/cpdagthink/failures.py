@@ -300,3 +300,22 @@ def draw_pair(emitted: CausalAnalysis | None, reference: CausalAnalysis | None, 
             )
         ax.margins(0.15)
     return ax_left.figure
+
+
+def filterable_html(table: pd.DataFrame, columns: list[str] | None = None) -> str:
+    """The gallery as a static HTML table with a text box that hides non-matching rows (inline script, no
+    network), so the rendered book keeps a filterable view where Jupyter widgets cannot run."""
+    import html
+    import uuid
+
+    table = table[columns] if columns else table
+    name = f"gallery-{uuid.uuid4().hex[:8]}"
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in table.columns)
+    rows = "".join("<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in row) + "</tr>"
+                   for row in table.itertuples(index=False))
+    return (f'<input id="{name}-q" placeholder="filter: condition, template, kind, id ..." style="width:60%">'
+            f'<table id="{name}"><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>'
+            f"<script>document.getElementById('{name}-q').addEventListener('input', function () {{"
+            f"var q = this.value.toLowerCase(); document.querySelectorAll('#{name} tbody tr').forEach("
+            f"function (r) {{ r.style.display = r.textContent.toLowerCase().includes(q) ? '' : 'none'; }}); }});"
+            f"</script>")

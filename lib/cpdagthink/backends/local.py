@@ -259,7 +259,7 @@ class LocalBackend(Backend):
         self,
         model: str = DEFAULT_MODEL,
         *,
-        n_ctx: int = 8192,
+        n_ctx: int = 16384,
         n_threads: int = 2,
         n_batch: int = 512,
         seed: int = 0,
@@ -268,6 +268,7 @@ class LocalBackend(Backend):
         thinking_budget: int = 1024,
         max_cached_regexes: int = 32,
         extra_buffers: bool | None = None,
+        ram_cache_gib: float = 4.0,
         verbose: bool = False,
     ):
         try:
@@ -294,6 +295,10 @@ class LocalBackend(Backend):
         except Exception as exc:  # noqa: BLE001
             raise BackendError(f"llama.cpp could not load {self.model_file.path}: {exc}") from exc
         self._llama_cpp = llama_cpp
+        if ram_cache_gib > 0:
+            # Keeps the KV state of recent prompts and restores the longest matching prefix, so instances
+            # that alternate (conditions, probes, turn 2 after another instance) skip most of their prefill.
+            self.llm.set_cache(llama_cpp.LlamaRAMCache(capacity_bytes=int(ram_cache_gib * 2**30)))
         model_obj = self.llm._model
         self._eos_id = self.llm.token_eos()
         bos_id = self.llm.token_bos()
