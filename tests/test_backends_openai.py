@@ -320,4 +320,4 @@ def test_structured_condition_through_the_server(server_backend, test_csv, tmp_p
         if tool_choice == "forced":  # the server constrains a named call to the tool's schema
             assert first["tool_calls"] and first["tool_calls"][0]["name"] == "record_causal_analysis"
         assert first["parsed"] is not None or first["parse_error"]  # a truncated call is recorded, not raised
-        assert record["turns"][1]["prompt_tokens"] > first["prompt_tokens"]
+        assert record["turns"][1]["prompt_tokens"] > 0 and record["answer"] in ("YES", "NO", None)
