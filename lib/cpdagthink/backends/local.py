@@ -119,24 +119,14 @@ def serve(argv: list[str] | None = None) -> None:
     """
     import runpy
 
-    import llama_cpp.llama_cpp as capi
-
     args = list(sys.argv[1:] if argv is None else argv)
     if "--model" in args:
         i = args.index("--model") + 1
         if i < len(args) and not args[i].endswith(".gguf"):
             args[i] = str(resolve_model(args[i]).path)
-    extra = default_extra_buffers()
-    original = capi.llama_model_default_params
-
-    def params():
-        p = original()
-        p.use_extra_bufts = extra
-        return p
-
-    capi.llama_model_default_params = params
     sys.argv = ["llama_cpp.server", *args]
-    runpy.run_module("llama_cpp.server", run_name="__main__")
+    with llama_model_params(default_extra_buffers()):  # the server loads its model inside this block
+        runpy.run_module("llama_cpp.server", run_name="__main__")
 
 
 def _template_variables(template: str) -> set[str]:
