@@ -41,7 +41,8 @@ def main() -> None:
     args = parser.parse_args()
 
     instances = sample(load_split("test"), args.limit, seed=0)
-    backend = LocalBackend(args.model)
+    # No KV-state RAM cache here: both passes must start cold and reuse prefixes the same way.
+    backend = LocalBackend(args.model, ram_cache_gib=0)
     decoding = Decoding(max_tokens_answer=args.max_tokens, max_tokens_turn1=args.max_tokens)
     baseline = CONDITIONS["baseline_enhanced"]
     requests = [first_request(baseline, i, decoding) for i in instances]
