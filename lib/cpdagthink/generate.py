@@ -66,11 +66,13 @@ def read_edges(path: str | Path) -> nx.DiGraph:
     return graph
 
 
-def letter_dag(dag: nx.DiGraph) -> tuple[nx.DiGraph, dict[str, str]]:
-    """Rename nodes to A, B, C, ... along a topological order, as Corr2Cause's generator does."""
+def letter_dag(dag: nx.DiGraph) -> tuple[nx.DiGraph, str]:
+    """Rename nodes to A, B, C, ... along a topological order, as Corr2Cause's generator does; also return
+    the legend (``A=asia,B=smoke,...``) that the rows' ``source`` records."""
     order = list(nx.lexicographical_topological_sort(dag))
     names = dict(zip(order, ascii_uppercase))
-    return nx.relabel_nodes(dag, names), names
+    legend = ",".join(f"{letter}={node}" for node, letter in names.items())
+    return nx.relabel_nodes(dag, names), legend
 
 
 def all_queries(variables: tuple[str, ...], rng: random.Random) -> list[tuple[Query, int]]:
@@ -138,8 +140,7 @@ def stress_family(family: str, graphs: int, per_graph: int, seed: int, graphs_di
     rng = random.Random(seed)
     rows: list[Row] = []
     if family == "asia8":
-        dag, names = letter_dag(read_edges(graphs_dir / "asia.edges"))
-        legend = ",".join(f"{v}={k}" for k, v in sorted(names.items(), key=lambda kv: kv[1]))
+        dag, legend = letter_dag(read_edges(graphs_dir / "asia.edges"))
         return rows_from_dag(dag, per_graph, rng, f"generated:asia8 seed={seed} ASIA (Lauritzen & Spiegelhalter 1988) {legend}")
     seen: set[frozenset] = set()
     alarm = read_edges(graphs_dir / "alarm.edges") if family == "alarm7" else None
@@ -151,8 +152,7 @@ def stress_family(family: str, graphs: int, per_graph: int, seed: int, graphs_di
         if alarm is not None:
             sub = connected_induced_subgraph(alarm, 7, rng)
             key = frozenset(sub.nodes)
-            dag, names = letter_dag(sub)
-            legend = ",".join(f"{v}={k}" for k, v in sorted(names.items(), key=lambda kv: kv[1]))
+            dag, legend = letter_dag(sub)
             source = f"generated:alarm7 seed={seed} ALARM (Beinlich et al. 1989) induced subgraph {legend}"
         elif family == "random7":
             dag = random_dag(7, 0.35, rng)

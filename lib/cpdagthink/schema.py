@@ -120,11 +120,16 @@ def instance_model(variables: tuple[str, ...]) -> type[BaseModel]:
     return create_model("CausalAnalysis", __config__=ConfigDict(extra="forbid"), **fields)
 
 
+def _schema(variables: list[str] | tuple[str, ...] | None) -> dict[str, Any]:
+    """The generic schema, or the one narrowed to an instance's variables."""
+    return CausalAnalysis.model_json_schema() if variables is None else CausalAnalysis.json_schema_for(variables)
+
+
 @lru_cache(maxsize=256)
 def _regex(variables: tuple[str, ...] | None) -> str:
     from outlines_core.json_schema import build_regex_from_schema
 
-    schema = CausalAnalysis.model_json_schema() if variables is None else CausalAnalysis.json_schema_for(variables)
+    schema = _schema(variables)
     # One optional space between tokens: enough for readable JSON, small enough to keep the automaton small.
     return build_regex_from_schema(json.dumps(schema), whitespace_pattern=r"[ ]?")
 
@@ -150,7 +155,7 @@ def tool_definition(variables: list[str] | tuple[str, ...] | None = None) -> dic
     common prefix across instances (llama.cpp and vLLM reuse it); the instance's names are then enforced by
     the narrowed regex where there is one, and checked when the arguments are parsed.
     """
-    schema = CausalAnalysis.model_json_schema() if variables is None else CausalAnalysis.json_schema_for(variables)
+    schema = _schema(variables)
     return {"type": "function",
             "function": {"name": TOOL_NAME, "description": TOOL_DESCRIPTION, "parameters": _without_titles(schema)}}
 
