@@ -42,10 +42,12 @@ bench: $(STAMP)
 bench-book: $(STAMP)
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python benchmarks/book.py
 
-# Overrides, e.g. `make book BACKEND=openai MODEL=gpt-5.4-mini LIMIT=0 SEEDS="0 1 2"`.
+# Overrides, e.g. `make book BACKEND=openai MODEL=gpt-5.4-mini LIMIT=0 SEEDS="0 1 2" TURN1_TOKENS=8192`.
 BOOK_ARGS = $(if $(BACKEND),--backend $(BACKEND)) $(if $(MODEL),--model $(MODEL)) \
             $(if $(BASE_URL),--base-url $(BASE_URL)) $(if $(LIMIT),--limit $(LIMIT)) \
-            $(if $(SEEDS),--seeds $(SEEDS)) $(if $(SPLIT),--split $(SPLIT)) $(if $(ONLY),--only $(ONLY))
+            $(if $(SEEDS),--seeds $(SEEDS)) $(if $(SPLIT),--split $(SPLIT)) $(if $(ONLY),--only $(ONLY)) \
+            $(if $(TURN1_TOKENS),--max-tokens-turn1 $(TURN1_TOKENS)) \
+            $(if $(ANSWER_TOKENS),--max-tokens-answer $(ANSWER_TOKENS))
 
 book: $(STAMP)
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/cpdagthink book $(BOOK_ARGS)

@@ -6,6 +6,7 @@ notebooks is what `make book` runs (and `benchmarks/book.py` times).
 
 from __future__ import annotations
 
+import re
 import shutil
 
 import pytest
@@ -29,8 +30,10 @@ def test_book_builds_with_tables_and_figures(test_csv, tmp_path, monkeypatch):
         shutil.copy(PROJECT_ROOT / name, tmp_path / name)
     (tmp_path / "book").mkdir()
     shutil.copy(PROJECT_ROOT / "book" / "intro.md", tmp_path / "book" / "intro.md")
+    # Beyond the CPU defaults: a stress set and the validity-preserving probes, so those paths are built too.
     overrides = {"backend": "reference", "limit": 12, "out_root": str(tmp_path / "runs"),
-                 "cache_dir": str(tmp_path / "cache")}
+                 "cache_dir": str(tmp_path / "cache"), "stress_families": ["alarm7"],
+                 "probes": ["scramble_full", "drop_premise", "swap_valid_cpdag"]}
     index = build(overrides, root=tmp_path)
     assert index.is_file()
     html = {name: (tmp_path / "_build" / "html" / "book" / f"{name}.html").read_text() for name in CHAPTERS}
@@ -42,3 +45,5 @@ def test_book_builds_with_tables_and_figures(test_csv, tmp_path, monkeypatch):
         assert "data:image/png" in html[name] or ".png" in html[name], name
     assert "paper" in html["01_main_results"] and "86.36" in html["01_main_results"]
     assert "<strong>18</strong> rows" in html["05_audit"]
+    assert "alarm7: structured" in html["02_complexity"]  # the reading's line, not the code that writes it
+    assert re.search(r"valid-CPDAG swap changes it by [+-]\d", html["04_probes"])

@@ -61,6 +61,16 @@ def test_one_turn_conditions_have_no_tool():
         assert first_request(CONDITIONS[name], INSTANCE, Decoding()).tools == ()
 
 
+def test_budgets_are_matched_across_one_and_two_turn_flows():
+    decoding = Decoding(max_tokens_turn1=300, max_tokens_answer=50)
+    assert first_request(CONDITIONS["baseline_enhanced"], INSTANCE, decoding).max_tokens == 350
+    assert first_request(CONDITIONS["singleturn_structured"], INSTANCE, decoding).max_tokens == 350
+    assert first_request(CONDITIONS["structured"], INSTANCE, decoding).max_tokens == 300
+    assert first_request(CONDITIONS["twoturn_prose_pc"], INSTANCE, decoding).max_tokens == 300
+    turn1 = Completion(text="", tool_calls=[ToolCall("record_causal_analysis", REFERENCE.model_dump_json())])
+    assert second_request(CONDITIONS["structured"], INSTANCE, decoding, turn1).max_tokens == 50
+
+
 def test_turn2_returns_the_object_with_its_dot_view():
     turn1 = Completion(text="", tool_calls=[ToolCall("record_causal_analysis", REFERENCE.model_dump_json())])
     request = second_request(CONDITIONS["structured"], INSTANCE, Decoding(), turn1)

@@ -47,3 +47,17 @@ def test_by_variables_omits_thin_bins(setup):
     runs = ex.run_grid(setup, ["structured"], [0])
     frame, omitted = ex.by_variables_frame(runs, min_positives=3)
     assert all("fewer than min_positives=3" in o for o in omitted) and omitted
+    bins = ex.bins_frame(runs)
+    assert bins["n"].sum() == 20 and set(bins["num_variables"]) == {r["num_variables"] for r in runs[("structured", 0)]}
+    assert bins["positives"].sum() == sum(r["gold_label"] for r in runs[("structured", 0)])
+    correct = sum(r["prediction"] == r["gold_label"] for r in runs[("structured", 0)])
+    assert (bins["accuracy"] * bins["n"]).sum() / 100 == pytest.approx(correct)
+
+
+def test_cut_off_counts_turns_that_hit_the_budget():
+    ended = {"turns": [{"finish_reason": "stop"}, {"finish_reason": "stop"}]}
+    cut = {"turns": [{"finish_reason": "length"}, {"finish_reason": "stop"}]}
+    assert not ex.cut_off(ended) and ex.cut_off(cut)
+    record = {"unparsed": True, "prediction": 0, "gold_label": 1, "oracle_label": 1, **cut}
+    scores = ex.scores_frame({("baseline_enhanced", 0): [record, {**record, **ended, "unparsed": False}]})
+    assert set(scores["cut off"]) == {1} and set(scores["unparsed"]) == {1}

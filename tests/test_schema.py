@@ -8,8 +8,12 @@ import re
 import pytest
 from pydantic import ValidationError
 
+from cpdagthink.data import read_csv
+from cpdagthink.generate import stress_family
 from cpdagthink.oracle import analyse_premise
-from cpdagthink.schema import FIELD_ORDER, CausalAnalysis, analysis_regex, parse_analysis, tool_definition
+from cpdagthink.premise import split_input
+from cpdagthink.schema import (FIELD_ORDER, CausalAnalysis, analysis_regex, instance_model, parse_analysis,
+                               tool_definition)
 
 PREMISE = ("Premise: Suppose there is a closed system of 4 variables, A, B, C and D. All the statistical relations "
            "among these 4 variables are as follows: A correlates with C. A correlates with D. B correlates with C. "
@@ -47,7 +51,19 @@ def test_lists_are_bounded_by_the_variables():
     one = '{"variables":["A","B"],"skeleton":[["A","B"]],"separating_sets":[],"v_structures":[],"directed_edges":[],"undirected_edges":[["A","B"]]}'
     assert re.fullmatch(regex, one)
     assert not re.fullmatch(regex, one.replace('"skeleton":[["A","B"]]', '"skeleton":[["A","B"],["A","B"]]'))
-    assert CausalAnalysis.bounds(6)["v_structures"] == 60
+    assert CausalAnalysis.bounds(6)["v_structures"] == 12
+
+
+def test_every_reference_cpdag_fits_its_bounded_schema(test_csv):
+    premises = {instance.premise for instance in read_csv(test_csv)}
+    premises |= {split_input(row.input)[0] for family in ("random7", "alarm7", "asia8")
+                 for row in stress_family(family, graphs=5, per_graph=1, seed=0)}
+    most = 0
+    for premise in premises:
+        cpdag = analyse_premise(premise).cpdag
+        instance_model(tuple(cpdag.variables)).model_validate(CausalAnalysis.from_cpdag(cpdag).model_dump())
+        most = max(most, len(cpdag.v_structures))
+    assert most >= 3  # the check saw real v-structures, not only empty lists
 
 
 def test_parse_checks_names_against_the_instance():

@@ -136,7 +136,8 @@ def cmd_book(args: argparse.Namespace) -> int:
 
     overrides = {k: v for k, v in (("backend", args.backend), ("model", args.model), ("base_url", args.base_url),
                                    ("limit", args.limit), ("seeds", args.seeds), ("split", args.split),
-                                   ("data", args.data)) if v not in (None, [], "")}
+                                   ("data", args.data), ("max_tokens_turn1", args.max_tokens_turn1),
+                                   ("max_tokens_answer", args.max_tokens_answer)) if v not in (None, [], "")}
     index = build(overrides, only=args.only)
     print(f"book: {index}")
     return 0
@@ -211,6 +212,9 @@ def build_parser() -> argparse.ArgumentParser:
     book.add_argument("--seeds", type=int, nargs="+")
     book.add_argument("--split")
     book.add_argument("--data")
+    book.add_argument("--max-tokens-turn1", type=int,
+                      help="turn-1 budget (notebook default 512, sized for the CPU model; raise it for thinking models)")
+    book.add_argument("--max-tokens-answer", type=int, help="answer-turn budget (notebook default 128)")
     book.add_argument("--only", nargs="+", help="notebook name prefixes, e.g. 01 04")
     schema = parsers["schema"]
     schema.add_argument("--variables", required=True, help="comma-separated names, e.g. A,B,C")

@@ -81,7 +81,12 @@ def get_condition(name: str) -> Condition:
 
 @dataclass(frozen=True)
 class Decoding:
-    """Decoding settings shared by all turns of a run."""
+    """Decoding settings shared by all turns of a run.
+
+    Token budgets are matched across flows: a one-turn condition gets ``max_tokens_turn1 +
+    max_tokens_answer``, the same total a two-turn condition can spend, so a baseline is never cut short
+    where Structured Thinking would not be.
+    """
 
     tool_choice: str = "auto"  # "auto" (+ the prompt's instruction, the paper's API setting) or "forced"
     narrow_regex: bool = True  # constrain variable names to the instance's own
@@ -90,6 +95,10 @@ class Decoding:
     temperature: float = 0.0
     seed: int = 0
     thinking: bool = True  # the backend's thinking switch, ANDed with the condition's
+
+    @property
+    def one_turn_budget(self) -> int:
+        return self.max_tokens_turn1 + self.max_tokens_answer
 
 
 # ------------------------------------------------------------------------------------------- turn two
@@ -134,7 +143,7 @@ def first_request(condition: Condition, instance: Instance, decoding: Decoding) 
     """Turn 1 of any condition (the only turn of a one-turn condition)."""
     messages = _first_messages(condition, instance)
     if condition.flow is not Flow.TOOL:
-        return _request(condition, decoding, messages, decoding.max_tokens_answer if condition.flow is Flow.ONE_TURN
+        return _request(condition, decoding, messages, decoding.one_turn_budget if condition.flow is Flow.ONE_TURN
                         else decoding.max_tokens_turn1)
     variables = variables_of(instance) if decoding.narrow_regex else None
     constraint = Constraint(analysis_regex(variables), tool=TOOL_NAME) if condition.constrained else None

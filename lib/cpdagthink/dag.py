@@ -85,3 +85,22 @@ def independence_facts(dag: nx.DiGraph, variables: tuple[str, ...] | None = None
         if frozenset() not in sets:
             correlations.add(pair(x, y))
     return Facts(variables=variables, correlations=frozenset(correlations), independencies=independencies)
+
+
+# Most v-structures any DAG on n nodes has, n = 0..8, found by exhaustive search (tests/test_dag.py repeats it).
+# The optimum is layered, not bipartite: at n = 8, five sources pointing into A, B and C plus A -> C <- B give
+# 10 + 10 + 11 = 31, one more than every "s sources into n - s sinks" graph (at most 30).
+_MAX_V_STRUCTURES = (0, 0, 0, 1, 3, 6, 12, 20, 31)
+
+
+def max_v_structures(n: int) -> int:
+    """An upper bound on the v-structures of a DAG on ``n`` nodes: exact up to 8 nodes.
+
+    Beyond the table it is the count of (collider, unordered pair of other nodes) triples, which no DAG
+    exceeds. The schema bounds the emitted ``v_structures`` list by it, so a valid CPDAG always fits.
+    """
+    if n < 0:
+        raise ValueError(f"a graph has at least 0 nodes, got {n}")
+    if n < len(_MAX_V_STRUCTURES):
+        return _MAX_V_STRUCTURES[n]
+    return n * (n - 1) * (n - 2) // 2

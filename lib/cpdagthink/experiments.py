@@ -152,16 +152,23 @@ def _columns(records: Sequence[dict]) -> tuple[list[int | None], list[int], list
     return predictions, [r["gold_label"] for r in records], [r["oracle_label"] for r in records]
 
 
+def cut_off(record: dict) -> bool:
+    """Whether any turn of the instance stopped at its token budget (its answer may be missing for that)."""
+    return any(t.get("finish_reason") == "length" for t in record["turns"])
+
+
 def scores_frame(runs: Mapping[tuple[str, int], Sequence[dict]]) -> pd.DataFrame:
-    """One row per (condition, seed, labels) with F1, precision, recall, accuracy (%) and counts."""
+    """One row per (condition, seed, labels) with F1, precision, recall, accuracy (%) and counts, including
+    unparsed answers and instances cut off by the token budget."""
     rows = []
     for (condition, seed), records in runs.items():
         pred, gold, corrected = _columns(records)
+        truncated = sum(cut_off(r) for r in records)
         for labels, s in scores_against(pred, gold, corrected).items():
             rows.append({"condition": condition, "seed": seed, "labels": labels, "n": s.n,
                          "F1": 100 * s.f1, "precision": 100 * s.precision, "recall": 100 * s.recall,
                          "accuracy": 100 * s.accuracy, "tp": s.tp, "fp": s.fp, "fn": s.fn, "tn": s.tn,
-                         "unparsed": s.unparsed})
+                         "unparsed": s.unparsed, "cut off": truncated})
     return pd.DataFrame(rows)
 
 
@@ -205,6 +212,22 @@ def by_variables_frame(runs: Mapping[tuple[str, int], Sequence[dict]], labels: s
                  for n, s in kept.items()]
         omitted += [f"{condition} (seed {seed}): {o.reason}" for o in dropped]
     return pd.DataFrame(rows), omitted
+
+
+def bins_frame(runs: Mapping[tuple[str, int], Sequence[dict]], labels: str = "gold") -> pd.DataFrame:
+    """Every number-of-variables bin, however few its positives: instances, positives, accuracy (%) and
+    unparsed answers. Accuracy stays readable where F1 is omitted for lack of positives."""
+    rows = []
+    for (condition, seed), records in runs.items():
+        pred, gold, corrected = _columns(records)
+        truth = gold if labels == "gold" else corrected
+        for n in sorted({r["num_variables"] for r in records}):
+            idx = [i for i, r in enumerate(records) if r["num_variables"] == n]
+            correct = sum((pred[i] == 1) == (truth[i] == 1) for i in idx)
+            rows.append({"condition": condition, "seed": seed, "num_variables": n, "n": len(idx),
+                         "positives": sum(truth[i] == 1 for i in idx), "accuracy": 100 * correct / len(idx),
+                         "unparsed": sum(pred[i] is None for i in idx)})
+    return pd.DataFrame(rows)
 
 
 def usage(record: dict) -> Usage:
