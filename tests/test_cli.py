@@ -51,3 +51,16 @@ def test_schema_command_prints_schema_and_regex():
 def test_bad_input_is_a_clear_error(tmp_path):
     result = run("oracle", "--data", str(tmp_path / "missing.csv"), "--out", str(tmp_path / "o.jsonl"))
     assert result.returncode == 2 and "no such file" in result.stderr
+
+
+def test_book_passes_its_overrides_to_every_notebook(monkeypatch, capsys):
+    import cpdagthink.book
+    from cpdagthink.cli import main
+
+    seen = {}
+    monkeypatch.setattr(cpdagthink.book, "build", lambda overrides, only=None: seen.update(overrides, only=only) or "index.html")
+    assert main(["book", "--backend", "openai", "--limit", "0", "--seeds", "0", "1",
+                 "--max-tokens-turn1", "8192", "--max-tokens-answer", "4096", "--only", "01"]) == 0
+    assert seen == {"backend": "openai", "limit": 0, "seeds": [0, 1], "max_tokens_turn1": 8192,
+                    "max_tokens_answer": 4096, "only": ["01"]}
+    assert "book: index.html" in capsys.readouterr().out

@@ -35,6 +35,8 @@ def test_run_folders_separate_samples_and_probes(setup):
     b = ex.make_setup("reference", limit=10).instances()
     assert ex.run_dir(setup, "structured", 0, a) != ex.run_dir(setup, "structured", 0, b)
     assert ex.run_dir(setup, "structured", 0, a, probe="drop_premise").name.endswith("probe-drop_premise")
+    budget = ex.make_setup("reference", limit=20, max_tokens_turn1=64, out_root=setup.out_root)
+    assert ex.run_dir(budget, "structured", 0, a) != ex.run_dir(setup, "structured", 0, a)
 
 
 def test_generated_ood_stand_ins_are_named_as_generated(setup):

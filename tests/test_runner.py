@@ -10,7 +10,8 @@ from cpdagthink.backends.base import Backend, Completion, Request
 from cpdagthink.backends.reference import ReferenceBackend
 from cpdagthink.conditions import CONDITIONS
 from cpdagthink.data import read_csv, sample
-from cpdagthink.runner import CallCache, read_records, run_condition
+from cpdagthink.conditions import Decoding
+from cpdagthink.runner import CallCache, RunMismatchError, read_records, run_condition
 
 
 class Killed(RuntimeError):
@@ -66,6 +67,20 @@ def test_killed_run_resumes_with_exactly_one_record_each(items, tmp_path):
                             chunk_size=2, progress=False)
     ids = [r["id"] for r in resumed.records]
     assert sorted(ids) == sorted(i.id for i in items) and len(ids) == len(set(ids))
+
+
+def test_a_folder_of_another_configuration_is_not_resumed(items, tmp_path):
+    condition = CONDITIONS["baseline_enhanced"]
+    run_condition(condition, ReferenceBackend(), items[:3], tmp_path / "run", cache_dir=tmp_path / "c", progress=False)
+    with pytest.raises(RunMismatchError, match="different decoding"):
+        run_condition(condition, ReferenceBackend(), items, tmp_path / "run", cache_dir=tmp_path / "c",
+                      decoding=Decoding(max_tokens_turn1=64), progress=False)
+    with pytest.raises(RunMismatchError, match="different condition"):
+        run_condition(CONDITIONS["singleturn_structured"], ReferenceBackend(), items, tmp_path / "run",
+                      cache_dir=tmp_path / "c", progress=False)
+    assert len(read_records(tmp_path / "run")) == 3  # nothing was appended
+    resumed = run_condition(condition, ReferenceBackend(), items, tmp_path / "run", cache_dir=tmp_path / "c", progress=False)
+    assert len(resumed.records) == len(items)
 
 
 def test_cache_round_trips_completions(tmp_path):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
@@ -110,11 +111,14 @@ def stress_csv(family: str, graphs: int, per_graph: int, seed: int) -> Path:
 
 
 def run_dir(setup: Setup, condition: str, seed: int, instances: Sequence[Instance], probe: str | None = None) -> Path:
-    """A run folder named by what it is, with a short hash of the instance ids (so samples never mix)."""
+    """A run folder named by what it is, with short hashes of the instance ids and of the decoding settings
+    (so samples and budgets never mix; the runner also refuses to resume a folder of another configuration)."""
     ids = hashlib.sha256("\n".join(i.id for i in instances).encode()).hexdigest()[:8]
+    settings = {k: v for k, v in setup.decoding.__dict__.items() if k not in ("seed", "tool_choice")}
+    decoding = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:6]
     model = (setup.model or "default").replace("/", "_")
     source = Path(setup.data).stem if setup.data else setup.split
-    parts = [condition, setup.backend, model, source, f"n{len(instances)}-{ids}", f"seed{seed}"]
+    parts = [condition, setup.backend, model, source, f"n{len(instances)}-{ids}", f"seed{seed}", f"dec{decoding}"]
     if setup.decoding.tool_choice != "auto":
         parts.append(f"tool-{setup.decoding.tool_choice}")
     if probe:

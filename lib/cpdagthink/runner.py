@@ -43,6 +43,29 @@ DEFAULT_CACHE = PROJECT_ROOT / "outputs" / "cache"
 _PACKAGES = ("cpdagthink", "llama_cpp_python", "outlines", "outlines_core", "openai", "vllm", "networkx", "pydantic")
 
 
+class RunMismatchError(ValueError):
+    """An output folder already holds records of a run configured differently from the one asked for."""
+
+
+# What makes two runs the same run: resuming is only allowed when all of these match.
+_RUN_IDENTITY = ("condition", "intervention", "backend", "decoding")
+
+
+def _check_resumable(out_dir: Path, metadata: dict[str, Any], records: int) -> None:
+    """Refuse to append to records written under another condition, prompt, model or decoding."""
+    path = out_dir / METADATA
+    if not records or not path.is_file():
+        return
+    old = json.loads(path.read_text(encoding="utf-8"))
+    new = json.loads(json.dumps({k: metadata[k] for k in _RUN_IDENTITY}))
+    differs = [k for k in _RUN_IDENTITY if old.get(k) != new[k]]
+    if differs:
+        raise RunMismatchError(
+            f"{out_dir} already holds {records} records of a run with a different {', '.join(differs)}; "
+            "resuming would mix the two. Choose another output folder or remove this one."
+        )
+
+
 class CallCache:
     """A content-addressed store of completions: ``<dir>/<key[:2]>/<key>.json``, written atomically."""
 
@@ -210,6 +233,7 @@ def run_condition(
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)),
         **(extra_metadata or {}),
     }
+    _check_resumable(out_dir, metadata, len(done_records))
     (out_dir / METADATA).write_text(json.dumps(metadata, indent=2), encoding="utf-8")
 
     cached = CachedBackend(backend, CallCache(cache_dir))
