@@ -47,7 +47,8 @@ BOOK_ARGS = $(if $(BACKEND),--backend $(BACKEND)) $(if $(MODEL),--model $(MODEL)
             $(if $(BASE_URL),--base-url $(BASE_URL)) $(if $(LIMIT),--limit $(LIMIT)) \
             $(if $(SEEDS),--seeds $(SEEDS)) $(if $(SPLIT),--split $(SPLIT)) $(if $(ONLY),--only $(ONLY)) \
             $(if $(TURN1_TOKENS),--max-tokens-turn1 $(TURN1_TOKENS)) \
-            $(if $(ANSWER_TOKENS),--max-tokens-answer $(ANSWER_TOKENS))
+            $(if $(ANSWER_TOKENS),--max-tokens-answer $(ANSWER_TOKENS)) \
+            $(if $(SAMPLE_VARIABLES),--sample-variables $(SAMPLE_VARIABLES))
 
 book: $(STAMP)
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/cpdagthink book $(BOOK_ARGS)

@@ -7,6 +7,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 
 def run(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "cpdagthink", *args], capture_output=True, text=True, timeout=300)
@@ -60,7 +62,11 @@ def test_book_passes_its_overrides_to_every_notebook(monkeypatch, capsys):
     seen = {}
     monkeypatch.setattr(cpdagthink.book, "build", lambda overrides, only=None: seen.update(overrides, only=only) or "index.html")
     assert main(["book", "--backend", "openai", "--limit", "0", "--seeds", "0", "1",
-                 "--max-tokens-turn1", "8192", "--max-tokens-answer", "4096", "--only", "01"]) == 0
+                 "--max-tokens-turn1", "8192", "--max-tokens-answer", "4096", "--only", "01",
+                 "--sample-variables", "5", "6"]) == 0
     assert seen == {"backend": "openai", "limit": 0, "seeds": [0, 1], "max_tokens_turn1": 8192,
-                    "max_tokens_answer": 4096, "only": ["01"]}
+                    "max_tokens_answer": 4096, "only": ["01"], "sample_variables": [5, 6]}
     assert "book: index.html" in capsys.readouterr().out
+    assert main(["book", "--sample-variables", "all"]) == 0 and seen["sample_variables"] is None
+    with pytest.raises(SystemExit):
+        main(["book", "--sample-variables", "five"])

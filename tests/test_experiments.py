@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from cpdagthink import experiments as ex
@@ -63,3 +65,14 @@ def test_cut_off_counts_turns_that_hit_the_budget():
     record = {"unparsed": True, "prediction": 0, "gold_label": 1, "oracle_label": 1, **cut}
     scores = ex.scores_frame({("baseline_enhanced", 0): [record, {**record, **ended, "unparsed": False}]})
     assert set(scores["cut off"]) == {1} and set(scores["unparsed"]) == {1}
+
+
+def test_sample_variables_restricts_the_sample_not_the_whole_split(setup):
+    five = replace(setup, sample_variables=(5,))
+    assert {i.num_variables for i in five.instances()} == {5} and len(five.instances()) == 20
+    assert sum(i.label for i in five.instances()) >= 1  # still label-stratified
+    assert len(replace(five, limit=0).instances()) == 1162
+    with pytest.raises(ValueError, match="no row has"):
+        replace(setup, sample_variables=(9,)).instances()
+    assert "drawn from rows with 5 variables" in ex.banner(five, five.instances(), [0])
+    assert ex.make_setup("reference", sample_variables=[5, 6]).sample_variables == (5, 6)

@@ -131,6 +131,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _variable_count(text: str) -> int | str:
+    if text == "all" or (text.isdigit() and int(text) >= 2):
+        return text if text == "all" else int(text)
+    raise argparse.ArgumentTypeError(f"expected a number of variables (2 or more) or 'all', got {text!r}")
+
+
 def cmd_book(args: argparse.Namespace) -> int:
     from .book import build
 
@@ -138,6 +144,8 @@ def cmd_book(args: argparse.Namespace) -> int:
                                    ("limit", args.limit), ("seeds", args.seeds), ("split", args.split),
                                    ("data", args.data), ("max_tokens_turn1", args.max_tokens_turn1),
                                    ("max_tokens_answer", args.max_tokens_answer)) if v not in (None, [], "")}
+    if args.sample_variables:
+        overrides["sample_variables"] = None if "all" in args.sample_variables else args.sample_variables
     index = build(overrides, only=args.only)
     print(f"book: {index}")
     return 0
@@ -215,6 +223,8 @@ def build_parser() -> argparse.ArgumentParser:
     book.add_argument("--max-tokens-turn1", type=int,
                       help="turn-1 budget (notebook default 512, sized for the CPU model; raise it for thinking models)")
     book.add_argument("--max-tokens-answer", type=int, help="answer-turn budget (notebook default 128)")
+    book.add_argument("--sample-variables", nargs="+", metavar="N", type=_variable_count,
+                      help="draw the sample from rows with these variable counts (notebook default: 5), or 'all'")
     book.add_argument("--only", nargs="+", help="notebook name prefixes, e.g. 01 04")
     schema = parsers["schema"]
     schema.add_argument("--variables", required=True, help="comma-separated names, e.g. A,B,C")

@@ -36,6 +36,7 @@ class Setup:
     data: str | None = None  # a Corr2Cause-format CSV instead of a hub split
     limit: int = 12
     sample_seed: int = 0
+    sample_variables: tuple[int, ...] | None = None  # draw the sample from rows with these variable counts
     out_root: str = str(PROJECT_ROOT / "outputs" / "runs")
     cache_dir: str = str(PROJECT_ROOT / "outputs" / "cache")
     decoding: Decoding = field(default_factory=Decoding)
@@ -54,8 +55,14 @@ class Setup:
         return load_split(self.split)
 
     def instances(self) -> list[Instance]:
-        """The sample every condition of this setup runs on (seeded, label-stratified)."""
-        return sample(self.all_instances(), self.limit, self.sample_seed)
+        """The sample every condition of this setup runs on (seeded, label-stratified, drawn from rows with
+        ``sample_variables`` variables when given). ``limit=0`` is the whole split, whatever ``sample_variables``."""
+        rows = self.all_instances()
+        if self.limit > 0 and self.sample_variables:
+            rows = [r for r in rows if r.num_variables in self.sample_variables]
+            if not rows:
+                raise ValueError(f"no row has {list(self.sample_variables)} variables")
+        return sample(rows, self.limit, self.sample_seed)
 
     def with_split(self, split: str) -> "Setup":
         return replace(self, split=split, data=None)
@@ -67,12 +74,14 @@ class Setup:
 def make_setup(backend: str = "local", model: str | None = None, base_url: Sequence[str] | None = None,
                split: str = "test", data: str | None = None, limit: int = 12, sample_seed: int = 0,
                tool_choice: str = "auto", max_tokens_turn1: int = 1024, max_tokens_answer: int = 512,
-               out_root: str | None = None, cache_dir: str | None = None) -> Setup:
+               out_root: str | None = None, cache_dir: str | None = None,
+               sample_variables: Sequence[int] | None = None) -> Setup:
     """A :class:`Setup` from a notebook's flat parameters (None keeps the default folders)."""
     folders = {k: v for k, v in (("out_root", out_root), ("cache_dir", cache_dir)) if v}
     decoding = Decoding(tool_choice=tool_choice, max_tokens_turn1=max_tokens_turn1, max_tokens_answer=max_tokens_answer)
     return Setup(backend=backend, model=model or None, base_url=tuple(base_url or ()), split=split, data=data or None,
-                 limit=limit, sample_seed=sample_seed, decoding=decoding, **folders)
+                 limit=limit, sample_seed=sample_seed, decoding=decoding,
+                 sample_variables=tuple(sample_variables) if sample_variables else None, **folders)
 
 
 @functools.lru_cache(maxsize=4)
@@ -266,6 +275,8 @@ def banner(setup: Setup, instances: Sequence[Instance], seeds: Sequence[int]) ->
     """The line every page prints: which model, which data, how many instances and seeds."""
     positives = sum(i.label for i in instances)
     source = setup.data or f"Corr2Cause {setup.split} split"
+    drawn = (f" drawn from rows with {', '.join(map(str, setup.sample_variables))} variables"
+             if setup.limit > 0 and setup.sample_variables else "")
     return (f"**This run:** backend `{setup.backend}`, model `{setup.model or 'default'}`, {source}, "
-            f"sample of {len(instances)} instances ({positives} gold positives), seeds {list(seeds)}. "
+            f"sample of {len(instances)} instances{drawn} ({positives} gold positives), seeds {list(seeds)}. "
             f"Figures labelled *paper* are the paper's, reported for Qwen3.5-27B or the named model on the full data.")
