@@ -132,8 +132,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _variable_count(text: str) -> int | str:
-    if text == "all" or (text.isdigit() and int(text) >= 2):
-        return text if text == "all" else int(text)
+    if text == "all":
+        return text
+    if text.isdigit() and int(text) >= 2:
+        return int(text)
     raise argparse.ArgumentTypeError(f"expected a number of variables (2 or more) or 'all', got {text!r}")
 
 

@@ -233,13 +233,10 @@ def bins_frame(runs: Mapping[tuple[str, int], Sequence[dict]], labels: str = "go
     rows = []
     for (condition, seed), records in runs.items():
         pred, gold, corrected = _columns(records)
-        truth = gold if labels == "gold" else corrected
-        for n in sorted({r["num_variables"] for r in records}):
-            idx = [i for i, r in enumerate(records) if r["num_variables"] == n]
-            correct = sum((pred[i] == 1) == (truth[i] == 1) for i in idx)
-            rows.append({"condition": condition, "seed": seed, "num_variables": n, "n": len(idx),
-                         "positives": sum(truth[i] == 1 for i in idx), "accuracy": 100 * correct / len(idx),
-                         "unparsed": sum(pred[i] is None for i in idx)})
+        every, _ = scores_by_group(pred, gold if labels == "gold" else corrected,
+                                   [r["num_variables"] for r in records], min_positives=0)
+        rows += [{"condition": condition, "seed": seed, "num_variables": n, "n": s.n, "positives": s.tp + s.fn,
+                  "accuracy": 100 * s.accuracy, "unparsed": s.unparsed} for n, s in every.items()]
     return pd.DataFrame(rows)
 
 
