@@ -92,7 +92,10 @@ class Decoding:
     narrow_regex: bool = True  # constrain variable names to the instance's own
     max_tokens_turn1: int = 1024
     max_tokens_answer: int = 512
-    temperature: float = 0.0
+    temperature: float = 0.0  # 0: greedy
+    top_p: float = 1.0
+    top_k: int = 0  # 0: off
+    min_p: float = 0.0
     seed: int = 0
     thinking: bool = True  # the backend's thinking switch, ANDed with the condition's
 
@@ -130,6 +133,9 @@ def _request(condition: Condition, decoding: Decoding, messages: list[dict], max
         thinking=decoding.thinking and condition.thinking,
         max_tokens=max_tokens,
         temperature=decoding.temperature,
+        top_p=decoding.top_p,
+        top_k=decoding.top_k,
+        min_p=decoding.min_p,
         seed=decoding.seed,
         **extra,
     )

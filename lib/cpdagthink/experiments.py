@@ -95,8 +95,13 @@ def _backend(name: str, model: str | None, base_url: tuple[str, ...]):
 
 
 def backend_identity(setup: Setup) -> dict[str, Any]:
-    """The identity of the setup's backend (model, revision or sha256, thinking support)."""
+    """The identity of the setup's backend (model, revision or sha256)."""
     return _backend(setup.backend, setup.model, setup.base_url).identity()
+
+
+def thinking_supported(setup: Setup) -> bool:
+    """Whether the setup's model has a thinking switch (the no-thinking ablation means nothing otherwise)."""
+    return _backend(setup.backend, setup.model, setup.base_url).thinking_supported
 
 
 def generated_split(family: str, seed: int = 0) -> Path:
@@ -144,7 +149,7 @@ def run(setup: Setup, condition: str, seed: int = 0, instances: Sequence[Instanc
         get_condition(condition), backend, instances, run_dir(setup, condition, seed, instances, probe),
         decoding=replace(setup.decoding, seed=seed), cache_dir=setup.cache_dir, intervention=intervention,
         intervention_name=probe, progress=progress,
-        chunk_size=64 if setup.backend in ("vllm", "openai") else 1,
+        chunk_size=backend.preferred_chunk_size,
     )
     order = {i.id: k for k, i in enumerate(instances)}
     return sorted(result.records, key=lambda r: order[r["id"]])

@@ -100,7 +100,7 @@ class CachedBackend:
     def complete_batch(self, requests: Sequence[Request]) -> list[tuple[Completion, bool]]:
         """Completions in order, each with ``cache_hit``; only misses reach the model, in one batch."""
         identity = self.backend.identity()
-        if identity.get("thinking_supported") is False:
+        if not self.backend.thinking_supported:
             # The switch cannot change what such a model sees: one request, one cache entry.
             requests = [replace(r, thinking=False) for r in requests]
         keys = [r.cache_key(identity) for r in requests]

@@ -8,6 +8,7 @@ when that backend is built. To register another backend, add one entry to :data:
 from __future__ import annotations
 
 import importlib
+import inspect
 from typing import Any, Callable
 
 from .base import Backend, BackendError, Completion, Constraint, Request, ToolCall
@@ -33,8 +34,16 @@ def backend_factory(name: str) -> Callable[..., Backend]:
 
 
 def make_backend(name: str, **options: Any) -> Backend:
-    """Build the backend registered under ``name`` with keyword ``options`` (see each backend's class)."""
-    return backend_factory(name)(**options)
+    """Build the backend registered under ``name`` with keyword ``options`` (see each backend's class).
+    An option the backend does not take is refused by name, with the ones it does take."""
+    factory = backend_factory(name)
+    accepted = [p.name for p in inspect.signature(factory).parameters.values()
+                if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    takes_any = any(p.kind is p.VAR_KEYWORD for p in inspect.signature(factory).parameters.values())
+    unknown = sorted(set(options) - set(accepted))
+    if unknown and not takes_any:
+        raise ValueError(f"backend {name!r} does not take {', '.join(unknown)}; it takes: {', '.join(accepted) or 'no options'}")
+    return factory(**options)
 
 
 __all__ = [

@@ -45,7 +45,11 @@ class Request:
     constraint: Constraint | None = None
     thinking: bool = True
     max_tokens: int = 1024
+    # Sampling: temperature 0 is greedy; top_k 0 and top_p 1 and min_p 0 switch those filters off.
     temperature: float = 0.0
+    top_p: float = 1.0
+    top_k: int = 0
+    min_p: float = 0.0
     seed: int = 0
 
     def to_json(self) -> dict[str, Any]:
@@ -90,9 +94,16 @@ class Completion:
 
 
 class Backend(ABC):
-    """A model behind one interface. ``identity()`` names the exact model (and revision or sha256)."""
+    """A model behind one interface. ``identity()`` names the exact model (and revision or sha256).
+
+    Capabilities are typed attributes, so the runner never reads them out of ``identity()``:
+    ``thinking_supported`` (False: the runner sends ``thinking=False`` so one request is one cache entry),
+    ``preferred_chunk_size`` (instances per batched call when a run does not choose one).
+    """
 
     name: str = "backend"
+    thinking_supported: bool = False
+    preferred_chunk_size: int = 1
 
     @abstractmethod
     def identity(self) -> dict[str, Any]:

@@ -303,7 +303,7 @@ class LocalBackend(Backend):
         self._formatter = Jinja2ChatFormatter(template=template, eos_token=eos_text, bos_token=self._bos_text)
         variables = _template_variables(template)
         self.native_tools = "tools" in variables
-        self.supports_thinking = "enable_thinking" in variables
+        self.thinking_supported = "enable_thinking" in variables
         self._lock = threading.RLock()
         self._outlines_backend = None
         self._indexes: OrderedDict[str, Any] = OrderedDict()
@@ -330,9 +330,8 @@ class LocalBackend(Backend):
             "chat_template_sha256": hashlib.sha256(self.chat_template.encode()).hexdigest(),
             "chat_template_source": self.template_source,
             "tool_format": "native-template" if self.native_tools else "system-prompt-hermes",
-            "thinking": "supported" if self.supports_thinking else "unsupported",
-            "thinking_supported": self.supports_thinking,
-            "thinking_budget": self.thinking_budget if self.supports_thinking else None,
+            "thinking": "supported" if self.thinking_supported else "unsupported",
+            "thinking_budget": self.thinking_budget if self.thinking_supported else None,
         }
 
     # ----------------------------------------------------------------------------------------- prompting
@@ -345,7 +344,7 @@ class LocalBackend(Backend):
             messages = fallback_messages(chat_messages(request.messages, arguments_as="str"), tools)
             tools = []
         kwargs: dict[str, Any] = {}
-        if self.supports_thinking:
+        if self.thinking_supported:
             kwargs["enable_thinking"] = request.thinking if thinking is None else thinking
         try:
             return self._formatter(messages=messages, tools=tools or None, **kwargs).prompt
@@ -442,8 +441,8 @@ class LocalBackend(Backend):
             start = time.perf_counter()
             regex = output_regex(request)
             meta: dict[str, Any] = {"constrained": regex is not None}
-            thinking = bool(request.thinking and self.supports_thinking)
-            if request.thinking and not self.supports_thinking:
+            thinking = bool(request.thinking and self.thinking_supported)
+            if request.thinking and not self.thinking_supported:
                 meta["thinking"] = "unsupported"
             else:
                 meta["thinking"] = "on" if thinking else "off"

@@ -158,6 +158,9 @@ class OpenAIBackend(Backend):
     """Chat completions over HTTP. ``base_url``: None (api.openai.com), one URL, or a list (round-robin)."""
 
     name = "openai"
+    # The server decides what a thinking switch does; requests carry it and the profile maps it.
+    thinking_supported = True
+    preferred_chunk_size = 64
 
     def __init__(
         self,

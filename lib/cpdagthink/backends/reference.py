@@ -45,7 +45,7 @@ class ReferenceBackend(Backend):
     name = "reference"
 
     def identity(self) -> dict[str, Any]:
-        return {"backend": "reference", "model": "pc-oracle", "revision": "exact", "thinking_supported": False}
+        return {"backend": "reference", "model": "pc-oracle", "revision": "exact"}
 
     def complete(self, request: Request) -> Completion:
         start = time.perf_counter()

@@ -73,6 +73,7 @@ class VLLMBackend(Backend):
     """A Hugging Face model under offline vLLM (tensor parallel over ``tensor_parallel_size`` GPUs)."""
 
     name = "vllm"
+    preferred_chunk_size = 64  # one batched generate() per turn over a chunk
 
     def __init__(
         self,
@@ -115,7 +116,7 @@ class VLLMBackend(Backend):
         except Exception as exc:  # noqa: BLE001
             raise BackendError(f"vLLM could not load {model!r} (revision {revision!r}): {exc}") from exc
         self.tokenizer = self.llm.get_tokenizer()
-        self.supports_thinking = template_supports_thinking(self.tokenizer)
+        self.thinking_supported = template_supports_thinking(self.tokenizer)
 
     def identity(self) -> dict[str, Any]:
         return {
@@ -127,13 +128,12 @@ class VLLMBackend(Backend):
             "max_model_len": self.max_model_len,
             "dtype": self.dtype,
             "reasoning_parser": self.reasoning_parser,
-            "thinking": "supported" if self.supports_thinking else "unsupported",
-            "thinking_supported": self.supports_thinking,
+            "thinking": "supported" if self.thinking_supported else "unsupported",
         }
 
     def _params(self, request: Request) -> Any:
         kwargs = sampling_kwargs(request)
-        thinking = bool(request.thinking and self.supports_thinking)
+        thinking = bool(request.thinking and self.thinking_supported)
         if "structured_outputs" in kwargs:
             if thinking and not self.reasoning_parser:
                 raise BackendError(
@@ -158,9 +158,9 @@ class VLLMBackend(Backend):
         results = []
         for request, prompt, out in zip(requests, prompts, outputs):
             gen = out.outputs[0]
-            thinking = bool(request.thinking and self.supports_thinking)
+            thinking = bool(request.thinking and self.thinking_supported)
             meta = {
-                "thinking": "unsupported" if request.thinking and not self.supports_thinking else ("on" if thinking else "off"),
+                "thinking": "unsupported" if request.thinking and not self.thinking_supported else ("on" if thinking else "off"),
                 "batch_size": len(requests),
                 "constrained": request.constraint is not None,
             }
