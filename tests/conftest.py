@@ -22,3 +22,18 @@ def test_csv() -> Path:
     if path is None:
         pytest.skip(f"the Corr2Cause test split is absent (set CORR2CAUSE_CSV or place it at {SHARED_CSV})")
     return path
+
+
+@pytest.fixture
+def browser():
+    """A headless Chromium page (:class:`cpdagthink.browser.Browser`). Skipped when Chromium is absent,
+    except under CI (``CI`` set), where a missing browser is a failure: CI installs it."""
+    from cpdagthink.browser import Browser, find_chromium
+
+    if find_chromium() is None:
+        message = "Chromium is absent: run scripts/install-browser.sh"
+        if os.environ.get("CI", "").lower() not in ("", "0", "false"):
+            pytest.fail(message)
+        pytest.skip(message)
+    with Browser(width=1200, height=900) as page:
+        yield page
