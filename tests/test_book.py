@@ -11,7 +11,7 @@ import shutil
 
 import pytest
 
-from cpdagthink.book import NOTEBOOKS, build, notebook_parameters
+from cpdagthink.book import NOTEBOOKS, build, build_single_file, notebook_parameters
 from cpdagthink.data import PROJECT_ROOT
 
 CHAPTERS = ["01_main_results", "02_complexity", "03_ablations", "04_probes", "05_audit", "06_failure_gallery"]
@@ -47,3 +47,16 @@ def test_book_builds_with_tables_and_figures(test_csv, tmp_path, monkeypatch):
     assert "<strong>18</strong> rows" in html["05_audit"]
     assert "alarm7: structured" in html["02_complexity"]  # the reading's line, not the code that writes it
     assert re.search(r"valid-CPDAG swap changes it by [+-]\d", html["04_probes"])
+
+
+def test_single_file_book_holds_every_chapter(browser, tmp_path):
+    """The PDF from Sphinx's single-page build (``browser``: Chromium must be present, or the test skips)."""
+    shutil.copy(PROJECT_ROOT / "_config.yml", tmp_path / "_config.yml")
+    (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: book/intro\nchapters:\n  - file: book/one\n")
+    (tmp_path / "book").mkdir()
+    (tmp_path / "book" / "intro.md").write_text("# Front page\n\nIntro text.\n")
+    (tmp_path / "book" / "one.md").write_text("# Chapter one\n\nChapter text.\n")
+    pdf = build_single_file(tmp_path)
+    assert pdf == tmp_path / "_build" / "book.pdf" and pdf.read_bytes()[:5] == b"%PDF-"
+    single = (tmp_path / "_build" / "singlehtml" / "book" / "intro.html").read_text()
+    assert "Intro text." in single and "Chapter text." in single

@@ -124,10 +124,15 @@ def test_show_more_pages_through_the_matches(gallery, browser, tmp_path, monkeyp
     path.write_text(explorer.page(gallery).replace("</body>", explorer.fragment(gallery) + "</body>"), encoding="utf-8")
     browser.open(path)
     state = browser.evaluate(STATE % 0)
-    assert state["count"] == "7 of 7 cases" and len(state["cases"]) == 3 and state["more"]
+    assert state["count"] == "7 of 7 cases (first 3 shown)" and len(state["cases"]) == 3 and state["more"]
     browser.evaluate("document.querySelectorAll('.cpx')[0].querySelector('.cpx-more').click()")
     assert len(browser.evaluate(STATE % 0)["cases"]) == 6
+    browser.evaluate("document.querySelectorAll('.cpx')[0].querySelector('.cpx-more').click()")
+    state = browser.evaluate(STATE % 0)
+    assert state["count"] == "7 of 7 cases" and len(state["cases"]) == 7 and not state["more"]
+    browser.evaluate("document.querySelectorAll('.cpx')[0].querySelector('select[name=kind]').value = 'no_graph'")
+    assert len(browser.evaluate(STATE % 0)["cases"]) == 7  # nothing changes before the change event
     choose(browser, "condition", "structured", explorer_index=1)
-    assert len(browser.evaluate(STATE % 0)["cases"]) == 6  # the first explorer kept its state
+    assert len(browser.evaluate(STATE % 0)["cases"]) == 7  # the first explorer kept its state
     state = browser.evaluate(STATE % 1)
-    assert state["count"] == "4 of 7 cases" and len(state["cases"]) == 3 and state["more"]
+    assert state["count"] == "4 of 7 cases (first 3 shown)" and len(state["cases"]) == 3 and state["more"]

@@ -56,6 +56,40 @@ def build_html(root: Path = PROJECT_ROOT) -> Path:
     return index
 
 
+# Keeps a cell or an explorer case on one PDF page where it fits (jupyter-book's own pdfhtml does the same).
+PRINT_STYLE = "div.cell_input, div.cell_output { break-inside: avoid; }"
+
+
+def build_single_file(root: Path = PROJECT_ROOT) -> Path:
+    """The whole book as one file: Sphinx's ``singlehtml`` build (all chapters on one page, offline) printed
+    to ``_build/book.pdf`` by headless Chromium. jupyter-book's own ``--builder pdfhtml`` cannot run here: it
+    launches Playwright's browser, which Playwright downloads, and takes no path to Debian's ``chromium``.
+    Without Chromium (``scripts/install-browser.sh``) the result is the single HTML page (it needs its
+    ``_static`` folder beside it) and a note says so; the PDF then is one print from a browser away."""
+    import yaml
+
+    from .browser import Browser, find_chromium
+
+    command = [str(Path(sys.executable).with_name("jupyter-book")), "build", str(root), "--builder", "singlehtml",
+               "--quiet"]
+    subprocess.run(command, check=True, cwd=root)
+    toc_root = yaml.safe_load((root / "_toc.yml").read_text())["root"]
+    single = root / "_build" / "singlehtml" / f"{Path(toc_root).with_suffix('')}.html"
+    if not single.is_file():
+        raise RuntimeError(f"jupyter-book finished but {single} is missing")
+    if find_chromium() is None:
+        print(f"single-page book: {single} (no PDF: Chromium is absent; run scripts/install-browser.sh)")
+        return single
+    pdf = root / "_build" / "book.pdf"
+    with Browser() as browser:
+        browser.open(single)
+        browser.evaluate("document.fonts.ready.then(() => { const s = document.createElement('style'); "
+                         f"s.textContent = {json.dumps(PRINT_STYLE)}; document.head.appendChild(s); }})")
+        browser.pdf(pdf)
+    print(f"single-file book: {pdf} (single page: {single})")
+    return pdf
+
+
 def build(overrides: dict[str, Any], only: list[str] | None = None, root: Path = PROJECT_ROOT) -> Path:
     """Execute the notebooks (all, or those whose names start with an entry of ``only``) into ``root/book``
     and build the book at ``root`` (which holds ``_config.yml`` and ``_toc.yml``)."""
@@ -72,5 +106,6 @@ def build(overrides: dict[str, Any], only: list[str] | None = None, root: Path =
         execute(notebook, overrides, book)
         timings[notebook.name] = round(time.perf_counter() - start, 1)
     index = build_html(root)
+    build_single_file(root)
     print(f"notebook times (s): {json.dumps(timings)}")
     return index

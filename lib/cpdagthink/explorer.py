@@ -144,6 +144,7 @@ STYLE = """
 .cpx-premise{max-height:7.5em;overflow:auto;background:#f7f7f7;padding:.3em .5em;border-radius:4px}
 .cpx pre.cpx-text{white-space:pre-wrap;max-height:14em;overflow:auto;background:#f7f7f7;padding:.4em;font-size:12px}
 .cpx-legend{font-size:12px;color:#555}
+@media print{.cpx-card{break-inside:avoid}.cpx-premise,.cpx pre.cpx-text{max-height:none}.cpx-more{display:none}}
 """
 
 SCRIPT = """
@@ -205,7 +206,8 @@ SCRIPT = """
     var matching = cases.filter(function (c) {
       return filters.every(function (name) { var v = selects[name].value; return !v || String(c[name]) === v; });
     });
-    root.querySelector('.cpx-count').textContent = matching.length + ' of ' + cases.length + ' cases';
+    root.querySelector('.cpx-count').textContent = matching.length + ' of ' + cases.length + ' cases' +
+      (matching.length > shown ? ' (first ' + shown + ' shown)' : '');
     list.textContent = '';
     matching.slice(0, shown).forEach(function (c) { list.appendChild(card(c)); });
     more.style.display = matching.length > shown ? '' : 'none';
