@@ -35,8 +35,10 @@ FIRSTS = """(() => {
 
 
 def chapter_pages(html: Path) -> list[Path]:
-    """The book's content pages: every ``*.html`` at the top of the build but Sphinx's generated ones."""
-    return sorted(p for p in html.glob("*.html") if p.name not in SKIPPED)
+    """The book's content pages: every ``*.html`` of the build (chapters sit in ``book/``) but Sphinx's
+    generated ones and its ``_static``/``_sources`` folders."""
+    return sorted(p for p in html.rglob("*.html") if p.name not in SKIPPED
+                  and not any(part.startswith("_") for part in p.relative_to(html).parts[:-1]))
 
 
 def take(html: Path, out: Path, width: int = 1280) -> list[Path]:
@@ -51,7 +53,7 @@ def take(html: Path, out: Path, width: int = 1280) -> list[Path]:
             # Let web fonts and MathJax settle; the page's own load event fired already.
             browser.evaluate("document.fonts.ready.then(() => new Promise(r => setTimeout(r, 300)))")
             where = browser.evaluate(FIRSTS)
-            shot = browser.screenshot(out / f"{page.stem}.png", max_height=30000)
+            shot = browser.screenshot(out / f"{page.stem}.png", max_height=30000)  # chapters have unique stems
             written.append(shot)
             order = ("n/a" if where["output"] is None or where["code"] is None
                      else "results first" if where["output"] < where["code"] else "CODE FIRST")

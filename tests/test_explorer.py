@@ -136,3 +136,29 @@ def test_show_more_pages_through_the_matches(gallery, browser, tmp_path, monkeyp
     assert len(browser.evaluate(STATE % 0)["cases"]) == 7  # the first explorer kept its state
     state = browser.evaluate(STATE % 1)
     assert state["count"] == "4 of 7 cases (first 3 shown)" and len(state["cases"]) == 3 and state["more"]
+
+
+def test_real_probe_errors_in_the_browser(test_csv, browser, tmp_path, monkeypatch):
+    """Real Corr2Cause rows, the reference agent, and a probe that replaces its graph: the errors it causes
+    are shown with the replaced graph, and the condition filter separates the probes."""
+    from cpdagthink import experiments as ex
+    from cpdagthink.probes import PROBES
+
+    monkeypatch.setenv("CORR2CAUSE_CSV", str(test_csv))
+    setup = ex.make_setup("reference", limit=12, sample_variables=[5], out_root=str(tmp_path / "runs"),
+                          cache_dir=str(tmp_path / "cache"))
+    instances = setup.instances()
+    runs = {name: ex.run(setup, "structured", 0, instances, intervention=PROBES[name], probe=name, progress=False)
+            for name in ("scramble_full", "scramble_skeleton")}
+    rows = gallery_rows(runs, instances)
+    assert len(rows) >= 2 and set(rows["kind"]) == {"wrong_graph"}  # the agent reads whatever graph it is shown
+    browser.open(explorer.write_page(rows, tmp_path / "explorer.html"))
+    assert browser.evaluate(STATE % 0)["count"] == f"{len(rows)} of {len(rows)} cases"
+    choose(browser, "condition", "scramble_full")
+    state = browser.evaluate(STATE % 0)
+    full = rows[rows["condition"] == "scramble_full"]
+    assert state["cases"] == full["id"].tolist()
+    captions = browser.evaluate("[...document.querySelectorAll('.cpx-card figcaption')].map(f => f.textContent)")
+    assert captions[:2] == ["shown in turn 2 (replaced by a probe)", "reference CPDAG (oracle)"]
+    sizes = browser.evaluate("[...document.querySelectorAll('.cpx-card svg')].map(s => s.getBBox().width)")
+    assert len(sizes) == 2 * len(full) and min(sizes) > 100
