@@ -11,7 +11,6 @@ import hashlib
 import json
 import os
 import platform
-import random
 import subprocess
 import time
 from dataclasses import dataclass, replace
@@ -30,6 +29,7 @@ from .conditions import (
     Turn2Input,
     describe,
     first_request,
+    intervene,
     parse_answer,
     read_emitted,
     second_request,
@@ -246,7 +246,7 @@ def run_condition(
             first = [first_request(condition, inst, decoding) for inst in chunk]
             turns = [[(req, *res)] for req, res in zip(first, cached.complete_batch(first))]
             if condition.flow is not Flow.ONE_TURN:
-                given = [_intervene(intervention, inst, turn[0][1], decoding.seed) for inst, turn in zip(chunk, turns)]
+                given = [intervene(intervention, inst, turn[0][1], decoding.seed) for inst, turn in zip(chunk, turns)]
                 second = [second_request(condition, inst, decoding, turn[0][1], g)
                           for inst, turn, g in zip(chunk, turns, given)]
                 for turn, req, res in zip(turns, second, cached.complete_batch(second)):
@@ -264,13 +264,6 @@ def run_condition(
                     model_calls_this_session=cached.calls)
     (out_dir / METADATA).write_text(json.dumps(metadata, indent=2), encoding="utf-8")
     return RunResult(out_dir, read_records(out_dir), cached.calls, hits)
-
-
-def _intervene(intervention: Intervention | None, instance: Instance, turn1: Completion, seed: int) -> Turn2Input | None:
-    if intervention is None:
-        return None
-    rng = random.Random(f"{seed}:{instance.id}")  # per instance, so resuming never shifts the draws
-    return intervention(instance, read_emitted(turn1, instance).analysis, rng)
 
 
 def _record(condition: Condition, instance: Instance, turns: list[tuple[Request, Completion, bool]],
