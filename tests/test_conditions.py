@@ -103,7 +103,7 @@ def test_turn2_returns_the_object_with_its_dot_view():
     turn1 = Completion(text="", tool_calls=[ToolCall("record_causal_analysis", REFERENCE.model_dump_json())])
     request = second_request(CONDITIONS["structured"], INSTANCE, Decoding(), turn1)
     tool = request.messages[-1]
-    assert tool["role"] == "tool" and "A -> C;" in tool["content"] and "as recorded" in tool["content"]
+    assert tool["role"] == "tool" and "A -> C;" in tool["content"] and "Recorded CPDAG (parsed):" in tool["content"]
     assert request.messages[-2]["content"] == "" and request.messages[-2]["tool_calls"]
 
 

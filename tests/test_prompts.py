@@ -20,7 +20,7 @@ INSTANCE = Instance(id="t-0", premise=PREMISE, hypothesis="A directly causes C."
 @pytest.mark.parametrize("name", sorted(CONDITIONS))
 def test_condition_prompts_render(name):
     condition = CONDITIONS[name]
-    fields = {"premise": "Premise: P.", "hypothesis": "A directly causes B.", "status": "as recorded",
+    fields = {"premise": "Premise: P.", "hypothesis": "A directly causes B.", "status": "parsed",
               "dot": "digraph {}", "analysis_json": "{}", "call_instruction": call_instruction("auto")}
     for prompt in (condition.system, condition.user, condition.follow_up):
         if prompt:

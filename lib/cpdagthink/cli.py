@@ -131,6 +131,25 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_prompt(args: argparse.Namespace) -> int:
+    from .backends import make_backend
+    from .conditions import Decoding, get_condition
+    from .inspection import inspect_request
+
+    instances = _instances(args)
+    if not 0 <= args.row < len(instances):
+        raise ValueError(f"--row {args.row} is outside the data's rows 0..{len(instances) - 1}")
+    backend = make_backend(args.backend, **({"model": args.model} if args.model else {}))
+    decoding = Decoding(tool_choice=args.tool_choice, seed=args.seed, thinking=not args.no_thinking)
+    try:
+        inspected = inspect_request(get_condition(args.condition), backend, instances[args.row], args.turn,
+                                    decoding=decoding, probe=args.probe, cache_dir=args.cache)
+    finally:
+        backend.close()
+    print(json.dumps(inspected.to_json(), indent=2, ensure_ascii=False))
+    return 0
+
+
 def _variable_count(text: str) -> int | str:
     if text == "all":
         return text
@@ -181,6 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
         "run": (cmd_run, "run a condition over instances with a backend (resumable, cached)"),
         "book": (cmd_book, "execute every notebook with papermill and build the Jupyter Book"),
         "schema": (cmd_schema, "print the CausalAnalysis JSON schema or its decoding regex"),
+        "prompt": (cmd_prompt, "print one turn's request (messages, tools, tool choice) as JSON, probed or not"),
     }
     parsers = {}
     for name, (handler, help_text) in commands.items():
@@ -231,6 +251,18 @@ def build_parser() -> argparse.ArgumentParser:
     schema = parsers["schema"]
     schema.add_argument("--variables", required=True, help="comma-separated names, e.g. A,B,C")
     schema.add_argument("--regex", action="store_true", help="print the constrained-decoding regex instead")
+    prompt = parsers["prompt"]
+    _data_options(prompt)
+    prompt.add_argument("--condition", required=True, help="structured, baseline_enhanced, twoturn_prose_pc, ...")
+    prompt.add_argument("--row", type=int, required=True, help="0-based row of the data")
+    prompt.add_argument("--turn", type=int, choices=[1, 2], default=1, help="2 runs turn 1 with the backend first")
+    prompt.add_argument("--probe", help="a turn-2 probe of a tool condition, e.g. scramble_full, drop_premise")
+    prompt.add_argument("--seed", type=int, default=0, help="the run seed (it seeds the probe's draw)")
+    prompt.add_argument("--backend", default="reference", help="the backend that answers turn 1 (default reference)")
+    prompt.add_argument("--model")
+    prompt.add_argument("--tool-choice", choices=["auto", "forced"], default="auto")
+    prompt.add_argument("--no-thinking", action="store_true")
+    prompt.add_argument("--cache", help="read (and fill) turn 1 from this run cache, e.g. outputs/cache")
     return parser
 
 

@@ -214,7 +214,7 @@ def second_request(
     messages = _first_messages(condition, instance, decoding, include_premise=given.include_premise)
     if given.analysis is not None:
         arguments = given.analysis.model_dump_json()
-        result = render(condition.follow_up, status="as recorded", dot=given.analysis.to_dot(), analysis_json=arguments)
+        result = render(condition.follow_up, status="parsed", dot=given.analysis.to_dot(), analysis_json=arguments)
     else:
         arguments = emitted.arguments or "{}"
         result = render(condition.follow_up, status=f"not usable: {emitted.error}", dot="(none)",
