@@ -125,7 +125,7 @@ class Turn2Input:
 
     analysis: CausalAnalysis | None
     include_premise: bool = True
-    note: str = ""
+    note: str = ""  # what the probe did: written to the run record, never shown to the model
 
 
 Intervention = Callable[[Instance, CausalAnalysis | None, random.Random], Turn2Input]
