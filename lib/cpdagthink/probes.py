@@ -59,6 +59,7 @@ from .data import Instance
 from .metrics import binary_scores
 from .oracle import UnfaithfulFactsError, analyse_facts, analyse_premise
 from .premise import Pair, PremiseError, pair
+from .records import RunRecord
 from .schema import CausalAnalysis, SeparatingSet
 
 NOTHING = "nothing to intervene on"
@@ -431,19 +432,15 @@ def get_probe(name: str) -> Intervention:
 # ------------------------------------------------------------------------------------------------ table
 
 
-def _prediction(record: Mapping[str, Any]) -> int | None:
-    return None if record.get("answer") is None else int(record["answer"] == "YES")
-
-
-def _intervened(record: Mapping[str, Any]) -> bool:
-    given = record.get("intervention")
-    if not given:
+def _intervened(record: RunRecord) -> bool:
+    given = record.intervention
+    if given is None:
         return False
-    return (not given.get("include_premise", True)) or given.get("analysis") != record["turns"][0].get("parsed")
+    return (not given.include_premise) or given.analysis != record.emitted
 
 
-def probe_table(base_records: Sequence[Mapping[str, Any]],
-                probe_records_by_name: Mapping[str, Sequence[Mapping[str, Any]]]) -> pd.DataFrame:
+def probe_table(base_records: Sequence[RunRecord],
+                probe_records_by_name: Mapping[str, Sequence[RunRecord]]) -> pd.DataFrame:
     """One row per probe (index), scored on the instance ids it shares with the unprobed run.
 
     Columns: ``n``; F1(YES) in percent of the unprobed and probed runs against the published labels
@@ -453,17 +450,17 @@ def probe_table(base_records: Sequence[Mapping[str, Any]],
     counts as NO, as in :mod:`cpdagthink.metrics`); ``intervened_share``: fraction where the probe really
     changed turn 2 (some probes leave e.g. an object without v-structures as it is).
     """
-    base = {r["id"]: r for r in base_records}
+    base = {r.id: r for r in base_records}
     rows = []
     for name, records in probe_records_by_name.items():
-        shared = [r for r in records if r["id"] in base]
+        shared = [r for r in records if r.id in base]
         if not shared:
             raise ValueError(f"probe {name!r} shares no instance id with the base run")
-        before = [base[r["id"]] for r in shared]
-        pred_b, pred_p = [_prediction(r) for r in before], [_prediction(r) for r in shared]
-        gold = [r["gold_label"] for r in before]
-        labelled = [i for i, r in enumerate(before) if r.get("oracle_label") is not None]
-        oracle = [before[i]["oracle_label"] for i in labelled]
+        before = [base[r.id] for r in shared]
+        pred_b, pred_p = [r.prediction for r in before], [r.prediction for r in shared]
+        gold = [r.gold_label for r in before]
+        labelled = [i for i, r in enumerate(before) if r.oracle_label is not None]
+        oracle = [before[i].oracle_label for i in labelled]
         f1 = {
             "base_f1_gold": binary_scores(pred_b, gold).f1,
             "f1_gold": binary_scores(pred_p, gold).f1,
