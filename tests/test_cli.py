@@ -72,7 +72,9 @@ def test_book_passes_its_overrides_to_every_notebook(monkeypatch, capsys):
         main(["book", "--sample-variables", "five"])
 
 
-def test_prompt_command_prints_turns_and_a_probed_turn2_carries_no_trace_of_the_probe(test_csv):
+def test_prompt_command_prints_turns_and_a_probed_turn2_carries_no_trace_of_the_probe(test_csv, tmp_path, monkeypatch):
+    monkeypatch.setenv("CPDAGTHINK_OUTPUTS", str(tmp_path))  # turn 1 goes through a call cache of its own
+
     def prompt(*extra: str) -> dict:
         result = run("prompt", "--condition", "structured", "--backend", "reference", "--data", str(test_csv),
                      "--row", "300", *extra)
@@ -95,9 +97,11 @@ def test_prompt_command_prints_turns_and_a_probed_turn2_carries_no_trace_of_the_
     assert "scramble" not in json.dumps(probed["messages"])
     assert probed == prompt("--turn", "2", "--probe", "scramble_full", "--seed", "1")  # the runner's seeded draw
     assert probed["messages"] != prompt("--turn", "2", "--probe", "scramble_full", "--seed", "2")["messages"]
+    assert any((tmp_path / "cache").rglob("*.json"))
 
 
-def test_prompt_command_refuses_what_does_not_exist(test_csv):
+def test_prompt_command_refuses_what_does_not_exist(test_csv, tmp_path, monkeypatch):
+    monkeypatch.setenv("CPDAGTHINK_OUTPUTS", str(tmp_path))
     for extra, message in ((("--condition", "baseline_enhanced", "--turn", "2"), "no turn 2"),
                            (("--condition", "structured", "--probe", "magic", "--turn", "2"), "unknown probe"),
                            (("--condition", "structured", "--row", "5000"), "outside the data's rows")):

@@ -58,7 +58,7 @@ def test_forced_tool_choice_changes_the_flag_and_the_call_instruction_only():
     assert forced.messages[0] == auto.messages[0] and forced.constraint == auto.constraint
     said = {d.tool_choice: r.messages[1]["content"] for d, r in ((Decoding(), auto), (Decoding(tool_choice="forced"), forced))}
     assert said["auto"].replace(call_instruction("auto"), call_instruction("forced")) == said["forced"]
-    with pytest.raises(ValueError, match="choose one of auto, forced"):
+    with pytest.raises(ValueError, match="'auto' or 'forced'"):
         Decoding(tool_choice="required")
 
 
@@ -169,7 +169,7 @@ def test_a_probed_turn2_differs_from_the_unprobed_one_only_in_the_object(name, r
     changed = 0
     for instance, decoding, turn1 in real_turns:
         emitted = read_emitted(turn1, instance).analysis
-        given = intervene(PROBES[name], instance, turn1, decoding.seed)
+        given = intervene(PROBES[name], instance, emitted, decoding.seed)
         assert given.note  # recorded, never shown
         assert given.include_premise is (name != "drop_premise")
         plain = second_request(CONDITIONS["structured"], instance, decoding, turn1)

@@ -28,6 +28,7 @@ from cpdagthink.failures import (  # noqa: E402
 )
 from cpdagthink.oracle import analyse_premise, label_text  # noqa: E402
 from cpdagthink.premise import verbalise_premise  # noqa: E402
+from cpdagthink.records import InterventionRecord, RunRecord, TurnRecord
 from cpdagthink.schema import CausalAnalysis  # noqa: E402
 
 _ABSENT = object()
@@ -47,30 +48,27 @@ def reference(inst: Instance) -> dict:
     return CausalAnalysis.from_cpdag(analyse_premise(inst.premise).cpdag).model_dump(mode="json")
 
 
-def record(inst: Instance, answer: str | None, *, parsed=_ABSENT, shown=_ABSENT, condition: str | None = None) -> dict:
-    """A record as the runner writes it: tool runs have ``parsed`` in turn 1 and two turns."""
+def record(inst: Instance, answer: str | None, *, parsed=_ABSENT, shown=_ABSENT, condition: str | None = None) -> RunRecord:
+    """A record as the runner writes it: tool runs carry turn 1's parsed object and two turns."""
     tool = parsed is not _ABSENT
     text = "I thought about it." + (f"\nAnswer: {answer}" if answer else "")
-    turns = [{"text": "", "reasoning": "turn-1 thinking", "tool_calls": []}]
-    if tool:
-        turns[0].update(parsed=parsed, parse_error=None if parsed is not None else "no tool call")
-        turns.append({"text": text, "reasoning": "turn-2 thinking", "tool_calls": []})
-    else:
-        turns[0].update(text=text)
-    return {
-        "id": inst.id,
-        "condition": condition or ("structured" if tool else "baseline_enhanced"),
-        "split": inst.split,
-        "num_variables": inst.num_variables,
-        "template": inst.template,
-        "turns": turns,
-        "intervention": None if shown is _ABSENT else {"note": "probe", "include_premise": True, "analysis": shown},
-        "answer": answer,
-        "unparsed": answer is None,
-        "prediction": int(answer == "YES"),
-        "gold_label": inst.label,
-        "oracle_label": label_text(inst.text).label,
-    }
+    turn = lambda text, thinking: TurnRecord(messages_sha256="", request_sha256="", text=text, reasoning=thinking)
+    emitted, error = None, None
+    if tool and parsed is not None:
+        try:
+            emitted = CausalAnalysis.model_validate(parsed)
+        except ValueError as invalid:  # the runner records an unparsable object as missing, with the reason
+            error = str(invalid)
+    return RunRecord(
+        id=inst.id, content_sha256=inst.content_sha256,
+        condition=condition or ("structured" if tool else "baseline_enhanced"),
+        split=inst.split, num_variables=inst.num_variables, template=inst.template,
+        turns=[turn("", "turn-1 thinking"), turn(text, "turn-2 thinking")] if tool else [turn(text, "turn-1 thinking")],
+        tool_flow=tool, emitted=emitted, emitted_error=error,
+        intervention=None if shown is _ABSENT else InterventionRecord(
+            name="probe", note="probe", analysis=None if shown is None else CausalAnalysis.model_validate(shown)),
+        answer=answer, gold_label=inst.label, oracle_label=label_text(inst.text).label,
+    )
 
 
 # A -> C <- B: one member, every edge directed; "A directly causes C" holds (label 1).
@@ -106,7 +104,7 @@ def test_every_kind_on_a_constructed_case():
     assert set(cases) == set(FailureKind)
     found = {i.id: i for i in INSTANCES}
     for kind, rec in cases.items():
-        assert classify(rec, found[rec["id"]]) is kind, kind
+        assert classify(rec, found[rec.id]) is kind, kind
 
 
 def test_correct_answers_are_none_against_the_corrected_label():

@@ -29,11 +29,10 @@ def test_turn2_under_a_probe_is_the_request_the_probed_run_sent(test_csv, tmp_pa
     for instance, record in zip(instances, read_records(tmp_path / "run")):
         inspected = inspect_request(CONDITIONS["structured"], Unreachable(), instance, 2, decoding=decoding,
                                     probe="scramble_skeleton", cache_dir=tmp_path / "cache")
-        assert inspected.given.note == record["intervention"]["note"]
-        assert inspected.to_json()["probe"]["note"] == record["intervention"]["note"]
-        assert inspected.given.analysis.model_dump(mode="json") == record["intervention"]["analysis"]
+        assert inspected.given.note == record.intervention.note == inspected.to_json()["probe"]["note"]
+        assert inspected.given.analysis == record.intervention.analysis
         sent = json.dumps(inspected.request.to_json(), sort_keys=True).encode()
-        assert hashlib.sha256(sent).hexdigest() == record["turns"][1]["request_sha256"]  # the very request
+        assert hashlib.sha256(sent).hexdigest() == record.turns[1].request_sha256  # the very request
 
 
 def test_refuses_turns_a_condition_does_not_have(test_csv):

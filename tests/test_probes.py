@@ -246,14 +246,14 @@ def probe_runs(test_csv, tmp_path_factory):
 def test_reference_agent_reads_the_graph_it_is_shown(probe_runs):
     items, base, runs = probe_runs
     by_id = {i.id: i for i in items}
-    assert sum(r["oracle_label"] for r in base) >= 1
+    assert sum(r.oracle_label for r in base) >= 1
     for name, records in runs.items():
         assert len(records) == len(items)
         for record in records:
-            shown = record["intervention"]["analysis"]
-            verdict, _ = graph_answer(CausalAnalysis.model_validate(shown), by_id[record["id"]].hypothesis)
-            assert record["prediction"] == int(verdict), name
-            assert record["intervention"]["note"]
+            shown = record.intervention.analysis
+            verdict, _ = graph_answer(shown, by_id[record.id].hypothesis)
+            assert record.prediction == int(verdict), name
+            assert record.intervention.note
 
 
 def test_probe_table_drop_premise_is_free_and_scrambling_hurts(probe_runs):
@@ -273,8 +273,8 @@ def test_reference_agent_errors_under_probes_are_all_graph_errors(probe_runs):
 
     items, base, runs = probe_runs
     by_id = {i.id: i for i in items}
-    assert all(classify(r, by_id[r["id"]]) is None for r in base)
-    kinds = {classify(r, by_id[r["id"]]) for records in runs.values() for r in records}
+    assert all(classify(r, by_id[r.id]) is None for r in base)
+    kinds = {classify(r, by_id[r.id]) for records in runs.values() for r in records}
     assert kinds <= {None, FailureKind.WRONG_GRAPH} and FailureKind.WRONG_GRAPH in kinds
     counts = failure_counts(runs, items)
     assert counts.loc["scramble_full", "wrong_graph"] == counts.loc["scramble_full", "errors"] > 0

@@ -18,6 +18,7 @@ from enum import Enum
 from typing import Any, Callable
 
 from .backends.base import Completion, Constraint, Request
+from .config import Decoding
 from .data import Instance
 from .premise import parse_premise
 from .prompts import call_instruction, render, used_files
@@ -84,36 +85,6 @@ def get_condition(name: str) -> Condition:
     if name not in CONDITIONS:
         raise ValueError(f"unknown condition {name!r}; choose one of {', '.join(CONDITIONS)}")
     return CONDITIONS[name]
-
-
-@dataclass(frozen=True)
-class Decoding:
-    """Decoding settings shared by all turns of a run.
-
-    Token budgets are matched across flows: a one-turn condition gets ``max_tokens_turn1 +
-    max_tokens_answer``, the same total a two-turn condition can spend, so a baseline is never cut short
-    where Structured Thinking would not be.
-    """
-
-    # "auto": the API lets the model choose and the prompt asks for the call (the paper's setting); "forced":
-    # the API names the tool and the prompt says the call is required (App. A.1 changes both).
-    tool_choice: str = "auto"
-    narrow_regex: bool = True  # constrain variable names to the instance's own
-    max_tokens_turn1: int = 1024
-    max_tokens_answer: int = 512
-    temperature: float = 0.0  # 0: greedy
-    top_p: float = 1.0
-    top_k: int = 0  # 0: off
-    min_p: float = 0.0
-    seed: int = 0
-    thinking: bool = True  # the backend's thinking switch, ANDed with the condition's
-
-    def __post_init__(self) -> None:
-        call_instruction(self.tool_choice)  # refuses an unknown tool choice by name
-
-    @property
-    def one_turn_budget(self) -> int:
-        return self.max_tokens_turn1 + self.max_tokens_answer
 
 
 # ------------------------------------------------------------------------------------------- turn two
@@ -231,13 +202,13 @@ def second_request(
                     tool_choice="none")
 
 
-def intervene(intervention: Intervention | None, instance: Instance, turn1: Completion, seed: int) -> Turn2Input | None:
+def intervene(intervention: Intervention | None, instance: Instance, emitted: CausalAnalysis | None,
+              seed: int) -> Turn2Input | None:
     """Apply ``intervention`` to turn 1's parsed object with the instance's own random stream (seeded by the
     run seed and the instance id, so a resumed run, or ``cpdagthink prompt``, draws the same replacement)."""
     if intervention is None:
         return None
-    rng = random.Random(f"{seed}:{instance.id}")
-    return intervention(instance, read_emitted(turn1, instance).analysis, rng)
+    return intervention(instance, emitted, random.Random(f"{seed}:{instance.id}"))
 
 
 _ANSWER = re.compile(r"^\W*answer\W*:?\W*(yes|no)\W*$", re.I | re.M)

@@ -6,7 +6,7 @@ run, using the record the runner wrote and the instance it came from. :func:`fai
 kinds, :func:`gallery_rows` lists the errors for a gallery notebook, :func:`draw_pair` draws an emitted graph
 next to the reference one.
 
-Errors are defined against the **corrected** label (``record["oracle_label"]``, the oracle's verdict), not the
+Errors are defined against the **corrected** label (``record.oracle_label``, the oracle's verdict), not the
 published one: 18 published test labels are wrong (a generator bug, see ``notes/corr2cause-semantics.md``),
 and every test below (the graph's verdict, the class members) follows the corrected semantics. Measured
 against the published label, a model that answered those 18 rows correctly would be charged with an error
@@ -27,6 +27,7 @@ from .dag import holds
 from .data import Instance
 from .oracle import PremiseAnalysis, UnfaithfulFactsError, analyse_premise, label_text
 from .premise import PremiseError, Query, parse_hypothesis
+from .records import RunRecord
 from .schema import CausalAnalysis
 
 
@@ -61,17 +62,8 @@ class Diagnosis:
     shown: dict | None  # the object shown in turn 2, as JSON
 
 
-def is_tool_run(record: Mapping[str, Any]) -> bool:
-    """A tool-flow record: the runner stores ``parsed`` (possibly None) in turn 1 only for tool flows."""
-    return "parsed" in record["turns"][0]
-
-
-def shown_analysis(record: Mapping[str, Any]) -> dict | None:
-    """The object turn 2 saw: the intervention's replacement if a probe ran, else the parsed turn-1 object."""
-    given = record.get("intervention")
-    if given is not None and "analysis" in given:
-        return given["analysis"]
-    return record["turns"][0].get("parsed")
+def _json(analysis: CausalAnalysis | None) -> dict | None:
+    return None if analysis is None else analysis.model_dump(mode="json")
 
 
 def _reference(instance: Instance) -> tuple[PremiseAnalysis, Query] | None:
@@ -82,14 +74,14 @@ def _reference(instance: Instance) -> tuple[PremiseAnalysis, Query] | None:
         return None
 
 
-def diagnose(record: Mapping[str, Any], instance: Instance) -> Diagnosis:
+def diagnose(record: RunRecord, instance: Instance) -> Diagnosis:
     """Classify one record; precedence, first match wins:
 
-    1. ``UNPARSED_ANSWER``: ``record["answer"]`` is None. Checked before correctness: a missing answer is a
+    1. ``UNPARSED_ANSWER``: ``record.answer`` is None. Checked before correctness: a missing answer is a
        failure even when scoring it as NO happens to match the label.
     2. correct (``kind=None``): the prediction equals the corrected label. Also ``None`` when the premise
        has no corrected label (unfaithful premises, generated data only): nothing to localise against.
-    3. tool runs (:func:`is_tool_run`), on the object shown in turn 2 (:func:`shown_analysis`):
+    3. tool runs (``record.tool_flow``), on the object shown in turn 2 (``record.shown``):
        a. ``NO_GRAPH``: no object, or one that does not validate as a ``CausalAnalysis``;
        b. ``WRONG_GRAPH``: ``graph_answer`` on the object gives the model's (wrong) answer. A graph no DAG
           extends reads as NO, like the reference agent reads it;
@@ -104,13 +96,13 @@ def diagnose(record: Mapping[str, Any], instance: Instance) -> Diagnosis:
     of the hypothesis (the model was put off by undetermined orientations that do not change the answer;
     a heuristic, since "the hypothesis involves undirected edges" has no sharper definition).
     """
-    oracle = record.get("oracle_label")
+    oracle = record.oracle_label
     if oracle is None:
         oracle = label_text(instance.text).label
-    answer = record.get("answer")
-    prediction = None if answer is None else int(answer == "YES")
-    tool = is_tool_run(record)
-    shown = shown_analysis(record) if tool else None
+    answer = record.answer
+    prediction = record.prediction
+    tool = record.tool_flow
+    shown = _json(record.shown) if tool else None
     blank = Diagnosis(None, oracle, prediction, tool, None, None, None, None, None, shown)
     if answer is None:
         return _with(blank, kind=FailureKind.UNPARSED_ANSWER)
@@ -143,7 +135,7 @@ def diagnose(record: Mapping[str, Any], instance: Instance) -> Diagnosis:
     return _with(blank, kind=FailureKind.MEC_AMBIGUITY if ambiguous else FailureKind.WRONG_READOUT)
 
 
-def classify(record: Mapping[str, Any], instance: Instance) -> FailureKind | None:
+def classify(record: RunRecord, instance: Instance) -> FailureKind | None:
     """The :class:`FailureKind` of one record, None when it is correct against the corrected label
     (``oracle_label``; why corrected: module docstring). Precedence: :func:`diagnose`."""
     return diagnose(record, instance).kind
@@ -163,7 +155,7 @@ def _runs(records: Records) -> Iterable[tuple[str, Mapping[str, Any]]]:
                 yield name, record
     else:
         for record in records:
-            yield record["condition"], record
+            yield record.condition, record
 
 
 def _by_id(instances: Iterable[Instance] | Mapping[str, Instance]) -> Mapping[str, Instance]:
@@ -177,7 +169,7 @@ def failure_counts(records: Records, instances: Iterable[Instance] | Mapping[str
     table: dict[str, dict[str, int]] = {}
     for name, record in _runs(records):
         row = table.setdefault(name, {"n": 0, "correct": 0, "errors": 0, **{k.value: 0 for k in KIND_ORDER}})
-        kind = classify(record, found[record["id"]])
+        kind = classify(record, found[record.id])
         row["n"] += 1
         if kind is None:
             row["correct"] += 1
@@ -211,29 +203,29 @@ def gallery_rows(records: Records, instances: Iterable[Instance] | Mapping[str, 
     found = _by_id(instances)
     rows = []
     for name, record in _runs(records):
-        instance = found[record["id"]]
+        instance = found[record.id]
         diagnosis = diagnose(record, instance)
         if diagnosis.kind is None:
             continue
-        last = record["turns"][-1]
-        emitted = record["turns"][0].get("parsed")
+        last = record.turns[-1] if record.turns else None
+        emitted = _json(record.emitted)
         rows.append({
-            "id": record["id"],
+            "id": record.id,
             "condition": name,
             "template": instance.template,
             "num_variables": instance.num_variables,
             "kind": diagnosis.kind.value,
             "premise": instance.premise,
             "hypothesis": instance.hypothesis,
-            "answer": record.get("answer"),
-            "gold": record.get("gold_label", instance.label),
+            "answer": record.answer,
+            "gold": record.gold_label,
             "oracle": diagnosis.corrected_label,
             "graph_verdict": diagnosis.graph_verdict,
             "members": diagnosis.members,
             "members_holding": diagnosis.members_holding,
-            "reasoning": last.get("reasoning"),
-            "answer_text": last.get("text"),
-            "intervention_note": (record.get("intervention") or {}).get("note"),
+            "reasoning": last.reasoning if last else None,
+            "answer_text": last.text if last else None,
+            "intervention_note": record.intervention.note if record.intervention else None,
             "emitted_analysis": None if emitted is None else json.dumps(emitted),
             "shown_analysis": None if diagnosis.shown is None else json.dumps(diagnosis.shown),
             "reference_analysis": _reference_json(instance),

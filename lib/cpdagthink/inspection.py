@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .backends.base import Backend, Completion, Request
-from .conditions import Condition, Decoding, Flow, Turn2Input, first_request, intervene, second_request
+from .conditions import Condition, Decoding, Flow, Turn2Input, first_request, intervene, read_emitted, second_request
 from .data import Instance
 from .probes import get_probe
 from .runner import CachedBackend, CallCache
@@ -52,7 +52,7 @@ def inspect_request(condition: Condition, backend: Backend, instance: Instance, 
     if turn == 1:
         return Inspected(first)
     turn1 = _complete(backend, first, cache_dir)
-    given = intervene(intervention, instance, turn1, decoding.seed)
+    given = intervene(intervention, instance, read_emitted(turn1, instance).analysis, decoding.seed)
     return Inspected(second_request(condition, instance, decoding, turn1, given), probe, given)
 
 

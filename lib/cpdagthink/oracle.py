@@ -19,9 +19,10 @@ import networkx as nx
 
 from .dag import holds, independence_facts
 from .premise import Facts, Pair, Query, pair, parse_hypothesis, parse_premise, split_input
+from .errors import CpdagthinkError
 
 
-class UnfaithfulFactsError(ValueError):
+class UnfaithfulFactsError(CpdagthinkError, ValueError):
     """No DAG has exactly these (in)dependencies: the premise cannot be labelled."""
 
 

@@ -47,7 +47,6 @@ its stated limitation that "a scrambled graph may no longer be a valid CPDAG"):
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
 from itertools import combinations, permutations
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -60,6 +59,7 @@ from .data import Instance
 from .metrics import binary_scores
 from .oracle import UnfaithfulFactsError, analyse_facts, analyse_premise
 from .premise import Pair, PremiseError, pair
+from .records import RunRecord
 from .schema import CausalAnalysis, SeparatingSet
 
 NOTHING = "nothing to intervene on"
@@ -432,29 +432,15 @@ def get_probe(name: str) -> Intervention:
 # ------------------------------------------------------------------------------------------------ table
 
 
-@dataclass(frozen=True)
-class _Scored:
-    """What probe scoring reads from one run record. :func:`_scored` is the only place that knows the
-    record's layout, so a typed record changes this one function."""
-
-    id: str
-    prediction: int | None  # None: no answer (unparsed); scored as NO, as in :mod:`cpdagthink.metrics`
-    intervened: bool  # the probe really changed turn 2 (another object shown, or the premise dropped)
-    gold: int
-    oracle: int | None
+def _intervened(record: RunRecord) -> bool:
+    given = record.intervention
+    if given is None:
+        return False
+    return (not given.include_premise) or given.analysis != record.emitted
 
 
-def _scored(record: Mapping[str, Any]) -> _Scored:
-    given = record.get("intervention")
-    intervened = bool(given) and ((not given.get("include_premise", True))
-                                  or given.get("analysis") != record["turns"][0].get("parsed"))
-    answer = record.get("answer")
-    return _Scored(record["id"], None if answer is None else int(answer == "YES"), intervened,
-                   record["gold_label"], record.get("oracle_label"))
-
-
-def probe_table(base_records: Sequence[Mapping[str, Any]],
-                probe_records_by_name: Mapping[str, Sequence[Mapping[str, Any]]]) -> pd.DataFrame:
+def probe_table(base_records: Sequence[RunRecord],
+                probe_records_by_name: Mapping[str, Sequence[RunRecord]]) -> pd.DataFrame:
     """One row per probe (index), scored on the instance ids it shares with the unprobed run.
 
     Columns: ``n``; F1(YES) in percent of the unprobed and probed runs against the published labels
@@ -464,17 +450,17 @@ def probe_table(base_records: Sequence[Mapping[str, Any]],
     counts as NO, as in :mod:`cpdagthink.metrics`); ``intervened_share``: fraction where the probe really
     changed turn 2 (some probes leave e.g. an object without v-structures as it is).
     """
-    base = {s.id: s for s in map(_scored, base_records)}
+    base = {r.id: r for r in base_records}
     rows = []
     for name, records in probe_records_by_name.items():
-        shared = [s for s in map(_scored, records) if s.id in base]
+        shared = [r for r in records if r.id in base]
         if not shared:
             raise ValueError(f"probe {name!r} shares no instance id with the base run")
-        before = [base[s.id] for s in shared]
-        pred_b, pred_p = [s.prediction for s in before], [s.prediction for s in shared]
-        gold = [s.gold for s in before]
-        labelled = [i for i, s in enumerate(before) if s.oracle is not None]
-        oracle = [before[i].oracle for i in labelled]
+        before = [base[r.id] for r in shared]
+        pred_b, pred_p = [r.prediction for r in before], [r.prediction for r in shared]
+        gold = [r.gold_label for r in before]
+        labelled = [i for i, r in enumerate(before) if r.oracle_label is not None]
+        oracle = [before[i].oracle_label for i in labelled]
         f1 = {
             "base_f1_gold": binary_scores(pred_b, gold).f1,
             "f1_gold": binary_scores(pred_p, gold).f1,
@@ -488,7 +474,7 @@ def probe_table(base_records: Sequence[Mapping[str, Any]],
             "drop_gold_pp": round(100 * (f1["base_f1_gold"] - f1["f1_gold"]), 2),
             "drop_oracle_pp": round(100 * (f1["base_f1_oracle"] - f1["f1_oracle"]), 2),
             "flipped_share": sum((a == 1) != (b == 1) for a, b in zip(pred_b, pred_p)) / len(shared),
-            "intervened_share": sum(s.intervened for s in shared) / len(shared),
+            "intervened_share": sum(_intervened(r) for r in shared) / len(shared),
         })
     columns = ["probe", "n", "base_f1_gold", "f1_gold", "drop_gold_pp", "base_f1_oracle", "f1_oracle",
                "drop_oracle_pp", "flipped_share", "intervened_share"]

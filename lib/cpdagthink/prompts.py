@@ -18,13 +18,14 @@ from pathlib import Path
 from string import Template
 
 from .schema import TOOL_NAME
+from .errors import CpdagthinkError
 
 PROMPTS_DIR = Path(__file__).resolve().parents[2] / "prompts"
 _SHARED_FIELDS = ("pc_scaffold", "decision_rules")
 CALL_INSTRUCTIONS = {"auto": "call_instruction_auto", "forced": "call_instruction_forced"}
 
 
-class PromptError(KeyError):
+class PromptError(CpdagthinkError, KeyError):
     """A prompt file is missing or a template field was not supplied."""
 
 
