@@ -9,8 +9,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Callable
 
-from .backends.base import BackendError
-from .data import DataError, Instance, load_split, read_csv
+from .data import Instance, load_split, read_csv
+from .errors import CpdagthinkError
 
 
 def _instances(args: argparse.Namespace) -> list[Instance]:
@@ -238,6 +238,6 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.handler(args)
-    except (DataError, ValueError, BackendError) as error:
+    except (CpdagthinkError, ValueError) as error:  # ValueError: argument validation
         print(f"cpdagthink {args.command}: error: {error}", file=sys.stderr)
         return 2

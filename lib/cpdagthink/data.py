@@ -15,6 +15,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
+from .errors import CpdagthinkError
 from .premise import split_input
 
 HUB_REPO = "causalnlp/corr2cause"
@@ -53,7 +54,7 @@ FINGERPRINTS = {
 }
 
 
-class DataError(RuntimeError):
+class DataError(CpdagthinkError, RuntimeError):
     """The data could not be loaded as asked (missing file, wrong fingerprint, hub unreachable)."""
 
 

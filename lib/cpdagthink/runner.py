@@ -35,6 +35,7 @@ from .conditions import (
     second_request,
 )
 from .data import PROJECT_ROOT, Instance
+from .errors import CpdagthinkError
 from .oracle import label_text
 
 RECORDS = "records.jsonl"
@@ -43,7 +44,7 @@ DEFAULT_CACHE = PROJECT_ROOT / "outputs" / "cache"
 _PACKAGES = ("cpdagthink", "llama_cpp_python", "outlines", "outlines_core", "openai", "vllm", "networkx", "pydantic")
 
 
-class RunMismatchError(ValueError):
+class RunMismatchError(CpdagthinkError, ValueError):
     """An output folder already holds records of a run configured differently from the one asked for."""
 
 
