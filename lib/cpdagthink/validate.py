@@ -169,7 +169,7 @@ def cpdag_certificate(directed: Iterable[tuple[str, str]], undirected: Iterable[
         return None
     try:
         recomputed = cpdag_of_dag(dag, sorted(nodes))
-    except UnfaithfulFactsError:  # pragma: no cover - a DAG's own v-structures never conflict
+    except UnfaithfulFactsError:  # pragma: no cover - PC on a DAG's own d-separations never conflicts
         return None
     return dag if recomputed.directed == directed and recomputed.undirected == undirected else None
 
