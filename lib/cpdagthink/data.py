@@ -17,6 +17,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
+from .errors import CpdagthinkError
 from .premise import split_input
 from .errors import CpdagthinkError
 

@@ -14,6 +14,8 @@ from enum import Enum
 from itertools import combinations
 from .errors import CpdagthinkError
 
+from .errors import CpdagthinkError
+
 
 class PremiseError(CpdagthinkError, ValueError):
     """Raised for premise or hypothesis text that cannot be read unambiguously."""

@@ -34,7 +34,7 @@ its stated limitation that "a scrambled graph may no longer be a valid CPDAG"):
 ``drop_premise``
     The object is unchanged; the premise is removed from turn 2 (``include_premise=False``).
 ``swap_valid_cpdag``
-    The oracle's CPDAG (``independence_facts`` -> ``analyse_facts`` -> ``CausalAnalysis.from_cpdag``) of a
+    The oracle's CPDAG (``oracle.cpdag_of_dag`` -> ``CausalAnalysis.from_cpdag``) of a
     random DAG over the same variables with as many edges as the emitted adjacency set (the nearest other
     size when no other class of that size exists), guaranteed to be a valid CPDAG that differs from the
     emitted object and from the reference CPDAG of the instance's premise.
@@ -54,10 +54,9 @@ import networkx as nx
 import pandas as pd
 
 from .conditions import Intervention, Turn2Input
-from .dag import independence_facts
 from .data import Instance
 from .metrics import binary_scores
-from .oracle import UnfaithfulFactsError, analyse_facts, analyse_premise
+from .oracle import UnfaithfulFactsError, analyse_premise, cpdag_of_dag
 from .premise import Pair, PremiseError, pair
 from .records import RunRecord
 from .schema import CausalAnalysis, SeparatingSet
@@ -320,11 +319,6 @@ def drop_premise(instance: Instance, emitted: CausalAnalysis | None, rng: random
 # ------------------------------------------------------------------------------- validity-preserving probes
 
 
-def cpdag_of_dag(dag: nx.DiGraph, variables: Sequence[str]) -> CausalAnalysis:
-    """The oracle's CPDAG of a DAG (its d-separations fed to PC), in the emitted format."""
-    return CausalAnalysis.from_cpdag(analyse_facts(independence_facts(dag, tuple(variables))).cpdag)
-
-
 def _reference_key(instance: Instance, variables: tuple[str, ...]) -> tuple | None:
     try:
         cpdag = analyse_premise(instance.premise).cpdag
@@ -359,7 +353,7 @@ def swap_valid_cpdag(instance: Instance, emitted: CausalAnalysis | None, rng: ra
         for _ in range(_ATTEMPTS if size == wanted else 10):
             rank = {v: i for i, v in enumerate(rng.sample(variables, len(variables)))}
             dag = _oriented(variables, rng.sample(pool, size), rank)
-            shown = cpdag_of_dag(dag, variables)
+            shown = CausalAnalysis.from_cpdag(cpdag_of_dag(dag, variables))
             if class_key(shown) not in forbidden:
                 detail = f"CPDAG of random DAG {_arcs(dag) or '(no edges)'}; {size} edge(s), emitted had {wanted}"
                 return _result("swap_valid_cpdag", emitted, shown, detail)
@@ -394,7 +388,7 @@ def swap_valid_cpdag_same_skeleton(instance: Instance, emitted: CausalAnalysis |
         if key in tried:
             return None
         tried.add(key)
-        shown = cpdag_of_dag(dag, variables)
+        shown = CausalAnalysis.from_cpdag(cpdag_of_dag(dag, variables))
         if class_key(shown) in forbidden:
             return None
         return _result(name, emitted, shown, f"CPDAG of the orientation {_arcs(dag) or '(no edges)'}")
