@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import platform
 import random
 import subprocess
@@ -22,6 +21,7 @@ from typing import Any, Iterable, Sequence
 from tqdm.auto import tqdm
 
 from .backends.base import Backend, Completion, Request, RequestRejected
+from .cache import DEFAULT_CACHE, CallCache
 from .conditions import (
     Condition,
     Decoding,
@@ -39,7 +39,6 @@ from .oracle import label_text
 
 RECORDS = "records.jsonl"
 METADATA = "metadata.json"
-DEFAULT_CACHE = PROJECT_ROOT / "outputs" / "cache"
 _PACKAGES = ("cpdagthink", "llama_cpp_python", "outlines", "outlines_core", "openai", "vllm", "networkx", "pydantic")
 
 
@@ -64,29 +63,6 @@ def _check_resumable(out_dir: Path, metadata: dict[str, Any], records: int) -> N
             f"{out_dir} already holds {records} records of a run with a different {', '.join(differs)}; "
             "resuming would mix the two. Choose another output folder or remove this one."
         )
-
-
-class CallCache:
-    """A content-addressed store of completions: ``<dir>/<key[:2]>/<key>.json``, written atomically."""
-
-    def __init__(self, directory: str | Path = DEFAULT_CACHE):
-        self.directory = Path(directory)
-
-    def _path(self, key: str) -> Path:
-        return self.directory / key[:2] / f"{key}.json"
-
-    def get(self, key: str) -> Completion | None:
-        path = self._path(key)
-        if not path.is_file():
-            return None
-        return Completion.from_json(json.loads(path.read_text(encoding="utf-8")))
-
-    def put(self, key: str, completion: Completion) -> None:
-        path = self._path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_suffix(f".{os.getpid()}.tmp")
-        temporary.write_text(json.dumps(completion.to_json()), encoding="utf-8")
-        temporary.replace(path)
 
 
 @dataclass
