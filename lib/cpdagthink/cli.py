@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections import defaultdict
 from pathlib import Path
 from typing import Callable
 
 from .backends.base import BackendError
-from .data import DataError, Instance, load_split, read_csv
+from .cache import DEFAULT_CACHE
+from .data import ENV_CSV, ENV_OUTPUTS, OUTPUTS_ROOT, DataError, Instance, load_split, read_csv
 
 
 def _instances(args: argparse.Namespace) -> list[Instance]:
@@ -18,6 +20,13 @@ def _instances(args: argparse.Namespace) -> list[Instance]:
     if getattr(args, "data", None):
         return read_csv(args.data)
     return load_split(args.split)
+
+
+def _refuse_overwriting_input(args: argparse.Namespace) -> None:
+    """``--out`` must not be the CSV being read: writing it would destroy the input."""
+    inputs = [getattr(args, "data", None) or (os.environ.get(ENV_CSV) if args.split == "test" else None)]
+    if any(i and Path(i).resolve() == Path(args.out).resolve() for i in inputs):
+        raise ValueError(f"--out {args.out} is the input CSV; writing it would destroy the data: choose another path")
 
 
 def _write_jsonl(records: list[dict], out: str) -> None:
@@ -32,6 +41,7 @@ def cmd_oracle(args: argparse.Namespace) -> int:
     from .metrics import binary_scores
     from .oracle import label_text
 
+    _refuse_overwriting_input(args)
     instances = _instances(args)
     records = []
     for index, instance in enumerate(instances):
@@ -72,6 +82,7 @@ def cmd_reference(args: argparse.Namespace) -> int:
     from .oracle import UnfaithfulFactsError, analyse_premise
     from .schema import CausalAnalysis
 
+    _refuse_overwriting_input(args)
     records = []
     for index, instance in enumerate(_instances(args)):
         try:
@@ -119,7 +130,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         max_tokens_turn1=args.max_tokens_turn1,
         max_tokens_answer=args.max_tokens_answer,
     )
-    out = args.out or f"outputs/runs/{args.condition}-{args.backend}-seed{args.seed}"
+    out = args.out or OUTPUTS_ROOT / "runs" / f"{args.condition}-{args.backend}-seed{args.seed}"
     try:
         result = run_condition(condition, backend, instances, out, decoding=decoding, cache_dir=args.cache,
                                chunk_size=args.chunk_size)
@@ -212,8 +223,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--max-tokens-turn1", type=int, default=1024)
     run.add_argument("--max-tokens-answer", type=int, default=512)
     run.add_argument("--chunk-size", type=int, default=8, help="instances per batched backend call")
-    run.add_argument("--cache", default="outputs/cache", help="content-addressed cache of model calls")
-    run.add_argument("--out", help="run folder (default outputs/runs/CONDITION-BACKEND-seedS)")
+    run.add_argument("--cache", default=str(DEFAULT_CACHE),
+                     help=f"content-addressed cache of model calls (default: %(default)s; ${ENV_OUTPUTS} moves it)")
+    run.add_argument("--out", help=f"run folder (default: {OUTPUTS_ROOT / 'runs'}/CONDITION-BACKEND-seedS; "
+                     f"${ENV_OUTPUTS} moves it)")
     book = parsers["book"]
     book.add_argument("--backend", help="override every notebook's backend (local, openai, vllm, reference)")
     book.add_argument("--model")

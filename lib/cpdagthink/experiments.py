@@ -18,7 +18,7 @@ import pandas as pd
 
 from .backends import make_backend
 from .conditions import Decoding, Intervention, get_condition
-from .data import PROJECT_ROOT, Instance, load_split, read_csv, sample
+from .data import OUTPUTS_ROOT, PROJECT_ROOT, Instance, load_split, read_csv, sample
 from .metrics import Usage, cost_summary, paired_comparison, scores_against, scores_by_group, seed_summary
 from .runner import run_condition
 
@@ -37,8 +37,8 @@ class Setup:
     limit: int = 12
     sample_seed: int = 0
     sample_variables: tuple[int, ...] | None = None  # draw the sample from rows with these variable counts
-    out_root: str = str(PROJECT_ROOT / "outputs" / "runs")
-    cache_dir: str = str(PROJECT_ROOT / "outputs" / "cache")
+    out_root: str = str(OUTPUTS_ROOT / "runs")
+    cache_dir: str = str(OUTPUTS_ROOT / "cache")
     decoding: Decoding = field(default_factory=Decoding)
 
     @property
@@ -108,7 +108,7 @@ def generated_split(family: str, seed: int = 0) -> Path:
     """A perturbed copy of the test split (``paraphrase`` or ``refactor``), written once under outputs/generated."""
     from .generate import perturb, write_rows
 
-    path = PROJECT_ROOT / "outputs" / "generated" / f"{family}-of-test-seed{seed}.csv"
+    path = OUTPUTS_ROOT / "generated" / f"{family}-of-test-seed{seed}.csv"
     if not path.is_file():
         write_rows(perturb(load_split("test"), family, seed), path)
     return path
@@ -118,7 +118,7 @@ def stress_csv(family: str, graphs: int, per_graph: int, seed: int) -> Path:
     """A generated stress set (``random7``, ``alarm7``, ``asia8``), written once under outputs/generated."""
     from .generate import generate, write_rows
 
-    path = PROJECT_ROOT / "outputs" / "generated" / f"{family}-g{graphs}-k{per_graph}-seed{seed}.csv"
+    path = OUTPUTS_ROOT / "generated" / f"{family}-g{graphs}-k{per_graph}-seed{seed}.csv"
     if not path.is_file():
         write_rows(generate(family, seed=seed, graphs=graphs, per_graph=per_graph), path)
     return path

@@ -237,6 +237,9 @@ def generate(family: str, *, seed: int = 0, graphs: int = 10, per_graph: int = 2
         if data is None:
             raise ValueError(f"--family {family} perturbs an existing split: pass --data PATH")
         return perturb(read_csv(data), family, seed)
+    for flag, value in (("--graphs", graphs), ("--per-graph", per_graph)):
+        if value < 1:
+            raise ValueError(f"{flag} must be at least 1 (got {value}): family {family} would write no rows")
     return stress_family(family, graphs, per_graph, seed)
 
 
