@@ -123,3 +123,23 @@ def test_content_hash_follows_the_row_not_its_place(tmp_path):
     assert moved.id != second.id and moved.content_sha256 == second.content_sha256
     edited = second.model_copy(update={"hypothesis": "B directly causes A."})
     assert edited.content_sha256 != second.content_sha256
+
+
+def test_without_a_local_split_tests_use_the_hub_and_fail_in_ci(monkeypatch, tmp_path):
+    import conftest
+
+    monkeypatch.setenv(data.ENV_CSV, str(tmp_path / "absent.csv"))
+    downloaded = tmp_path / "hub" / "test.csv"
+    monkeypatch.setattr(data, "download_split", lambda split: downloaded)
+    assert conftest.locate_test_split() == downloaded
+
+    def offline(split):
+        raise DataError("could not fetch split 'test': set CORR2CAUSE_CSV or connect to the hub")
+
+    monkeypatch.setattr(data, "download_split", offline)
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="neither local .* nor downloadable: could not fetch"):
+        conftest.locate_test_split()
+    monkeypatch.delenv("CI")
+    with pytest.raises(pytest.skip.Exception, match="nor downloadable"):
+        conftest.locate_test_split()
