@@ -104,3 +104,11 @@ def test_run_defaults_do_not_depend_on_the_working_directory(tmp_path):
     assert re.search(rf"default:\s+{re.escape(str(PROJECT_ROOT / 'outputs' / 'cache'))}", help_text())
     moved = tmp_path / "elsewhere"
     assert re.search(rf"default:\s+{re.escape(str(moved / 'runs'))}", help_text(CPDAGTHINK_OUTPUTS=str(moved)))
+
+
+def test_the_command_line_starts_without_scipy_or_pandas():
+    """`cpdagthink oracle` must not pay for libraries only the analyses use (benchmarks/oracle_cli.py times it)."""
+    probe = ("import sys, cpdagthink.cli, cpdagthink.metrics, cpdagthink.oracle\n"
+             "print(sorted({m.split('.')[0] for m in sys.modules} & {'scipy', 'pandas', 'matplotlib', 'seaborn'}))")
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and result.stdout.strip() == "[]", result.stdout + result.stderr
