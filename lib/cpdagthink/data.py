@@ -125,7 +125,7 @@ def read_csv(path: str | Path, split: str | None = None, source: str | None = No
     return instances
 
 
-def _instance(row: dict, id: str, split: str, source: str) -> Instance:
+def _instance(row: dict, instance_id: str, split: str, source: str) -> Instance:
     """One row as an :class:`Instance`, or ValueError saying what is wrong with it."""
     if None in row or any(row.get(c) is None for c in _COLUMNS):  # DictReader's marks for extra/missing fields
         raise ValueError(f"the row has {'more' if None in row else 'fewer'} fields than the header "
@@ -143,7 +143,7 @@ def _instance(row: dict, id: str, split: str, source: str) -> Instance:
         declared = None  # an unreadable premise is the run's to report on its instance, not the loader's
     if declared is not None and declared != int(count):
         raise ValueError(f"num_variables is {count} but the premise names {declared} variables")
-    return Instance(id=id, premise=premise, hypothesis=hypothesis, num_variables=int(count),
+    return Instance(id=instance_id, premise=premise, hypothesis=hypothesis, num_variables=int(count),
                     template=row["template"], label=int(label), split=split, source=source)
 
 
