@@ -70,3 +70,45 @@ def test_book_passes_its_overrides_to_every_notebook(monkeypatch, capsys):
     assert main(["book", "--sample-variables", "all"]) == 0 and seen["sample_variables"] is None
     with pytest.raises(SystemExit):
         main(["book", "--sample-variables", "five"])
+
+
+def test_oracle_refuses_to_write_over_its_input(tmp_path):
+    data = tmp_path / "mine.csv"
+    data.write_text("input,label,num_variables,template\n")
+    for command in ("oracle", "reference"):
+        result = run(command, "--data", str(data), "--out", str(tmp_path / "." / "mine.csv"))
+        assert result.returncode == 2 and "is the input CSV" in result.stderr, result.stderr
+    assert data.read_text() == "input,label,num_variables,template\n"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["generate", "--family", "random7", "--graphs", "0"], "--graphs must be at least 1 (got 0)"),
+    (["generate", "--family", "alarm7", "--per-graph", "-2"], "--per-graph must be at least 1 (got -2)"),
+    (["book", "--only", "nosuch"], "no chapter starts with 'nosuch'; the chapters are: 01_main_results"),
+    (["book", "--backend", "nosuch"], "unknown backend 'nosuch'"),
+])
+def test_bad_flags_are_clear_errors(tmp_path, args, message):
+    result = run(*args, *(["--out", str(tmp_path / "g.csv")] if args[0] == "generate" else []))
+    assert result.returncode == 2 and message in result.stderr and "Traceback" not in result.stderr, result.stderr
+
+
+def test_run_defaults_do_not_depend_on_the_working_directory(tmp_path):
+    from cpdagthink.data import PROJECT_ROOT
+
+    def help_text(**env):
+        import os
+
+        return subprocess.run([sys.executable, "-m", "cpdagthink", "run", "--help"], capture_output=True, text=True,
+                              cwd=tmp_path, env={**os.environ, "COLUMNS": "1000", **env}, timeout=60).stdout
+
+    assert re.search(rf"default:\s+{re.escape(str(PROJECT_ROOT / 'outputs' / 'cache'))}", help_text())
+    moved = tmp_path / "elsewhere"
+    assert re.search(rf"default:\s+{re.escape(str(moved / 'runs'))}", help_text(CPDAGTHINK_OUTPUTS=str(moved)))
+
+
+def test_the_command_line_starts_without_scipy_or_pandas():
+    """`cpdagthink oracle` must not pay for libraries only the analyses use (benchmarks/oracle_cli.py times it)."""
+    probe = ("import sys, cpdagthink.cli, cpdagthink.metrics, cpdagthink.oracle\n"
+             "print(sorted({m.split('.')[0] for m in sys.modules} & {'scipy', 'pandas', 'matplotlib', 'seaborn'}))")
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and result.stdout.strip() == "[]", result.stdout + result.stderr
