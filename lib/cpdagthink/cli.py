@@ -164,7 +164,7 @@ def cmd_book(args: argparse.Namespace) -> int:
                  and v not in (None, [], "")}
     if args.sample_variables:
         overrides["sample_variables"] = None if "all" in args.sample_variables else args.sample_variables
-    _parameters(argparse.Namespace(**overrides))  # every value is checked before any notebook starts
+    _parameters(argparse.Namespace(**overrides)).to_config()  # every value is checked before any notebook starts
     index = build(overrides, only=args.only)
     print(f"book: {index}")
     return 0

@@ -238,6 +238,7 @@ def run_condition(
                         append(record)
                         finished[record.id] = record
                         bar.update(1)
+                        session.watch(record)
         except KeyboardInterrupt:
             status = "interrupted"
             raise
@@ -295,10 +296,7 @@ class _Session:
                 turn.append((request, *result))
         made = {inst.id: self._record(inst, oracle, t, e, g)
                 for (inst, _, oracle), t, e, g in zip(posed, turns, emitted, given)}
-        records = [made[i.id] if i.id in made else self._problem(i, problems[i.id]) for i in chunk]
-        for record in records:
-            self._watch(record)
-        return records
+        return [made[i.id] if i.id in made else self._problem(i, problems[i.id]) for i in chunk]
 
     def _intervene(self, instance: Instance, emitted: Emitted | None) -> Turn2Input | None:
         if self.intervention is None:
@@ -330,7 +328,7 @@ class _Session:
     def _problem(self, instance: Instance, problem: str) -> RunRecord:
         return RunRecord(**self._base(instance), oracle_label=None, problem=problem)
 
-    def _watch(self, record: RunRecord) -> None:
+    def watch(self, record: RunRecord) -> None:
         """Stop the run when the service refused every one of its first ``abort_after`` fresh requests."""
         fresh = [t for t in record.turns if not t.cache_hit]
         if not fresh:
