@@ -23,7 +23,7 @@ from cpdagthink.conditions import (
     second_request,
 )
 from cpdagthink.data import Instance, read_csv
-from cpdagthink.probes import PROBES
+from cpdagthink.interventions import PROBES
 from cpdagthink.prompts import call_instruction
 from cpdagthink.oracle import analyse_premise
 from cpdagthink.schema import CausalAnalysis

@@ -11,7 +11,7 @@ from cpdagthink.backends.reference import ReferenceBackend
 from cpdagthink.conditions import CONDITIONS, Decoding
 from cpdagthink.data import read_csv, sample
 from cpdagthink.inspection import inspect_request
-from cpdagthink.probes import PROBES
+from cpdagthink.interventions import PROBES
 from cpdagthink.runner import read_records, run_condition
 
 

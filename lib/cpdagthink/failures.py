@@ -2,9 +2,8 @@
 state, from the turn-2 readout, or from handling the ambiguity of the Markov equivalence class (MEC)?
 
 The paper hand-labels 32 errors into these families; :func:`classify` assigns one kind to every error of a
-run, using the record the runner wrote and the instance it came from. :func:`failure_counts` tabulates the
-kinds, :func:`gallery_rows` lists the errors for a gallery notebook, :func:`draw_pair` draws an emitted graph
-next to the reference one.
+run, using the record the runner wrote and the instance it came from, and :func:`failure_counts` tabulates
+the kinds. Views of the errors (the gallery table, the drawings) are in :mod:`cpdagthink.failure_views`.
 
 Errors are defined against the **corrected** label (``record.oracle_label``, the oracle's verdict), not the
 published one: 18 published test labels are wrong (a generator bug, see ``notes/corr2cause-semantics.md``),
@@ -15,14 +14,12 @@ that no graph state, readout or ambiguity could explain.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, replace as _with
 from enum import Enum
 from typing import Any, Iterable, Mapping
 
 import pandas as pd
 
-from .backends.reference import graph_answer
 from .dag import holds
 from .data import Instance
 from .oracle import PremiseAnalysis, UnfaithfulFactsError, analyse_premise, label_text
@@ -54,7 +51,7 @@ class Diagnosis:
     corrected_label: int | None
     prediction: int | None
     tool_run: bool
-    graph_verdict: int | None  # graph_answer on the object shown in turn 2 (tool runs with an object)
+    graph_verdict: int | None  # CausalAnalysis.answer on the object shown in turn 2 (tool runs with an object)
     graph_detail: str | None
     members: int | None  # size of the reference class
     members_holding: int | None  # members in which the hypothesis holds
@@ -83,8 +80,8 @@ def diagnose(record: RunRecord, instance: Instance) -> Diagnosis:
        has no corrected label (unfaithful premises, generated data only): nothing to localise against.
     3. tool runs (``record.tool_flow``), on the object shown in turn 2 (``record.shown``):
        a. ``NO_GRAPH``: no object, or one that does not validate as a ``CausalAnalysis``;
-       b. ``WRONG_GRAPH``: ``graph_answer`` on the object gives the model's (wrong) answer. A graph no DAG
-          extends reads as NO, like the reference agent reads it;
+       b. ``WRONG_GRAPH``: :meth:`CausalAnalysis.answer` on the object gives the model's (wrong) answer. A
+          graph no DAG extends reads as NO, like the reference agent reads it;
        c. ``MEC_AMBIGUITY``: the object gives the right answer and the error is an ambiguity case (below);
        d. ``WRONG_READOUT``: the object gives the right answer, otherwise.
     4. runs without an object (one-turn, prose): ``ONE_TURN_MEC_AMBIGUITY`` for an ambiguity case, else
@@ -128,9 +125,9 @@ def diagnose(record: RunRecord, instance: Instance) -> Diagnosis:
         graph = CausalAnalysis.model_validate(shown)
     except ValueError as error:
         return _with(blank, kind=FailureKind.NO_GRAPH, graph_detail=f"invalid object: {str(error).splitlines()[0]}")
-    verdict, detail = graph_answer(graph, instance.hypothesis)
-    blank = _with(blank, graph_verdict=int(verdict), graph_detail=detail)
-    if int(verdict) != oracle:
+    verdict = graph.answer(instance.hypothesis)
+    blank = _with(blank, graph_verdict=int(verdict.holds), graph_detail=verdict.detail)
+    if int(verdict.holds) != oracle:
         return _with(blank, kind=FailureKind.WRONG_GRAPH)
     return _with(blank, kind=FailureKind.MEC_AMBIGUITY if ambiguous else FailureKind.WRONG_READOUT)
 
@@ -144,10 +141,10 @@ def classify(record: RunRecord, instance: Instance) -> FailureKind | None:
 # --------------------------------------------------------------------------------------------- tables
 
 
-Records = Iterable[Mapping[str, Any]] | Mapping[str, Iterable[Mapping[str, Any]]]
+Records = Iterable[RunRecord] | Mapping[str, Iterable[RunRecord]]
 
 
-def _runs(records: Records) -> Iterable[tuple[str, Mapping[str, Any]]]:
+def named_records(records: Records) -> Iterable[tuple[str, RunRecord]]:
     """(run name, record) pairs: a mapping names its runs (e.g. by probe), a plain list uses the condition."""
     if isinstance(records, Mapping):
         for name, run in records.items():
@@ -158,16 +155,17 @@ def _runs(records: Records) -> Iterable[tuple[str, Mapping[str, Any]]]:
             yield record.condition, record
 
 
-def _by_id(instances: Iterable[Instance] | Mapping[str, Instance]) -> Mapping[str, Instance]:
+def instances_by_id(instances: Iterable[Instance] | Mapping[str, Instance]) -> Mapping[str, Instance]:
+    """The instances keyed by id (a mapping is taken as it is)."""
     return instances if isinstance(instances, Mapping) else {i.id: i for i in instances}
 
 
 def failure_counts(records: Records, instances: Iterable[Instance] | Mapping[str, Instance]) -> pd.DataFrame:
     """Rows: runs (the record's condition, or the names of a ``{name: records}`` mapping); columns: ``n``,
     ``correct``, ``errors`` and one count per :class:`FailureKind` (its value), in enum order."""
-    found = _by_id(instances)
+    found = instances_by_id(instances)
     table: dict[str, dict[str, int]] = {}
-    for name, record in _runs(records):
+    for name, record in named_records(records):
         row = table.setdefault(name, {"n": 0, "correct": 0, "errors": 0, **{k.value: 0 for k in KIND_ORDER}})
         kind = classify(record, found[record.id])
         row["n"] += 1
@@ -180,134 +178,3 @@ def failure_counts(records: Records, instances: Iterable[Instance] | Mapping[str
     frame = pd.DataFrame.from_dict(table, orient="index", columns=columns).astype(int)
     frame.index.name = "condition"
     return frame
-
-
-def _reference_json(instance: Instance) -> str | None:
-    try:
-        return CausalAnalysis.from_cpdag(analyse_premise(instance.premise).cpdag).model_dump_json()
-    except (UnfaithfulFactsError, PremiseError):
-        return None
-
-
-GALLERY_COLUMNS = [
-    "id", "condition", "template", "num_variables", "kind", "premise", "hypothesis", "answer", "gold", "oracle",
-    "graph_verdict", "members", "members_holding", "reasoning", "answer_text", "intervention_note",
-    "emitted_analysis", "shown_analysis", "reference_analysis",
-]
-
-
-def gallery_rows(records: Records, instances: Iterable[Instance] | Mapping[str, Instance]) -> pd.DataFrame:
-    """One row per error, for a gallery notebook. ``emitted_analysis`` is turn 1's parsed object,
-    ``shown_analysis`` the object turn 2 saw (they differ under a probe), ``reference_analysis`` the oracle's
-    CPDAG; all three as JSON text (None when absent). ``reasoning`` is the final turn's thinking trace."""
-    found = _by_id(instances)
-    rows = []
-    for name, record in _runs(records):
-        instance = found[record.id]
-        diagnosis = diagnose(record, instance)
-        if diagnosis.kind is None:
-            continue
-        last = record.turns[-1] if record.turns else None
-        emitted = _json(record.emitted)
-        rows.append({
-            "id": record.id,
-            "condition": name,
-            "template": instance.template,
-            "num_variables": instance.num_variables,
-            "kind": diagnosis.kind.value,
-            "premise": instance.premise,
-            "hypothesis": instance.hypothesis,
-            "answer": record.answer,
-            "gold": record.gold_label,
-            "oracle": diagnosis.corrected_label,
-            "graph_verdict": diagnosis.graph_verdict,
-            "members": diagnosis.members,
-            "members_holding": diagnosis.members_holding,
-            "reasoning": last.reasoning if last else None,
-            "answer_text": last.text if last else None,
-            "intervention_note": record.intervention.note if record.intervention else None,
-            "emitted_analysis": None if emitted is None else json.dumps(emitted),
-            "shown_analysis": None if diagnosis.shown is None else json.dumps(diagnosis.shown),
-            "reference_analysis": _reference_json(instance),
-        })
-    return pd.DataFrame(rows, columns=GALLERY_COLUMNS)
-
-
-# ---------------------------------------------------------------------------------------------- drawing
-
-
-EdgeKey = tuple[str, str, str]  # ("directed", tail, head) | ("undirected", a, b) | ("skeleton", a, b), a < b
-
-
-def drawn_edges(analysis: CausalAnalysis | None, order: Mapping[str, int] | None = None) -> set[EdgeKey]:
-    """The edges :func:`draw_pair` draws for an object: directed arcs, undirected pairs, and pairs listed only
-    in the skeleton field; undirected pairs written in ``order`` (alphabetical by default)."""
-    if analysis is None:
-        return set()
-    rank = (lambda v: (order.get(v, len(order)), v)) if order else (lambda v: (0, v))
-
-    def sorted_pair(a: str, b: str) -> tuple[str, str]:
-        x, y = sorted((a, b), key=rank)
-        return x, y
-
-    edges: set[EdgeKey] = {("directed", a, b) for a, b in analysis.directed_edges if a != b}
-    edges |= {("undirected", *sorted_pair(a, b)) for a, b in analysis.undirected_edges if a != b}
-    oriented = {frozenset(e[1:]) for e in edges}
-    edges |= {("skeleton", *sorted_pair(a, b)) for a, b in analysis.skeleton if a != b and frozenset((a, b)) not in oriented}
-    return edges
-
-
-def draw_pair(emitted: CausalAnalysis | None, reference: CausalAnalysis | None, ax_left, ax_right, *,
-              highlight: str = "tab:red", titles: tuple[str, str] = ("emitted", "reference")):
-    """Draw ``emitted`` on ``ax_left`` and ``reference`` on ``ax_right`` with one shared circular layout.
-
-    Directed edges are arrows, undirected edges plain lines, pairs listed only in the skeleton field dotted
-    lines. An edge drawn in one graph but not the other (same pair and same kind and direction) is drawn in
-    ``highlight``; shared edges in black. Each edge is one ``FancyArrowPatch`` on its axes. Returns the
-    figure of ``ax_left``. Uses whatever matplotlib backend is active (no pyplot needed).
-    """
-    import networkx as nx
-
-    graphs = [emitted, reference]
-    variables = list(dict.fromkeys(v for g in graphs if g is not None for v in g.variables))
-    order = {v: i for i, v in enumerate(variables)}
-    edges = [drawn_edges(g, order) for g in graphs]
-    variables += sorted({v for es in edges for e in es for v in e[1:]} - set(variables))
-    pos = nx.circular_layout(variables) if variables else {}
-    canvas = nx.DiGraph()
-    canvas.add_nodes_from(variables)
-    for ax, mine, other, graph, title in zip((ax_left, ax_right), edges, edges[::-1], graphs, titles):
-        ax.set_axis_off()
-        ax.set_title(title if graph is not None else f"{title}: none")
-        if not variables:
-            continue
-        nx.draw_networkx_nodes(canvas, pos, ax=ax, node_color="white", edgecolors="black", node_size=500)
-        nx.draw_networkx_labels(canvas, pos, ax=ax)
-        for kind, a, b in sorted(mine):
-            nx.draw_networkx_edges(
-                canvas, pos, ax=ax, edgelist=[(a, b)], arrows=True, node_size=500,
-                arrowstyle="-|>" if kind == "directed" else "-", arrowsize=15,
-                style="dotted" if kind == "skeleton" else "solid",
-                edge_color="black" if (kind, a, b) in other else highlight, width=1.5,
-            )
-        ax.margins(0.15)
-    return ax_left.figure
-
-
-def filterable_html(table: pd.DataFrame, columns: list[str] | None = None) -> str:
-    """The gallery as a static HTML table with a text box that hides non-matching rows (inline script, no
-    network), so the rendered book keeps a filterable view where Jupyter widgets cannot run."""
-    import html
-    import uuid
-
-    table = table[columns] if columns else table
-    name = f"gallery-{uuid.uuid4().hex[:8]}"
-    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in table.columns)
-    rows = "".join("<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in row) + "</tr>"
-                   for row in table.itertuples(index=False))
-    return (f'<input id="{name}-q" placeholder="filter: condition, template, kind, id ..." style="width:60%">'
-            f'<table id="{name}"><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>'
-            f"<script>document.getElementById('{name}-q').addEventListener('input', function () {{"
-            f"var q = this.value.toLowerCase(); document.querySelectorAll('#{name} tbody tr').forEach("
-            f"function (r) {{ r.style.display = r.textContent.toLowerCase().includes(q) ? '' : 'none'; }}); }});"
-            f"</script>")

@@ -15,8 +15,9 @@ from typing import Any
 from .backends.base import Backend, Completion, Request
 from .conditions import Condition, Decoding, Flow, Turn2Input, first_request, intervene, read_emitted, second_request
 from .data import Instance
-from .probes import get_probe
-from .runner import CachedBackend, CallCache
+from .interventions import get_probe
+from .cache import CallCache
+from .runner import CachedBackend
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from functools import lru_cache
 from pathlib import Path
 from string import Template
 
+from .errors import CpdagthinkError
 from .schema import TOOL_NAME
 from .errors import CpdagthinkError
 

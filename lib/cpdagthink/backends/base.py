@@ -15,6 +15,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 from ..errors import CpdagthinkError
 
+from ..errors import CpdagthinkError
+
 
 class BackendError(CpdagthinkError, RuntimeError):
     """A backend could not serve a request (missing package, unreachable endpoint, bad model file)."""
