@@ -300,7 +300,7 @@ def build_parser() -> argparse.ArgumentParser:
     _model_options(prompt)  # --backend defaults to reference here
     prompt.add_argument("--no-thinking", action="store_false", dest="thinking", default=None)
     prompt.add_argument("--cache", dest="cache_dir", help="the call cache turn 1 is read from and written to "
-                        f"(default {outputs_root() / 'cache'})")
+                        f"(default: {OUTPUTS_ROOT / 'cache'}, or ${ENV_OUTPUTS}/cache)")
     return parser
 
 
