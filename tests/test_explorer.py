@@ -9,8 +9,8 @@ import pytest
 
 from analyses import make
 from cpdagthink import explorer
-from cpdagthink.failures import gallery_rows
-from test_failures import CHAIN, COLLIDER, INSTANCES, TAIL, instance, record, reference, reversed_graph
+from cpdagthink.failure_views import gallery_rows
+from failure_cases import CHAIN, COLLIDER, INSTANCES, TAIL, instance, record, reference, reversed_graph
 
 # A constructed case whose id and hypothesis carry markup and quotes, to catch missing escapes.
 TRICKY = instance([("A", "C"), ("B", "C")], "A directly causes C.", "ABC", 'q"</script><b>x&amp;')
@@ -142,7 +142,7 @@ def test_real_probe_errors_in_the_browser(test_csv, browser, tmp_path, monkeypat
     """Real Corr2Cause rows, the reference agent, and a probe that replaces its graph: the errors it causes
     are shown with the replaced graph, and the condition filter separates the probes."""
     from cpdagthink import experiments as ex
-    from cpdagthink.probes import PROBES
+    from cpdagthink.interventions import PROBES
 
     monkeypatch.setenv("CORR2CAUSE_CSV", str(test_csv))
     setup = ex.make_setup("reference", limit=12, sample_variables=[5], out_root=str(tmp_path / "runs"),

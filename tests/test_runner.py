@@ -44,11 +44,12 @@ def test_records_cache_and_rerun_makes_no_calls(items, tmp_path):
     first = run_condition(condition, ReferenceBackend(), items, tmp_path / "run", cache_dir=tmp_path / "cache", progress=False)
     assert first.model_calls == 24 and len(first.records) == 12
     record = first.records[0]
-    assert record["turns"][0]["parsed"]["variables"] and record["turns"][0]["parse_error"] is None
-    assert {"answer", "prediction", "gold_label", "oracle_label", "unparsed"} <= set(record)
-    assert all(r["prediction"] == r["oracle_label"] for r in first.records)
+    assert record.emitted.variables and record.emitted_error is None and record.tool_flow
+    assert record.answer in ("YES", "NO") and not record.unparsed and not record.rejected
+    assert all(r.prediction == r.oracle_label for r in first.records)
     again = run_condition(condition, ReferenceBackend(), items, tmp_path / "run2", cache_dir=tmp_path / "cache", progress=False)
-    assert again.model_calls == 0 and all(t["cache_hit"] for r in again.records for t in r["turns"])
+    assert again.model_calls == 0 and all(t.cache_hit for r in again.records for t in r.turns)
+    assert again.summary.cache_hits == 24 and again.summary.status == "finished"
     meta = json.loads((tmp_path / "run" / "metadata.json").read_text())
     assert meta["condition"]["prompt_hashes"]["pc_scaffold"] and meta["backend"]["backend"] == "reference"
     assert meta["decoding"]["seed"] == 0 and "git_commit" in meta and "packages" in meta
@@ -65,7 +66,7 @@ def test_killed_run_resumes_with_exactly_one_record_each(items, tmp_path):
         handle.write('{"id": "torn')  # a write cut off by the kill
     resumed = run_condition(condition, ReferenceBackend(), items, tmp_path / "run", cache_dir=tmp_path / "c",
                             chunk_size=2, progress=False)
-    ids = [r["id"] for r in resumed.records]
+    ids = [r.id for r in resumed.records]
     assert sorted(ids) == sorted(i.id for i in items) and len(ids) == len(set(ids))
 
 
@@ -121,10 +122,99 @@ def test_a_rejected_request_is_recorded_and_the_run_goes_on(items, tmp_path):
     marker = f"{victim.premise}\n\nHypothesis: {victim.hypothesis}"
     result = run_condition(condition, RejectsOne(ReferenceBackend(), marker), items,
                            tmp_path / "run", cache_dir=tmp_path / "c", chunk_size=4, progress=False)
-    by_id = {r["id"]: r for r in result.records}
+    by_id = {r.id: r for r in result.records}
     assert len(by_id) == len(items)
-    assert "n_ctx" in by_id[victim.id]["turns"][0]["meta"]["rejected"] and by_id[victim.id]["unparsed"]
-    assert sum(r["unparsed"] for r in result.records) == 1
+    assert "n_ctx" in by_id[victim.id].turns[0].rejected and by_id[victim.id].rejected
+    assert by_id[victim.id].prediction is None and not by_id[victim.id].unparsed
+    assert sum(r.rejected for r in result.records) == 1 and result.summary.rejected == 1
     again = run_condition(condition, ReferenceBackend(), items, tmp_path / "again", cache_dir=tmp_path / "c",
                           progress=False)
     assert again.model_calls == 1  # only the rejected call was not cached
+    retried = run_condition(condition, ReferenceBackend(), items, tmp_path / "run", cache_dir=tmp_path / "c",
+                            progress=False)
+    assert retried.model_calls == 0 and retried.summary.rejected == 0  # the rejected instance is asked again
+    assert len(read_records(tmp_path / "run")) == len(items)
+
+
+def test_a_folder_made_from_other_data_of_the_same_name_is_refused(test_csv, tmp_path):
+    """dataA/mydata.csv then dataB/mydata.csv (or the CSV edited in place) into one folder."""
+    import csv
+
+    rows = list(csv.DictReader(open(test_csv, newline="", encoding="utf-8")))[:6]
+    for folder, edit in (("dataA", False), ("dataB", True)):
+        (tmp_path / folder).mkdir()
+        with open(tmp_path / folder / "mydata.csv", "w", newline="", encoding="utf-8") as handle:
+            writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+            writer.writeheader()
+            for i, row in enumerate(rows):
+                writer.writerow({**row, "label": 1 - int(row["label"])} if edit and i == 2 else row)
+    a, b = read_csv(tmp_path / "dataA" / "mydata.csv"), read_csv(tmp_path / "dataB" / "mydata.csv")
+    assert [i.id for i in a] == [i.id for i in b]
+    condition = CONDITIONS["baseline_enhanced"]
+    run_condition(condition, ReferenceBackend(), a, tmp_path / "run", cache_dir=tmp_path / "c", progress=False)
+    before = (tmp_path / "run" / "metadata.json").read_text()
+    with pytest.raises(RunMismatchError, match="other data"):
+        run_condition(condition, ReferenceBackend(), b, tmp_path / "run", cache_dir=tmp_path / "c", progress=False)
+    assert (tmp_path / "run" / "metadata.json").read_text() == before  # only rewritten when it matches
+
+
+class Refuses(Backend):
+    """A service that refuses every request, as an API does for a parameter the model does not take."""
+
+    def identity(self):
+        return {"backend": "refuses"}
+
+    def complete(self, request: Request) -> Completion:
+        from cpdagthink.backends.base import RequestRejected
+
+        raise RequestRejected("Unsupported parameter: 'max_tokens' is not supported with this model.")
+
+
+def test_a_run_whose_first_requests_are_all_refused_stops_with_the_service_message(items, tmp_path):
+    from cpdagthink.runner import RunAborted
+
+    with pytest.raises(RunAborted, match="Unsupported parameter: 'max_tokens'"):
+        run_condition(CONDITIONS["baseline_enhanced"], Refuses(), items, tmp_path / "run", cache_dir=tmp_path / "c",
+                      chunk_size=1, progress=False, abort_after=3)
+    records = read_records(tmp_path / "run")
+    assert len(records) == 3 and all(r.rejected and r.prediction is None for r in records)
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["status"] == "aborted"
+    assert not list((tmp_path / "c").rglob("*.json"))  # rejections are never cached
+
+
+class Interrupted(DiesAfter):
+    def complete(self, request: Request) -> Completion:
+        if self.left == 0:
+            raise KeyboardInterrupt
+        self.left -= 1
+        return self.inner.complete(request)
+
+
+def test_ctrl_c_keeps_every_finished_record_and_says_so(items, tmp_path):
+    with pytest.raises(KeyboardInterrupt):
+        run_condition(CONDITIONS["baseline_enhanced"], Interrupted(ReferenceBackend(), 5), items, tmp_path / "run",
+                      cache_dir=tmp_path / "c", chunk_size=1, progress=False)
+    assert len(read_records(tmp_path / "run")) == 5
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["status"] == "interrupted" and summary["records"] == 5 and summary["instances"] == len(items)
+
+
+def test_a_premise_that_cannot_be_posed_is_recorded_and_the_run_goes_on(items, tmp_path):
+    broken = items[0].model_copy(update={"premise": "Premise: Suppose there is a closed system of 2 variables, A "
+                                         "and B. All the statements are about them. A correlates with Q."})
+    result = run_condition(CONDITIONS["structured"], ReferenceBackend(), [broken, *items[1:4]], tmp_path / "run",
+                           cache_dir=tmp_path / "c", progress=False)
+    by_id = {r.id: r for r in result.records}
+    assert by_id[broken.id].problem and by_id[broken.id].prediction is None and not by_id[broken.id].turns
+    assert sum(r.problem is not None for r in result.records) == 1 and result.summary.problems == 1
+    assert all(r.answer for r in result.records if r.id != broken.id)
+
+
+def test_a_concurrent_run_into_the_same_folder_fails_at_once(items, tmp_path):
+    from cpdagthink.runfolder import RunFolder, RunLockedError
+
+    with RunFolder(tmp_path / "run").locked():
+        with pytest.raises(RunLockedError, match="another run"):
+            run_condition(CONDITIONS["baseline_enhanced"], ReferenceBackend(), items, tmp_path / "run",
+                          cache_dir=tmp_path / "c", progress=False)
+    assert read_records(tmp_path / "run") == []

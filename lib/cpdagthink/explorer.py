@@ -1,8 +1,8 @@
 """The failure explorer: the gallery's errors as an interactive HTML view that needs no kernel.
 
-:func:`fragment` turns :func:`failures.gallery_rows` into one self-contained ``<div>``: the cases as JSON,
+:func:`fragment` turns :func:`failure_views.gallery_rows` into one self-contained ``<div>``: the cases as JSON,
 each case's graphs as inline SVG drawn here (the object turn 2 saw next to the oracle's reference CPDAG, on
-one circular layout, edges that differ in red, as :func:`failures.draw_pair` draws them), and a small
+one circular layout, edges that differ in red, as :func:`failure_views.draw_pair` draws them), and a small
 vanilla-JS filter (condition, failure kind, template, variable count) with a count of the matching cases.
 Nothing is fetched from the network. The same fragment goes into notebook 06's output (so into the built
 book) and, wrapped by :func:`page`, into a standalone file.
@@ -19,7 +19,7 @@ from typing import Any, Mapping
 
 import pandas as pd
 
-from .failures import drawn_edges
+from .failure_views import drawn_edges
 from .schema import CausalAnalysis
 
 FILTERS = ["condition", "kind", "template", "num_variables"]  # the select boxes, in order
@@ -224,7 +224,7 @@ LEGEND = ("Edges: arrows are directed, plain lines undirected, dotted lines pair
 
 def fragment(gallery: pd.DataFrame) -> str:
     """The explorer as one ``<div>`` with its data, style and script inline (ids unique per call, so
-    several explorers can share a page). ``gallery``: :func:`failures.gallery_rows`."""
+    several explorers can share a page). ``gallery``: :func:`failure_views.gallery_rows`."""
     root_id = f"cpx-{uuid.uuid4().hex[:10]}"
     cases = [case_data(row) for row in gallery.to_dict("records")]
     script = (SCRIPT.replace("ROOT_ID", json.dumps(root_id)).replace("FILTERS", json.dumps(FILTERS))
