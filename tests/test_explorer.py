@@ -145,8 +145,8 @@ def test_real_probe_errors_in_the_browser(test_csv, browser, tmp_path, monkeypat
     from cpdagthink.interventions import PROBES
 
     monkeypatch.setenv("CORR2CAUSE_CSV", str(test_csv))
-    setup = ex.make_setup("reference", limit=12, sample_variables=[5], out_root=str(tmp_path / "runs"),
-                          cache_dir=str(tmp_path / "cache"))
+    setup = ex.setup_from_parameters({"backend": "reference", "limit": 12, "sample_variables": [5],
+                                      "out_root": str(tmp_path / "runs"), "cache_dir": str(tmp_path / "cache")})
     instances = setup.instances()
     runs = {name: ex.run(setup, "structured", 0, instances, intervention=PROBES[name], probe=name, progress=False)
             for name in ("scramble_full", "scramble_skeleton")}
