@@ -72,5 +72,7 @@ def test_single_file_book_holds_every_chapter(browser, tmp_path):
     (tmp_path / "book" / "one.md").write_text("# Chapter one\n\nChapter text.\n")
     pdf = build_single_file(tmp_path)
     assert pdf == tmp_path / "_build" / "book.pdf" and pdf.read_bytes()[:5] == b"%PDF-"
-    single = (tmp_path / "_build" / "singlehtml" / "book" / "intro.html").read_text()
+    single = (tmp_path / "_build" / "singlehtml" / "index.html").read_text()
     assert "Intro text." in single and "Chapter text." in single
+    stylesheets = re.findall(r'<link href="([^"?]+)[^"]*" rel="stylesheet"', single)
+    assert stylesheets and all((tmp_path / "_build" / "singlehtml" / s).is_file() for s in stylesheets)

@@ -56,8 +56,15 @@ def build_html(root: Path = PROJECT_ROOT) -> Path:
     return index
 
 
-# Keeps a cell or an explorer case on one PDF page where it fits (jupyter-book's own pdfhtml does the same).
-PRINT_STYLE = "div.cell_input, div.cell_output { break-inside: avoid; }"
+# For print: no navigation, code wrapped (a long line would shrink every page to fit it), and a cell kept on
+# one page where it fits (as jupyter-book's own pdfhtml does).
+PRINT_STYLE = """
+.bd-header, .bd-sidebar-primary, .bd-sidebar-secondary, .skip-link, .header-article, .bd-footer,
+.prev-next-area, .bd-header-announcement, #pst-back-to-top { display: none !important; }
+.bd-article-container, .bd-content, .bd-main, .bd-page-width { max-width: 100% !important; }
+pre { white-space: pre-wrap !important; overflow-wrap: anywhere; }
+div.cell_input, div.cell_output { break-inside: avoid; }
+"""
 
 
 def build_single_file(root: Path = PROJECT_ROOT) -> Path:
@@ -74,9 +81,13 @@ def build_single_file(root: Path = PROJECT_ROOT) -> Path:
                "--quiet"]
     subprocess.run(command, check=True, cwd=root)
     toc_root = yaml.safe_load((root / "_toc.yml").read_text())["root"]
-    single = root / "_build" / "singlehtml" / f"{Path(toc_root).with_suffix('')}.html"
-    if not single.is_file():
-        raise RuntimeError(f"jupyter-book finished but {single} is missing")
+    page = root / "_build" / "singlehtml" / f"{Path(toc_root).with_suffix('')}.html"
+    if not page.is_file():
+        raise RuntimeError(f"jupyter-book finished but {page} is missing")
+    # Sphinx writes the page where the root document sits (book/intro.html) but links its styles and images
+    # as from the build's top folder; at the top, in place of index.html's redirect, they resolve.
+    single = root / "_build" / "singlehtml" / "index.html"
+    single.write_text(page.read_text(encoding="utf-8"), encoding="utf-8")
     if find_chromium() is None:
         print(f"single-page book: {single} (no PDF: Chromium is absent; run scripts/install-browser.sh)")
         return single

@@ -61,6 +61,7 @@ class Browser:
         if executable is None:
             raise BrowserError("Chromium not found: run scripts/install-browser.sh (Debian's `chromium` package)")
         self.timeout = timeout
+        self.width, self.height = width, height
         self._profile = tempfile.TemporaryDirectory(prefix="cpdagthink-chromium-")
         to_browser_read, self._to_browser = _high_pipe()
         self._from_browser, from_browser_write = _high_pipe()
@@ -160,13 +161,20 @@ class Browser:
 
     def screenshot(self, path: Path, full_page: bool = True, max_height: int = 20000) -> Path:
         """A PNG of the viewport, or of the whole page (capped at ``max_height`` CSS pixels)."""
-        params: dict[str, Any] = {"format": "png"}
-        if full_page:
-            size = self.send("Page.getLayoutMetrics")["cssContentSize"]
-            params.update(captureBeyondViewport=True,
-                          clip={"x": 0, "y": 0, "width": size["width"], "height": min(size["height"], max_height),
-                                "scale": 1})
-        data = self.send("Page.captureScreenshot", params)["data"]
+        if not full_page:
+            data = self.send("Page.captureScreenshot", {"format": "png"})["data"]
+        else:
+            # The viewport grows to the page's height for the shot (a clip beyond the viewport lets wide
+            # pages scroll sideways), then goes back.
+            viewport = self.send("Page.getLayoutMetrics")["cssLayoutViewport"]
+            height = min(int(self.evaluate("document.documentElement.scrollHeight")), max_height)
+            self.send("Emulation.setDeviceMetricsOverride", {"width": viewport["clientWidth"], "height": height,
+                                                             "deviceScaleFactor": 1, "mobile": False})
+            try:
+                data = self.send("Page.captureScreenshot", {"format": "png"})["data"]
+            finally:
+                self.send("Emulation.setDeviceMetricsOverride", {"width": self.width, "height": self.height,
+                                                                 "deviceScaleFactor": 1, "mobile": False})
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(base64.b64decode(data))
         return path
