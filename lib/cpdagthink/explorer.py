@@ -45,11 +45,11 @@ def _edge_svg(kind: str, start: tuple[float, float], end: tuple[float, float], c
     bx, by = x2 - ux * NODE, y2 - uy * NODE
     dash = ' stroke-dasharray="3 4"' if kind == "skeleton" else ""
     if kind != "directed":
-        return f'<line x1="{ax:.1f}" y1="{ay:.1f}" x2="{bx:.1f}" y2="{by:.1f}" stroke="{colour}" stroke-width="2"{dash}/>'
+        return f'<line x1="{ax:.0f}" y1="{ay:.0f}" x2="{bx:.0f}" y2="{by:.0f}" stroke="{colour}" stroke-width="2"{dash}/>'
     head, half = 11.0, 5.0
     cx, cy = bx - ux * head, by - uy * head
-    corners = f"{bx:.1f},{by:.1f} {cx - uy * half:.1f},{cy + ux * half:.1f} {cx + uy * half:.1f},{cy - ux * half:.1f}"
-    return (f'<line x1="{ax:.1f}" y1="{ay:.1f}" x2="{cx:.1f}" y2="{cy:.1f}" stroke="{colour}" stroke-width="2"/>'
+    corners = f"{bx:.0f},{by:.0f} {cx - uy * half:.0f},{cy + ux * half:.0f} {cx + uy * half:.0f},{cy - ux * half:.0f}"
+    return (f'<line x1="{ax:.0f}" y1="{ay:.0f}" x2="{cx:.0f}" y2="{cy:.0f}" stroke="{colour}" stroke-width="2"/>'
             f'<polygon points="{corners}" fill="{colour}"/>')
 
 
@@ -71,8 +71,8 @@ def graph_svg(analysis: CausalAnalysis | None, other: CausalAnalysis | None, var
         for kind, a, b in sorted(mine):
             parts.append(_edge_svg(kind, at[a], at[b], SHARED if (kind, a, b) in theirs else DIFFERS))
         for v, (x, y) in at.items():
-            parts.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{NODE}" fill="#fff" stroke="#222" stroke-width="1.5"/>'
-                         f'<text x="{x:.1f}" y="{y + 5:.1f}" text-anchor="middle" font-size="14" '
+            parts.append(f'<circle cx="{x:.0f}" cy="{y:.0f}" r="{NODE}" fill="#fff" stroke="#222" stroke-width="1.5"/>'
+                         f'<text x="{x:.0f}" y="{y + 5:.0f}" text-anchor="middle" font-size="14" '
                          f'font-family="sans-serif">{html.escape(v)}</text>')
     parts.append("</svg>")
     return "".join(parts)
