@@ -21,12 +21,14 @@ from cpdagthink.browser import Browser  # noqa: E402
 # index.html is only a redirect to the root chapter in a jb-book.
 SKIPPED = {"index.html", "genindex.html", "search.html", "py-modindex.html"}
 
-# The top of the first element of each kind that is actually visible (collapsed or removed code has no box).
+# The top of the first element of each kind that is actually visible: code collapsed in a <details>
+# (jupyter-book's hide-input) still has a box, so checkVisibility decides.
 FIRSTS = """(() => {
   const top = sel => {
     for (const e of document.querySelectorAll(sel)) {
       const box = e.getBoundingClientRect();
-      if (box.height > 0 && box.width > 0) return Math.round(box.top + window.scrollY);
+      const seen = e.checkVisibility({contentVisibilityAuto: true, visibilityProperty: true});
+      if (seen && box.height > 0 && box.width > 0) return Math.round(box.top + window.scrollY);
     }
     return null;
   };
