@@ -61,10 +61,13 @@ def graph_svg(analysis: CausalAnalysis | None, other: CausalAnalysis | None, var
     order = {v: i for i, v in enumerate(variables)}
     mine = drawn_edges(analysis, order)
     theirs = mine if other is None else drawn_edges(other, order)
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" class="cpx-graph" width="{SIZE}" height="{SIZE}" '
-             f'viewBox="0 0 {SIZE} {SIZE}" role="img"><title>{html.escape(title)}</title>']
+    # Both graphs of a pair share the layout, so the same vertical crop: the circle's empty bottom goes.
+    ys = [_point(i, len(variables))[1] for i in range(len(variables))] or [SIZE / 2]
+    top, height = max(min(ys) - NODE - 4, 0), min(max(ys) - min(ys) + 2 * NODE + 8, SIZE)
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" class="cpx-graph" width="{SIZE}" height="{height:.0f}" '
+             f'viewBox="0 {top:.0f} {SIZE} {height:.0f}" role="img"><title>{html.escape(title)}</title>']
     if analysis is None:
-        parts.append(f'<text x="{SIZE / 2}" y="{SIZE / 2}" text-anchor="middle" fill="#777" font-size="14">'
+        parts.append(f'<text x="{SIZE / 2}" y="{top + height / 2:.0f}" text-anchor="middle" fill="#777" font-size="14">'
                      f'no graph</text>')
     else:
         at = {v: _point(i, len(variables)) for i, v in enumerate(variables)}
