@@ -251,7 +251,11 @@ def complexity(bin_gains: pd.DataFrame, omitted: Sequence[OmittedGroup], min_pos
                    else "On the stress sets, " + "; ".join(
                        f"{family} {condition}: {r['this run F1']:.1f} on {counted(int(r['n']), 'hypothesis', 'hypotheses')}"
                        for (family, condition), r in ran.iterrows()) + ".")
+    sizes = ("; ".join(f"{family}: {counted(int(n), 'hypothesis', 'hypotheses')}"
+                       for family, n in ran.groupby(level="family", sort=False)["n"].first().items())
+             if not ran.empty else "no stress set ran, so only the paper's bars are drawn")
     phrases = sample_phrases(instances, seeds) | {
+        "stress_sizes": sizes,
         "omission": omission_sentence(omitted, scored, min_positives),
         "bin_gains": bin_gains_sentence(bin_gains),
         "ood": ood,
