@@ -29,7 +29,7 @@ def grid():
 
 
 def paired_rows(*rows):
-    return pd.DataFrame([{"comparison": "structured vs baseline_enhanced", "other": "baseline_enhanced", "seed": s,
+    return pd.DataFrame([{"comparison": "structured vs baseline_enhanced", "seed": s,
                           "gain (pp)": g, "CI low": lo, "CI high": hi, "McNemar p": p} for s, g, lo, hi, p in rows])
 
 

@@ -7,16 +7,20 @@ import math
 import pandas as pd
 import pytest
 
+from analyses import run_record
 from cpdagthink import experiments as ex
 from cpdagthink import tables
 from cpdagthink.data import PROJECT_ROOT
 from cpdagthink.metrics import paired_comparison
+from cpdagthink.records import RunRecord, TurnRecord
 
 
-def record(i: int, gold: int, pred: int | None, n_vars: int = 5, finish: str = "stop") -> dict:
-    return {"id": f"r{i}", "gold_label": gold, "oracle_label": gold, "prediction": 0 if pred is None else pred,
-            "unparsed": pred is None, "num_variables": n_vars,
-            "turns": [{"finish_reason": finish, "prompt_tokens": 10, "completion_tokens": 5, "latency_s": 1.0}]}
+def record(i: int, gold: int, pred: int | None, n_vars: int = 5, finish: str = "stop") -> RunRecord:
+    """A scored record: ``pred`` None is an answer that could not be read."""
+    turn = TurnRecord(messages_sha256="", request_sha256="", finish_reason=finish, prompt_tokens=10,
+                      completion_tokens=5, latency_s=1.0)
+    answer = None if pred is None else ("YES" if pred else "NO")
+    return run_record(f"r{i}", answer=answer, gold_label=gold, oracle_label=gold, num_variables=n_vars, turns=[turn])
 
 
 GOLD = [1, 1, 1, 1, 0, 0, 0, 0, 1, 0]
@@ -36,14 +40,16 @@ def runs():
 
 def test_paired_frame_has_each_seeds_own_interval_and_p(runs):
     paired = tables.paired_frame(runs, "structured", ["baseline_enhanced"], n_resamples=500)
-    assert list(paired["seed"]) == [0, 1] and set(paired["other"]) == {"baseline_enhanced"}
+    assert list(paired["seed"]) == [0, 1] and set(paired["comparison"]) == {"structured vs baseline_enhanced"}
     for seed, row in paired.set_index("seed").iterrows():
         expected = paired_comparison(BASE[seed], TARGET[seed], GOLD, n_resamples=500, seed=seed)
         assert row["gain (pp)"] == pytest.approx(100 * expected.delta)
         assert (row["CI low"], row["CI high"]) == pytest.approx((100 * expected.ci_low, 100 * expected.ci_high))
         assert row["McNemar p"] == pytest.approx(expected.mcnemar_p)
-    assert list(tables.gain_table(paired).columns)[-1] == "McNemar p"
-    assert "FN target" in tables.error_shift_table(paired).columns
+    gains = tables.gain_table(paired)
+    assert list(gains.index) == [("baseline_enhanced", 0), ("baseline_enhanced", 1)]
+    assert list(gains.columns) == ["n", "F1 other", "F1 structured", "gain (pp)", "CI low", "CI high", "McNemar p"]
+    assert "FN structured" in tables.error_shift_table(paired).columns
 
 
 def test_gain_seed_frame_summarises_gains_not_intervals(runs):
@@ -89,7 +95,7 @@ def test_bin_tables_are_narrow(runs):
 
 def test_cut_off_and_usage():
     cut = record(0, 1, None, finish="length")
-    assert tables.cut_off(cut) and not tables.cut_off(record(1, 1, 1))
+    assert cut.cut_off and not record(1, 1, 1).cut_off
     assert tables.usage(cut).total_tokens == 15
     scores = tables.scores_frame({("baseline_enhanced", 0): [cut, record(1, 1, 1)]})
     assert set(scores["cut off"]) == {1} and set(scores["unparsed"]) == {1}
@@ -119,7 +125,8 @@ def test_markdown_table_renders_missing_values_as_dashes():
 
 def test_reference_grid_end_to_end(test_csv, tmp_path, monkeypatch):
     monkeypatch.setenv("CORR2CAUSE_CSV", str(test_csv))
-    setup = ex.make_setup("reference", limit=20, out_root=str(tmp_path / "runs"), cache_dir=str(tmp_path / "cache"))
+    setup = ex.setup_from_parameters({"backend": "reference", "limit": 20, "out_root": str(tmp_path / "runs"),
+                                      "cache_dir": str(tmp_path / "cache")})
     runs = ex.run_grid(setup, ["structured", "baseline_enhanced"], [0], setup.instances())
     scores = tables.scores_frame(runs)
     assert (scores[scores["labels"] == "corrected"]["F1"] == 100).all()  # the reference agent is the oracle
@@ -129,12 +136,13 @@ def test_reference_grid_end_to_end(test_csv, tmp_path, monkeypatch):
 
 def test_by_variables_omits_thin_bins(test_csv, tmp_path, monkeypatch):
     monkeypatch.setenv("CORR2CAUSE_CSV", str(test_csv))
-    setup = ex.make_setup("reference", limit=20, out_root=str(tmp_path / "runs"), cache_dir=str(tmp_path / "cache"))
+    setup = ex.setup_from_parameters({"backend": "reference", "limit": 20, "out_root": str(tmp_path / "runs"),
+                                      "cache_dir": str(tmp_path / "cache")})
     runs = ex.run_grid(setup, ["structured"], [0])
     frame, omitted = tables.by_variables_frame(runs, min_positives=3)
     assert all("fewer than min_positives=3" in o for o in omitted) and omitted
     bins = tables.bins_frame(runs)
-    assert bins["n"].sum() == 20 and set(bins["num_variables"]) == {r["num_variables"] for r in runs[("structured", 0)]}
-    assert bins["positives"].sum() == sum(r["gold_label"] for r in runs[("structured", 0)])
-    correct = sum(r["prediction"] == r["gold_label"] for r in runs[("structured", 0)])
+    assert bins["n"].sum() == 20 and set(bins["num_variables"]) == {r.num_variables for r in runs[("structured", 0)]}
+    assert bins["positives"].sum() == sum(r.gold_label for r in runs[("structured", 0)])
+    correct = sum(r.prediction == r.gold_label for r in runs[("structured", 0)])
     assert (bins["accuracy"] * bins["n"]).sum() / 100 == pytest.approx(correct)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
@@ -20,6 +20,7 @@ from . import experiments as ex
 from . import tables
 from .data import Instance
 from .metrics import OmittedGroup, counted
+from .records import RunRecord
 
 TARGET, BASELINE = "structured", "baseline_enhanced"
 REFERENCE = "reference agent"
@@ -117,11 +118,6 @@ def paper_numbers(keys: Sequence[str]) -> dict[str, float]:
     return {f"paper_{k}": float(v) for k, v in zip(table["key"], table["value"])}
 
 
-def reference_setup(setup: ex.Setup) -> ex.Setup:
-    """The same sample and folders, answered by the symbolic reference agent (the upper bound)."""
-    return replace(setup, backend="reference", model=None, base_url=())
-
-
 # -------------------------------------------------------------------------------------- 01 main results
 
 MAIN_CONDITIONS = {"structured": "structured", "baseline": BASELINE, "prose": "twoturn_prose_pc",
@@ -212,9 +208,11 @@ def bin_gains_sentence(gains: pd.DataFrame) -> str:
 
 
 def stress_runs(setup: ex.Setup, families: Sequence[str], graphs: int, per_graph: int, seed: int,
-                conditions: Sequence[str], seeds: Sequence[int]) -> dict[str, dict[tuple[str, int], list]]:
+                conditions: Sequence[str], seeds: Sequence[int]) -> dict[str, dict[tuple[str, int], list[RunRecord]]]:
     """Run grids on each generated larger-graph stress set (every hypothesis of the set, no sampling)."""
-    return {family: ex.run_grid(setup.with_data(ex.stress_csv(family, graphs, per_graph, seed), limit=0),
+    from .generate import stress_csv
+
+    return {family: ex.run_grid(ex.updated(setup, data=str(stress_csv(family, graphs, per_graph, seed)), limit=0),
                                 conditions, seeds) for family in families}
 
 
@@ -269,7 +267,9 @@ def complexity(bin_gains: pd.DataFrame, omitted: Sequence[OmittedGroup], min_pos
 
 def ood_setup(setup: ex.Setup, ood_split: str) -> ex.Setup:
     """The same sample size and settings on an OOD split: a CSV path or a split name (hub or ``generated:``)."""
-    return setup.with_data(ood_split) if str(ood_split).endswith(".csv") else setup.with_split(ood_split)
+    if str(ood_split).endswith(".csv"):
+        return ex.updated(setup, data=str(ood_split))
+    return ex.updated(setup, split=ood_split, data=None)
 
 
 # --------------------------------------------------------------------------------------- 03 ablations
@@ -286,7 +286,7 @@ def scale_table(setup: ex.Setup, scores: pd.DataFrame, models: Sequence[str], co
     """F1 (gold, mean over seeds) per condition and model: the setup's model and each of ``models`` on the
     same backend and sample (the scale interaction of App. D)."""
     frames = [scores.assign(model=setup.model or "default")]
-    frames += [tables.scores_frame(ex.run_grid(replace(setup, model=other), conditions, seeds, instances))
+    frames += [tables.scores_frame(ex.run_grid(ex.updated(setup, model=other), conditions, seeds, instances))
                .assign(model=other) for other in models]
     every = pd.concat(frames)
     return every[every["labels"] == "gold"].pivot_table(index="condition", columns="model", values="F1", sort=False)
@@ -296,7 +296,7 @@ def tool_choice_table(setup: ex.Setup, runs: Mapping, seeds: Sequence[int],
                       instances: Sequence[Instance]) -> pd.DataFrame:
     """Structured Thinking with ``tool_choice="auto"`` (plus the prompt instruction) against the tool forced
     by name (App. A.1): F1 mean and sd over seeds."""
-    forced = replace(setup, decoding=replace(setup.decoding, tool_choice="forced"))
+    forced = ex.updated(setup, decoding={"tool_choice": "forced"})
     both = {("structured (auto)", s): runs[(TARGET, s)] for s in seeds}
     both |= {("structured (forced)", s): ex.run(forced, TARGET, s, instances) for s in seeds}
     return tables.seed_frame(tables.scores_frame(both))
@@ -320,7 +320,7 @@ def ablations(drops: pd.DataFrame, thinking_supported: bool, instances: Sequence
 
 
 def probe_grid(setup: ex.Setup, probes: Sequence[str], seeds: Sequence[int], instances: Sequence[Instance],
-               agent: str) -> tuple[pd.DataFrame, dict[str, list]]:
+               agent: str) -> tuple[pd.DataFrame, dict[str, list[RunRecord]]]:
     """Every probe on Structured Thinking's recorded turn 1, per seed: :func:`probes.probe_table` rows with
     the agent's name and seed, and the probed records of the first seed (for an example)."""
     from .probes import PROBES, probe_table
@@ -342,12 +342,13 @@ def probe_summary(table: pd.DataFrame) -> pd.DataFrame:
     return table.groupby(["agent", "probe"], sort=False)[columns].mean().astype({"n": int})
 
 
-def probe_example(probed: Mapping[str, Sequence]) -> str:
+def probe_example(probed: Mapping[str, Sequence[RunRecord]]) -> str:
     """What the first probe changed on its first instance (the note kept in the record, never shown to the
     model)."""
     name, records = next(iter(probed.items()))
     record = records[0]
-    return f"Example of what a probe changed (`{name}`, {record['id']}): {record['intervention']['note']}"
+    note = record.intervention.note if record.intervention else "nothing"
+    return f"Example of what a probe changed (`{name}`, {record.id}): {note}"
 
 
 def probes_reading(table: pd.DataFrame, agent: str, probes: Sequence[str], instances: Sequence[Instance],
@@ -370,7 +371,7 @@ def probes_reading(table: pd.DataFrame, agent: str, probes: Sequence[str], insta
 # ------------------------------------------------------------------------------------------ 05 audit
 
 
-def audit_runs(runs: Mapping[tuple[str, int], Sequence], instances: Sequence[Instance]) -> pd.DataFrame:
+def audit_runs(runs: Mapping[tuple[str, int], Sequence[RunRecord]], instances: Sequence[Instance]) -> pd.DataFrame:
     """Every emitted object of every run, audited against the oracle's CPDAG of its premise."""
     from . import audit
     from .oracle import analyse_premise

@@ -3,7 +3,8 @@ paper's figures beside them.
 
 A *run grid* maps ``(condition, seed)`` to that run's records, all on the same instances in the same order.
 Every table here is narrow enough for the book's page (at most about eight columns); wide views are split
-into two tables rather than scrolled. Record fields are read only by the small helpers at the top.
+into two tables rather than scrolled. Records are :class:`~cpdagthink.records.RunRecord`; their fields are
+read only by the small helpers at the top.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 import pandas as pd
 
 from .data import PROJECT_ROOT
+from .records import RunRecord
 from .metrics import (
     OmittedGroup,
     Usage,
@@ -27,37 +29,27 @@ from .metrics import (
 
 PAPER_CSV = PROJECT_ROOT / "data" / "paper_reported.csv"
 
-Record = Mapping[str, Any]
-Runs = Mapping[tuple[str, int], Sequence[Record]]
+Runs = Mapping[tuple[str, int], Sequence[RunRecord]]
 
 # ------------------------------------------------------------------------------------------- record access
 
 
-def prediction(record: Record) -> int | None:
-    """The scored answer: 1 YES, 0 NO, None when no answer could be read (scored as NO, counted apart)."""
-    return None if record["unparsed"] else record["prediction"]
-
-
-def cut_off(record: Record) -> bool:
-    """Whether any turn of the instance stopped at its token budget (its answer may be missing for that)."""
-    return any(t.get("finish_reason") == "length" for t in record["turns"])
-
-
-def usage(record: Record) -> Usage:
+def usage(record: RunRecord) -> Usage:
     """Tokens and latency of one instance, summed over its turns."""
-    turns = record["turns"]
-    return Usage(sum(t["prompt_tokens"] for t in turns), sum(t["completion_tokens"] for t in turns),
-                 sum(t["latency_s"] for t in turns))
+    turns = record.turns
+    return Usage(sum(t.prompt_tokens for t in turns), sum(t.completion_tokens for t in turns),
+                 sum(t.latency_s for t in turns))
 
 
-def _columns(records: Sequence[Record], labels: str = "gold") -> tuple[list[int | None], list[int]]:
-    """Predictions and the truth to score them against (``gold`` or ``corrected``, the oracle's labels)."""
-    truth = "gold_label" if labels == "gold" else "oracle_label"
-    return [prediction(r) for r in records], [r[truth] for r in records]
+def _columns(records: Sequence[RunRecord], labels: str = "gold") -> tuple[list[int | None], list[int]]:
+    """Predictions (None: no answer, scored as NO and counted apart) and the truth to score them against
+    (``gold`` or ``corrected``, the oracle's labels)."""
+    truth = [r.gold_label if labels == "gold" else r.oracle_label for r in records]
+    return [r.prediction for r in records], truth
 
 
-def _variables(records: Sequence[Record]) -> list[int]:
-    return [r["num_variables"] for r in records]
+def _variables(records: Sequence[RunRecord]) -> list[int]:
+    return [r.num_variables for r in records]
 
 
 # ------------------------------------------------------------------------------------------------- scores
@@ -70,7 +62,7 @@ def scores_frame(runs: Runs) -> pd.DataFrame:
     for (condition, seed), records in runs.items():
         pred, gold = _columns(records, "gold")
         _, corrected = _columns(records, "corrected")
-        truncated = sum(cut_off(r) for r in records)
+        truncated = sum(r.cut_off for r in records)
         for labels, s in scores_against(pred, gold, corrected).items():
             rows.append({"condition": condition, "seed": seed, "labels": labels, "n": s.n,
                          "F1": 100 * s.f1, "precision": 100 * s.precision, "recall": 100 * s.recall,
@@ -102,8 +94,6 @@ def seed_frame(scores: pd.DataFrame, labels: str = "gold") -> pd.DataFrame:
 
 # ------------------------------------------------------------------------------------------ paired gains
 
-PAIRED_COLUMNS = ["comparison", "other", "seed", "n", "F1 other", "F1 target", "gain (pp)", "CI low", "CI high",
-                  "McNemar p", "FN other", "FN target", "FP other", "FP target"]
 
 
 def paired_frame(runs: Runs, target: str, others: Iterable[str], labels: str = "gold",
@@ -112,6 +102,8 @@ def paired_frame(runs: Runs, target: str, others: Iterable[str], labels: str = "
     F1 of both, the gain (target minus other) with its own bootstrap 95% CI and exact McNemar p, and the
     false-negative / false-positive shifts (Table 5). The bootstrap of seed ``s`` is seeded with ``s``."""
     others = list(others)
+    columns = ["comparison", "seed", "n", "F1 other", f"F1 {target}", "gain (pp)", "CI low", "CI high",
+               "McNemar p", "FN other", f"FN {target}", "FP other", f"FP {target}"]
     rows = []
     for (condition, seed), records in runs.items():
         if condition not in others or (target, seed) not in runs:
@@ -119,35 +111,41 @@ def paired_frame(runs: Runs, target: str, others: Iterable[str], labels: str = "
         pred_a, truth = _columns(records, labels)
         pred_b, _ = _columns(runs[(target, seed)], labels)
         c = paired_comparison(pred_a, pred_b, truth, n_resamples=n_resamples, seed=seed)
-        rows.append({"comparison": f"{target} vs {condition}", "other": condition, "seed": seed, "n": c.n, "F1 other": 100 * c.f1_a,
-                     "F1 target": 100 * c.f1_b, "gain (pp)": 100 * c.delta, "CI low": 100 * c.ci_low,
+        rows.append({"comparison": f"{target} vs {condition}", "seed": seed, "n": c.n, "F1 other": 100 * c.f1_a,
+                     f"F1 {target}": 100 * c.f1_b, "gain (pp)": 100 * c.delta, "CI low": 100 * c.ci_low,
                      "CI high": 100 * c.ci_high, "McNemar p": c.mcnemar_p, "FN other": c.fn_a,
-                     "FN target": c.fn_b, "FP other": c.fp_a, "FP target": c.fp_b})
-    return pd.DataFrame(rows, columns=PAIRED_COLUMNS)
+                     f"FN {target}": c.fn_b, "FP other": c.fp_a, f"FP {target}": c.fp_b})
+    return pd.DataFrame(rows, columns=columns)
+
+
+def _by_other(paired: pd.DataFrame) -> pd.DataFrame:
+    """Rows named by the other condition of each comparison and the seed (short enough for the page)."""
+    other = paired["comparison"].str.split(" vs ", n=1).str[1]
+    return paired.assign(other=other).set_index(["other", "seed"])
 
 
 def gain_table(paired: pd.DataFrame) -> pd.DataFrame:
     """The per-seed gains of :func:`paired_frame` (F1, gain, CI, McNemar p), without the error shifts;
     rows are named by the other condition and the seed."""
-    return paired.set_index(["other", "seed"])[["n", "F1 other", "F1 target", "gain (pp)", "CI low",
-                                                     "CI high", "McNemar p"]]
+    return _by_other(paired)[[c for c in paired.columns if c not in ("comparison", "seed")
+                              and not c.startswith(("FN", "FP"))]]
 
 
 def error_shift_table(paired: pd.DataFrame) -> pd.DataFrame:
     """The per-seed false-negative and false-positive counts of :func:`paired_frame` (paper Table 5)."""
-    return paired.set_index(["other", "seed"])[["n", "FN other", "FN target", "FP other", "FP target"]]
+    return _by_other(paired)[["n"] + [c for c in paired.columns if c.startswith(("FN", "FP"))]]
 
 
 def gain_seed_frame(paired: pd.DataFrame) -> pd.DataFrame:
     """Across seeds, per comparison: mean and sd of the gain (never of the CI bounds or the p-values), and
     on how many seeds the seed's own interval excludes zero."""
     rows = []
-    for (comparison, other), group in paired.groupby(["comparison", "other"], sort=False):
+    for comparison, group in paired.groupby("comparison", sort=False):
         gain = seed_summary(list(group["gain (pp)"]))
         excludes = int(((group["CI low"] > 0) | (group["CI high"] < 0)).sum())
-        rows.append({"comparison": comparison, "other": other, "seeds": gain.n, "gain mean": gain.mean, "gain sd": gain.std,
+        rows.append({"comparison": comparison, "seeds": gain.n, "gain mean": gain.mean, "gain sd": gain.std,
                      "CI excludes 0": f"{excludes} of {gain.n}"})
-    return pd.DataFrame(rows, columns=["comparison", "other", "seeds", "gain mean", "gain sd", "CI excludes 0"])
+    return pd.DataFrame(rows, columns=["comparison", "seeds", "gain mean", "gain sd", "CI excludes 0"])
 
 
 # ------------------------------------------------------------------------------------ number of variables
