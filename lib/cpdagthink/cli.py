@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -11,8 +12,7 @@ from typing import Callable
 
 from typing import Any
 
-from .config import OUTPUTS_ENV, outputs_root
-from .data import Instance, load_split, read_csv
+from .data import ENV_CSV, ENV_OUTPUTS, OUTPUTS_ROOT, Instance, load_split, read_csv
 from .errors import CpdagthinkError
 
 
@@ -21,6 +21,13 @@ def _instances(args: argparse.Namespace) -> list[Instance]:
     if getattr(args, "data", None):
         return read_csv(args.data)
     return load_split(args.split)
+
+
+def _refuse_overwriting_input(args: argparse.Namespace) -> None:
+    """``--out`` must not be the CSV being read: writing it would destroy the input."""
+    inputs = [getattr(args, "data", None) or (os.environ.get(ENV_CSV) if args.split == "test" else None)]
+    if any(i and Path(i).resolve() == Path(args.out).resolve() for i in inputs):
+        raise ValueError(f"--out {args.out} is the input CSV; writing it would destroy the data: choose another path")
 
 
 def _write_jsonl(records: list[dict], out: str) -> None:
@@ -35,6 +42,7 @@ def cmd_oracle(args: argparse.Namespace) -> int:
     from .metrics import binary_scores
     from .oracle import label_text
 
+    _refuse_overwriting_input(args)
     instances = _instances(args)
     records = []
     for index, instance in enumerate(instances):
@@ -75,6 +83,7 @@ def cmd_reference(args: argparse.Namespace) -> int:
     from .oracle import UnfaithfulFactsError, analyse_premise
     from .schema import CausalAnalysis
 
+    _refuse_overwriting_input(args)
     records = []
     for index, instance in enumerate(_instances(args)):
         try:
@@ -155,7 +164,7 @@ def cmd_book(args: argparse.Namespace) -> int:
                  and v not in (None, [], "")}
     if args.sample_variables:
         overrides["sample_variables"] = None if "all" in args.sample_variables else args.sample_variables
-    _parameters(argparse.Namespace(**overrides))  # every value is checked before any notebook starts
+    _parameters(argparse.Namespace(**overrides)).to_config()  # every value is checked before any notebook starts
     index = build(overrides, only=args.only)
     print(f"book: {index}")
     return 0
@@ -243,10 +252,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="switch the model's thinking off")
     run.add_argument("--chunk-size", type=int, help="instances per batched backend call (default: the backend's)")
     run.add_argument("--cache", dest="cache_dir",
-                     help=f"content-addressed cache of model calls (default {outputs_root() / 'cache'}, "
-                          f"or ${OUTPUTS_ENV}/cache)")
-    run.add_argument("--out", help=f"run folder (default: a folder named by the configuration under "
-                                   f"{outputs_root() / 'runs'}; with several seeds, one subfolder each)")
+                     help=f"content-addressed cache of model calls (default: {OUTPUTS_ROOT / 'cache'}, "
+                          f"or ${ENV_OUTPUTS}/cache)")
+    run.add_argument("--out", help=f"run folder (default: {OUTPUTS_ROOT / 'runs'}/<a name made from the "
+                                   f"configuration>, ${ENV_OUTPUTS} moves it; with several seeds, one subfolder each)")
     book = parsers["book"]
     _model_options(book, budgets="notebook defaults 512 and 128, sized for the CPU model; raise them for thinking models")
     book.add_argument("--limit", type=int, help="sample size (0: the whole split)")
