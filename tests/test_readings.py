@@ -11,7 +11,7 @@ from cpdagthink import readings, tables
 from cpdagthink.data import Instance
 from cpdagthink.metrics import OmittedGroup
 
-from test_tables import BASE, GOLD, TARGET, VARS, record
+from test_tables import GOLD, two_seed_grid
 
 
 def instances(labels):
@@ -21,11 +21,7 @@ def instances(labels):
 
 @pytest.fixture()
 def grid():
-    runs = {}
-    for seed in (0, 1):
-        runs[("baseline_enhanced", seed)] = [record(i, g, p, v) for i, (g, p, v) in enumerate(zip(GOLD, BASE[seed], VARS))]
-        runs[("structured", seed)] = [record(i, g, p, v) for i, (g, p, v) in enumerate(zip(GOLD, TARGET[seed], VARS))]
-    return runs
+    return two_seed_grid()
 
 
 def paired_rows(*rows):

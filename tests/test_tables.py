@@ -29,13 +29,18 @@ BASE = {0: [0, 1, 0, 1, 0, 1, 0, 0, 0, 0], 1: [1, 1, 0, 0, 0, 0, 1, 0, 0, 0]}
 TARGET = {0: [1, 1, 1, 1, 0, 0, 0, 0, 1, 0], 1: [1, 1, 1, None, 0, 0, 0, 1, 1, 0]}
 
 
-@pytest.fixture()
-def runs():
+def two_seed_grid() -> dict[tuple[str, int], list[RunRecord]]:
+    """Baseline and structured runs on the same ten records, two seeds (used by the readings' tests too)."""
     grid = {}
     for seed in (0, 1):
         grid[("baseline_enhanced", seed)] = [record(i, g, p, v) for i, (g, p, v) in enumerate(zip(GOLD, BASE[seed], VARS))]
         grid[("structured", seed)] = [record(i, g, p, v) for i, (g, p, v) in enumerate(zip(GOLD, TARGET[seed], VARS))]
     return grid
+
+
+@pytest.fixture()
+def runs():
+    return two_seed_grid()
 
 
 def test_paired_frame_has_each_seeds_own_interval_and_p(runs):
