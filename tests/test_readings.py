@@ -69,6 +69,7 @@ def test_single_seed_reading_says_there_is_no_spread(grid):
     reading = readings.main_results(tables.scores_frame(one), tables.paired_frame(one, "structured",
                                     ["baseline_enhanced"], n_resamples=100), instances(GOLD), [0])
     assert reading.phrases["seed_spread"] == "a single seed, so no spread across seeds"
+    assert reading.tables["summary_table"]["sd"].isna().all()  # a dash on the page, not a spread of 0
     assert reading.phrases["seed_count"] == "1 seed"
 
 
@@ -101,6 +102,7 @@ def test_complexity_reading_quotes_bin_gains_and_ood(grid):
     reading = readings.complexity(gains, omitted, 2, instances(GOLD), [0, 1], ood, "generated:paraphrase", stress)
     assert "n = 5 (1 gold positive in 5 instances)" in reading.phrases["omission"]
     assert reading.phrases["bin_gains"].startswith("n = 3, seed 0:")
+    assert readings.bin_gains_sentence(gains.iloc[:0]) == "none, as no bin has enough positives"
     assert reading.phrases["ood"].startswith("On `generated:paraphrase`, Structured Thinking against BaselineEnhanced")
     assert reading.phrases["stress"].startswith("No stress set was run")
     assert reading.numbers["paper_split_size_ood"] == 2246 and reading.numbers["paper_asia8_9b_n"] == 40

@@ -130,7 +130,8 @@ def main_summary_table(seeds_f1: pd.DataFrame) -> pd.DataFrame:
     paper = tables.paper(["main_f1_baseline", "main_f1_structured", "prose_f1", "baseline_qwen36",
                           "singleturn_qwen36"])
     ours = seeds_f1.set_index("condition")
-    frame = pd.DataFrame({"this run F1": ours["F1 mean"], "sd": ours["F1 sd"]})
+    # One seed has no spread: its sd shows as a dash, not as 0.
+    frame = pd.DataFrame({"this run F1": ours["F1 mean"], "sd": ours["F1 sd"].where(ours["seeds"] > 1)})
     for model, part in paper.groupby("model", sort=False):
         frame = frame.join(part.set_index("condition")["value"].rename(f"paper {model}"), how="outer")
     order = [BASELINE, TARGET, "twoturn_prose_pc", "singleturn_structured", REFERENCE]
@@ -202,7 +203,7 @@ def omission_sentence(omitted: Sequence[OmittedGroup], scored: Sequence[int], mi
 
 def bin_gains_sentence(gains: pd.DataFrame) -> str:
     if gains.empty:
-        return "No bin could be compared."
+        return "none, as no bin has enough positives"
     return "; ".join(f"n = {int(r['variables'])}, seed {int(r['seed'])}: {_gain_clause(r)}"
                      for _, r in gains.iterrows())
 
