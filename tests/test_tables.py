@@ -112,7 +112,7 @@ def test_paper_rows_in_order_and_missing_keys_refused():
     with pytest.raises(KeyError, match="no_such_key"):
         tables.paper(["no_such_key"])
     assert tables.paper_view(["main_mcnemar_p"]).loc["main_mcnemar_p", "value"] == "2.4e-06"
-    assert tables.paper_value("split_size_ood") == 2246
+    assert tables.paper(["split_size_ood"])["value"].item() == 2246
 
 
 def test_paper_csv_holds_the_papers_comparators():

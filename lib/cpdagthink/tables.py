@@ -243,11 +243,6 @@ def paper(keys: Iterable[str] | None = None, section: str | None = None) -> pd.D
     return table.assign(source="paper").reset_index(drop=True)
 
 
-def paper_value(key: str) -> float:
-    """One paper-reported figure as a float."""
-    return float(paper([key])["value"].item())
-
-
 def markdown_table(frame: pd.DataFrame, digits: int = 2) -> str:
     """A frame as a MyST/commonmark pipe table (index first, missing values as a dash), for pasting into a
     page's prose where it takes the book's own table style."""
