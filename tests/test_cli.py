@@ -138,3 +138,41 @@ def test_run_reports_n_of_m_and_fails_when_instances_are_missing(test_csv, tmp_p
     (tmp_path / "file").write_text("x")
     clash = run(*args[:-4], "--out", str(tmp_path / "file"), "--cache", str(tmp_path / "cache"))
     assert clash.returncode == 2 and "is a file" in clash.stderr and "Traceback" not in clash.stderr
+
+
+def test_prompt_command_prints_turns_and_a_probed_turn2_carries_no_trace_of_the_probe(test_csv, tmp_path, monkeypatch):
+    monkeypatch.setenv("CPDAGTHINK_OUTPUTS", str(tmp_path))  # turn 1 goes through a call cache of its own
+
+    def prompt(*extra: str) -> dict:
+        result = run("prompt", "--condition", "structured", "--backend", "reference", "--data", str(test_csv),
+                     "--row", "300", *extra)
+        assert result.returncode == 0, result.stderr
+        return json.loads(result.stdout)
+
+    first = prompt("--turn", "1")
+    assert [m["role"] for m in first["messages"]] == ["system", "user"]
+    assert first["tools"][0]["function"]["name"] == "record_causal_analysis" and first["tool_choice"] == "auto"
+    plain = prompt("--turn", "2")
+    probed = prompt("--turn", "2", "--probe", "scramble_full", "--seed", "1")
+    assert [m["role"] for m in plain["messages"]] == ["system", "user", "assistant", "tool"]
+    assert plain["tool_choice"] == probed["tool_choice"] == "none" and "probe" not in plain
+    assert probed["messages"][:2] == plain["messages"][:2]
+    shown = probed["messages"][2]["tool_calls"][0]["function"]["arguments"]
+    assert shown != plain["messages"][2]["tool_calls"][0]["function"]["arguments"]
+    assert shown in probed["messages"][3]["content"]
+    note = probed["probe"]["note"]
+    assert note.startswith("scramble_full") and note not in json.dumps(probed["messages"])
+    assert "scramble" not in json.dumps(probed["messages"])
+    assert probed == prompt("--turn", "2", "--probe", "scramble_full", "--seed", "1")  # the runner's seeded draw
+    assert probed["messages"] != prompt("--turn", "2", "--probe", "scramble_full", "--seed", "2")["messages"]
+    assert any((tmp_path / "cache").rglob("*.json"))
+
+
+def test_prompt_command_refuses_what_does_not_exist(test_csv, tmp_path, monkeypatch):
+    monkeypatch.setenv("CPDAGTHINK_OUTPUTS", str(tmp_path))
+    for extra, message in ((("--condition", "baseline_enhanced", "--turn", "2"), "no turn 2"),
+                           (("--condition", "structured", "--probe", "magic", "--turn", "2"), "unknown probe"),
+                           (("--condition", "structured", "--row", "5000"), "outside the data's rows")):
+        args = ("prompt", "--data", str(test_csv), "--row", "0", *extra)
+        result = run(*args)
+        assert result.returncode == 2 and message in result.stderr, result.stderr

@@ -149,6 +149,26 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_prompt(args: argparse.Namespace) -> int:
+    from .backends import make_backend
+    from .conditions import get_condition
+    from .inspection import inspect_request
+
+    # The same parameters as `run`, so the printed request is the one a run with these flags sends.
+    config = _parameters(args, seeds=[args.seed], backend=args.backend or "reference").to_config()
+    instances = config.all_instances()
+    if not 0 <= args.row < len(instances):
+        raise ValueError(f"--row {args.row} is outside the data's rows 0..{len(instances) - 1}")
+    backend = make_backend(config.backend, **config.backend_arguments())
+    try:
+        inspected = inspect_request(get_condition(config.condition), backend, instances[args.row], args.turn,
+                                    decoding=config.decoding, probe=config.probe, cache_dir=config.cache_dir)
+    finally:
+        backend.close()
+    print(json.dumps(inspected.to_json(), indent=2, ensure_ascii=False))
+    return 0
+
+
 def _variable_count(text: str) -> int | str:
     if text == "all":
         return text
@@ -224,6 +244,7 @@ def build_parser() -> argparse.ArgumentParser:
         "run": (cmd_run, "run a condition over instances with a backend (resumable, cached)"),
         "book": (cmd_book, "execute every notebook with papermill and build the Jupyter Book"),
         "schema": (cmd_schema, "print the CausalAnalysis JSON schema or its decoding regex"),
+        "prompt": (cmd_prompt, "print one turn's request (messages, tools, tool choice) as JSON, probed or not"),
     }
     parsers = {}
     for name, (handler, help_text) in commands.items():
@@ -268,6 +289,18 @@ def build_parser() -> argparse.ArgumentParser:
     schema = parsers["schema"]
     schema.add_argument("--variables", required=True, help="comma-separated names, e.g. A,B,C")
     schema.add_argument("--regex", action="store_true", help="print the constrained-decoding regex instead")
+    prompt = parsers["prompt"]
+    _data_options(prompt)
+    prompt.add_argument("--condition", required=True, help="structured, baseline_enhanced, twoturn_prose_pc, ...")
+    prompt.add_argument("--row", type=int, required=True, help="0-based row of the data")
+    prompt.add_argument("--turn", type=int, choices=[1, 2], default=1,
+                        help="2: turn 1 is answered first (from the call cache when a run made it)")
+    prompt.add_argument("--probe", help="a turn-2 probe of a tool condition (scramble_full, drop_premise, ...)")
+    prompt.add_argument("--seed", type=int, default=0, help="the run's decoding seed (it also seeds the probe)")
+    _model_options(prompt)  # --backend defaults to reference here
+    prompt.add_argument("--no-thinking", action="store_false", dest="thinking", default=None)
+    prompt.add_argument("--cache", dest="cache_dir", help="the call cache turn 1 is read from and written to "
+                        f"(default: {OUTPUTS_ROOT / 'cache'}, or ${ENV_OUTPUTS}/cache)")
     return parser
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 import platform
-import random
 import subprocess
 import time
 from dataclasses import dataclass, replace
@@ -33,6 +32,7 @@ from .conditions import (
     Turn2Input,
     describe,
     first_request,
+    intervene,
     parse_answer,
     read_emitted,
     second_request,
@@ -299,10 +299,7 @@ class _Session:
         return [made[i.id] if i.id in made else self._problem(i, problems[i.id]) for i in chunk]
 
     def _intervene(self, instance: Instance, emitted: Emitted | None) -> Turn2Input | None:
-        if self.intervention is None:
-            return None
-        rng = random.Random(f"{self.decoding.seed}:{instance.id}")  # per instance: resuming never shifts draws
-        return self.intervention(instance, emitted.analysis if emitted else None, rng)
+        return intervene(self.intervention, instance, emitted.analysis if emitted else None, self.decoding.seed)
 
     def _base(self, instance: Instance) -> dict[str, Any]:
         return {"id": instance.id, "content_sha256": instance.content_sha256, "condition": self.condition.name,
