@@ -11,7 +11,7 @@ Rules (the error JSON and wording are the API's own, as its users report them ve
 Answers come from the reference backend (the exact oracle), so a pipeline run through this server is
 checked end to end: turn 1 with tools answers with a real ``record_causal_analysis`` tool call, other turns
 with text. ``usage.completion_tokens_details.reasoning_tokens`` counts simulated reasoning that depends on
-the effort (``minimal`` reasons least). ``latency_s`` delays every answer (for throughput benchmarks).
+the effort (``minimal`` reasons least). ``latency_s`` is the time every answer takes, its computation included (for throughput benchmarks).
 """
 
 from __future__ import annotations
@@ -90,6 +90,7 @@ class ReasoningAPIServer:
         self._thread.start()
 
     def answer(self, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        received = time.perf_counter()
         with self._lock:
             self.requests.append(body)
         if not path.endswith("/chat/completions"):
@@ -99,8 +100,6 @@ class ReasoningAPIServer:
             with self._lock:
                 self.rejected += 1
             return 400, error
-        if self.latency_s:
-            time.sleep(self.latency_s)
         request = Request(messages=tuple(body["messages"]), tools=tuple(body.get("tools") or ()),
                           tool_choice=None if body.get("tool_choice") == "none" else "auto")
         completion = self._reference.complete(request)
@@ -117,6 +116,7 @@ class ReasoningAPIServer:
             message, finish, visible = {"role": "assistant", "content": ""}, "length", max(0, budget - reasoning)
             reasoning = min(reasoning, budget)
         prompt = _tokens(json.dumps(body["messages"]))
+        time.sleep(max(0.0, received + self.latency_s - time.perf_counter()))  # a fixed latency per call
         return 200, {
             "id": f"chatcmpl-{len(self.requests)}", "object": "chat.completion", "created": int(time.time()),
             "model": f"{body['model']}-2025-08-07", "system_fingerprint": None,
