@@ -9,7 +9,7 @@ import networkx as nx
 import pandas as pd
 import pytest
 
-from analyses import make
+from analyses import make, run_record
 from cpdagthink.audit import (
     QUALITIES,
     accuracy_by_quality,
@@ -71,11 +71,8 @@ def test_partial_credit_and_orientation():
 
 
 def record(rid, analysis, prediction, gold, oracle, condition="structured"):
-    parsed = analysis.model_dump(mode="json") if analysis is not None else None
-    return {"id": rid, "condition": condition, "num_variables": 4, "template": "parent",
-            "turns": [{"parsed": parsed, "parse_error": None if parsed else "no tool call"}, {}],
-            "answer": "YES" if prediction else "NO", "unparsed": False, "prediction": prediction,
-            "gold_label": gold, "oracle_label": oracle}
+    return run_record(rid, answer="YES" if prediction else "NO", emitted=analysis, tool_flow=True,
+                      gold_label=gold, oracle_label=oracle, condition=condition)
 
 
 RECORDS = [
@@ -127,8 +124,7 @@ def test_accuracy_by_quality(audited):
 
 def test_empty_and_non_tool_records():
     assert audit_records([], lambda rid: REFERENCE).empty
-    one_turn = {"id": "x", "condition": "baseline", "turns": [{"text": "NO"}], "prediction": 0, "gold_label": 0,
-                "oracle_label": 0}
+    one_turn = run_record("x", answer="NO", condition="baseline_enhanced", tool_flow=False)
     df = audit_records([one_turn], lambda rid: REFERENCE)
     assert list(df["graph_quality"]) == ["unparsed"]
     assert accuracy_by_quality(df).loc["exact", "n"] == 0
@@ -156,8 +152,7 @@ def test_shortcut_table_on_constructed_records():
     chain = independence_facts(nx.DiGraph([("A", "B"), ("B", "C")]), ("A", "B", "C"))
     rows = [instance(chain, "C directly causes A.", 0, "t-0"), instance(chain, "B directly causes A.", 0, "t-1"),
             instance(chain, "A directly causes B.", 0, "t-2")]
-    records = {"m": [{"id": "t-0", "prediction": 0, "oracle_label": 0}, {"id": "t-1", "prediction": 1, "oracle_label": 0},
-                     {"id": "t-2", "prediction": 1, "oracle_label": 0}]}
+    records = {"m": [run_record("t-0", answer="NO"), run_record("t-1", answer="YES"), run_record("t-2", answer="YES")]}
     table = shortcut_table(records, rows)
     assert table.loc["m", "n_later_causes_earlier"] == 2
     assert table.loc["m", "prediction_no_rate"] == 0.5 and table.loc["m", "no_rate_other_causal"] == 0.0
@@ -185,7 +180,7 @@ def test_every_later_causes_earlier_row_is_labelled_zero(real):
     assert len(later) > 100
     assert all(i.label == 0 for i in later)
     assert all(label_text(i.text).label == 0 for i in later)
-    records = {name: [{"id": i.id, "prediction": p, "oracle_label": label_text(i.text).label} for i in real]
+    records = {name: [run_record(i.id, answer="YES" if p else "NO", oracle_label=label_text(i.text).label) for i in real]
                for name, p in (("always_no", 0), ("always_yes", 1))}
     table = shortcut_table(records, real)
     assert (table["n_later_causes_earlier"] == len(later)).all() and table["gold_all_zero"].all()

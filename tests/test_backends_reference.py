@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from cpdagthink.backends.reference import ReferenceBackend, graph_answer
+from cpdagthink.backends.reference import ReferenceBackend
+from cpdagthink.backends.base import Request
 from cpdagthink.conditions import CONDITIONS, Decoding, Turn2Input, first_request, parse_answer, second_request
 from cpdagthink.data import read_csv
 from cpdagthink.oracle import label_text
@@ -30,8 +31,12 @@ def test_answers_follow_the_graph_it_is_shown(test_csv):
     assert parse_answer(turn2.text) == "NO"
 
 
-def test_a_graph_no_dag_extends_answers_no():
+def test_turn_two_reports_the_verdict_of_the_graph_it_is_shown():
+    agent = ReferenceBackend()
     cyclic = CausalAnalysis(variables=["A", "B", "C"], skeleton=[("A", "B"), ("B", "C"), ("A", "C")], separating_sets=[],
                             v_structures=[], directed_edges=[("A", "B"), ("B", "C"), ("C", "A")], undirected_edges=[])
-    verdict, how = graph_answer(cyclic, "A directly causes B.")
-    assert verdict is False and "unusable" in how
+    request = Request(messages=({"role": "user", "content": "Hypothesis: A directly causes B."},
+                                {"role": "tool", "content": cyclic.model_dump_json()}))
+    verdict = cyclic.answer("A directly causes B.")
+    assert agent.complete(request).text == f"{verdict.detail}.\nAnswer: NO"
+    assert verdict.detail.startswith("graph unusable:")

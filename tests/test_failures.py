@@ -1,91 +1,12 @@
-"""Error localisation: every failure kind on hand-built records in the runner's format, the tables, the drawing."""
+"""Error localisation: every failure kind on hand-built records in the runner's format, and the counts table."""
 
 from __future__ import annotations
 
-import json
+import pytest
 
-import matplotlib
-
-matplotlib.use("Agg")
-
-import networkx as nx  # noqa: E402
-import pandas as pd  # noqa: E402
-import pytest  # noqa: E402
-from matplotlib.colors import to_rgba  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.patches import FancyArrowPatch  # noqa: E402
-
-from cpdagthink.dag import independence_facts  # noqa: E402
-from cpdagthink.data import Instance  # noqa: E402
-from cpdagthink.failures import (  # noqa: E402
-    GALLERY_COLUMNS,
-    FailureKind,
-    classify,
-    diagnose,
-    draw_pair,
-    failure_counts,
-    gallery_rows,
-)
-from cpdagthink.oracle import analyse_premise, label_text  # noqa: E402
-from cpdagthink.premise import verbalise_premise  # noqa: E402
-from cpdagthink.schema import CausalAnalysis  # noqa: E402
-
-_ABSENT = object()
-
-
-def instance(edges, hypothesis: str, variables: str, id_: str, label: int | None = None) -> Instance:
-    dag = nx.DiGraph()
-    dag.add_nodes_from(variables)
-    dag.add_edges_from(edges)
-    premise = verbalise_premise(independence_facts(dag, tuple(variables)))
-    oracle = label_text(f"{premise}\nHypothesis: {hypothesis}").label
-    return Instance(id=id_, premise=premise, hypothesis=hypothesis, num_variables=len(variables), template="parent",
-                    label=oracle if label is None else label, split="t", source="constructed")
-
-
-def reference(inst: Instance) -> dict:
-    return CausalAnalysis.from_cpdag(analyse_premise(inst.premise).cpdag).model_dump(mode="json")
-
-
-def record(inst: Instance, answer: str | None, *, parsed=_ABSENT, shown=_ABSENT, condition: str | None = None) -> dict:
-    """A record as the runner writes it: tool runs have ``parsed`` in turn 1 and two turns."""
-    tool = parsed is not _ABSENT
-    text = "I thought about it." + (f"\nAnswer: {answer}" if answer else "")
-    turns = [{"text": "", "reasoning": "turn-1 thinking", "tool_calls": []}]
-    if tool:
-        turns[0].update(parsed=parsed, parse_error=None if parsed is not None else "no tool call")
-        turns.append({"text": text, "reasoning": "turn-2 thinking", "tool_calls": []})
-    else:
-        turns[0].update(text=text)
-    return {
-        "id": inst.id,
-        "condition": condition or ("structured" if tool else "baseline_enhanced"),
-        "split": inst.split,
-        "num_variables": inst.num_variables,
-        "template": inst.template,
-        "turns": turns,
-        "intervention": None if shown is _ABSENT else {"note": "probe", "include_premise": True, "analysis": shown},
-        "answer": answer,
-        "unparsed": answer is None,
-        "prediction": int(answer == "YES"),
-        "gold_label": inst.label,
-        "oracle_label": label_text(inst.text).label,
-    }
-
-
-# A -> C <- B: one member, every edge directed; "A directly causes C" holds (label 1).
-COLLIDER = instance([("A", "C"), ("B", "C")], "A directly causes C.", "ABC", "collider")
-# A - B - C: three members; "A directly causes B" holds in one of them (label 0).
-CHAIN = instance([("A", "B"), ("B", "C")], "A directly causes B.", "ABC", "chain")
-# D - A -> B <- C: two members (D - A undirected); "A directly causes B" holds in both (label 1).
-TAIL = instance([("D", "A"), ("A", "B"), ("C", "B")], "A directly causes B.", "ABCD", "tail")
-INSTANCES = [COLLIDER, CHAIN, TAIL]
-
-
-def reversed_graph(inst: Instance) -> dict:
-    graph = reference(inst)
-    graph["directed_edges"] = [[b, a] for a, b in graph["directed_edges"]]
-    return graph
+from cpdagthink.failures import FailureKind, classify, diagnose, failure_counts
+from cpdagthink.oracle import analyse_premise
+from failure_cases import CHAIN, COLLIDER, INSTANCES, TAIL, instance, mixed_runs, record, reference, reversed_graph
 
 
 def test_constructed_instances_are_what_the_comments_say():
@@ -106,7 +27,7 @@ def test_every_kind_on_a_constructed_case():
     assert set(cases) == set(FailureKind)
     found = {i.id: i for i in INSTANCES}
     for kind, rec in cases.items():
-        assert classify(rec, found[rec["id"]]) is kind, kind
+        assert classify(rec, found[rec.id]) is kind, kind
 
 
 def test_correct_answers_are_none_against_the_corrected_label():
@@ -147,74 +68,22 @@ def test_precedence_and_the_shown_object():
     assert classify(record(COLLIDER, "NO", parsed={"variables": ["A"]}), COLLIDER) is FailureKind.NO_GRAPH
     details = diagnose(record(CHAIN, "YES", parsed=reference(CHAIN)), CHAIN)
     assert (details.members, details.members_holding, details.graph_verdict) == (3, 1, 0)
+    assert details.graph_detail == "checked 3 completion(s)"  # every DAG of A - B - C
 
 
-def test_failure_counts_and_gallery_rows():
-    runs = {
-        "structured": [record(COLLIDER, "NO", parsed=reversed_graph(COLLIDER)), record(CHAIN, "NO", parsed=reference(CHAIN)),
-                       record(TAIL, "NO", parsed=reference(TAIL))],
-        "baseline_enhanced": [record(COLLIDER, "NO"), record(CHAIN, "YES"), record(TAIL, "YES")],
-    }
+def test_failure_counts_by_run_name_or_by_condition():
+    runs = mixed_runs()
     counts = failure_counts(runs, INSTANCES)
     assert counts.loc["structured", ["n", "correct", "errors"]].tolist() == [3, 1, 2]
     assert counts.loc["structured", "wrong_graph"] == 1 and counts.loc["structured", "mec_ambiguity"] == 1
     assert counts.loc["baseline_enhanced", "one_turn_other"] == 1
     assert counts.loc["baseline_enhanced", "one_turn_mec_ambiguity"] == 1
+    assert list(counts.columns) == ["n", "correct", "errors", *(k.value for k in FailureKind)]
     flat = failure_counts([r for run in runs.values() for r in run], {i.id: i for i in INSTANCES})
     assert flat.equals(counts)
-
-    rows = gallery_rows(runs, INSTANCES)
-    assert list(rows.columns) == GALLERY_COLUMNS and len(rows) == 4
-    first = rows.iloc[0]
-    assert (first["id"], first["kind"], first["oracle"], first["answer"]) == ("collider", "wrong_graph", 1, "NO")
-    assert json.loads(first["emitted_analysis"])["directed_edges"] == [["C", "A"], ["C", "B"]]
-    assert json.loads(first["reference_analysis"]) == reference(COLLIDER)
-    assert first["reasoning"] == "turn-2 thinking" and first["answer_text"].endswith("Answer: NO")
-    assert pd.isna(rows.iloc[-1]["emitted_analysis"]) and rows.iloc[-1]["condition"] == "baseline_enhanced"
-
-
-# ----------------------------------------------------------------------------------------------- drawing
-
-
-def arrows(ax) -> list[FancyArrowPatch]:
-    return [p for p in ax.patches if isinstance(p, FancyArrowPatch)]
-
-
-def test_draw_pair_draws_every_edge_and_highlights_the_differences():
-    ref = CausalAnalysis.model_validate(reference(TAIL))  # A -> B, C -> B, A - D
-    emitted = ref.model_copy(update={"directed_edges": [("A", "B"), ("B", "C")], "undirected_edges": [("A", "D"), ("C", "D")]})
-    figure = Figure()
-    left, right = figure.subplots(1, 2)
-    assert draw_pair(emitted, ref, left, right) is figure
-    red = to_rgba("tab:red")
-    assert len(arrows(left)) == 4 and len(arrows(right)) == 3
-    assert sum(p.get_edgecolor() == red for p in arrows(left)) == 2  # B -> C, C - D
-    assert sum(p.get_edgecolor() == red for p in arrows(right)) == 1  # C -> B
-    assert left.get_title() == "emitted" and right.get_title() == "reference"
-    # Same layout: every node label sits at the same place on both axes.
-    where = [{t.get_text(): t.get_position() for t in ax.texts} for ax in (left, right)]
-    assert where[0] == where[1] and set(where[0]) == {"A", "B", "C", "D"}
-
-
-def test_draw_pair_without_an_emitted_graph():
-    ref = CausalAnalysis.model_validate(reference(CHAIN))
-    figure = Figure()
-    left, right = figure.subplots(1, 2)
-    draw_pair(None, ref, left, right)
-    assert len(arrows(left)) == 0 and len(arrows(right)) == 2 and left.get_title() == "emitted: none"
-    assert all(p.get_edgecolor() == to_rgba("tab:red") for p in arrows(right))
 
 
 @pytest.mark.parametrize("inst", INSTANCES, ids=lambda i: i.id)
 def test_reference_answers_are_never_errors(inst):
     answer = "YES" if inst.label else "NO"
     assert classify(record(inst, answer, parsed=reference(inst)), inst) is None
-
-
-def test_filterable_html_escapes_and_filters_by_text():
-    import pandas as pd
-
-    from cpdagthink.failures import filterable_html
-
-    page = filterable_html(pd.DataFrame({"id": ["t-1", "t-2"], "hypothesis": ["A <b> B", "C"]}))
-    assert page.count("<tr>") == 3 and "A &lt;b&gt; B" in page and "addEventListener('input'" in page

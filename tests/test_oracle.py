@@ -20,8 +20,10 @@ from cpdagthink.oracle import (
     UnfaithfulFactsError,
     analyse_premise,
     consistent_extensions,
+    cpdag_of_dag,
     entailed,
     label_text,
+    pc_cpdag,
 )
 from cpdagthink.premise import Facts, Query, Relation, pair, parse_premise, verbalise_premise
 
@@ -231,3 +233,29 @@ def test_other_letters_give_the_expected_cpdag():
     assert analysis.cpdag.directed == frozenset({("R", "S"), ("T", "S")})
     assert analysis.cpdag.undirected == frozenset({pair("Q", "R")})
     assert parse_premise(verbalise_premise(facts)).statements() == facts.statements()
+
+
+def test_cpdag_of_dag_marks_exactly_the_edges_every_class_member_shares():
+    """Against brute force on every DAG up to 4 nodes: an edge is directed iff all members orient it alike,
+    and the separating sets are PC's on the DAG's full list of d-separations."""
+    for dag in (g for n in (2, 3, 4) for g in all_labelled_dags(n)):
+        variables = tuple(sorted(dag.nodes))
+        cpdag = cpdag_of_dag(dag)
+        members = brute_force_class(dag)
+        shared = set.intersection(*(set(m.edges) for m in members))
+        assert set(cpdag.directed) == shared, sorted(dag.edges)
+        assert cpdag.skeleton == {pair(a, b) for a, b in dag.edges}
+        assert cpdag.undirected == {pair(a, b) for a, b in dag.edges} - {pair(a, b) for a, b in shared}
+        assert cpdag.separating_sets == pc_cpdag(nx_facts(dag, variables)).separating_sets
+
+
+def test_cpdag_of_dag_keeps_the_given_variable_order_then_the_rest_sorted():
+    dag = nx.DiGraph([("C", "A"), ("B", "A")])
+    dag.add_node("D")
+    cpdag = cpdag_of_dag(dag, ("C", "A"))
+    assert cpdag.variables == ("C", "A", "B", "D")
+    assert cpdag.v_structures == (("B", "A", "C"),)
+    assert cpdag.directed == {("B", "A"), ("C", "A")}
+    assert cpdag.separating_sets == {pair("B", "C"): frozenset(), pair("A", "D"): frozenset(),
+                                     pair("B", "D"): frozenset(), pair("C", "D"): frozenset()}
+    assert cpdag_of_dag(dag).variables == ("A", "B", "C", "D")

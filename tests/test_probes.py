@@ -8,18 +8,17 @@ import random
 import networkx as nx
 import pytest
 
-from cpdagthink.backends.reference import ReferenceBackend, graph_answer
+from cpdagthink.backends.reference import ReferenceBackend
 from cpdagthink.conditions import CONDITIONS
 from cpdagthink.dag import independence_facts
 from cpdagthink.data import Instance, read_csv, sample
-from cpdagthink.oracle import PDAG, consistent_extensions, pc_cpdag
+from cpdagthink.oracle import PDAG, consistent_extensions, cpdag_of_dag, pc_cpdag
 from cpdagthink.premise import pair, verbalise_premise
 from cpdagthink.probes import (
     NOTHING,
     PROBES,
     adjacencies,
     class_key,
-    cpdag_of_dag,
     describe_diff,
     probe_table,
     swap_valid_cpdag_same_skeleton,
@@ -66,7 +65,7 @@ def analysis() -> CausalAnalysis:
         directed_edges=[("A", "C"), ("B", "C"), ("C", "D")],
         undirected_edges=[("A", "E"), ("E", "F")],
     )
-    assert class_key(built) == class_key(cpdag_of_dag(dag_of(DAG_EDGES), VARIABLES))  # a real CPDAG
+    assert class_key(built) == class_key(CausalAnalysis.from_cpdag(cpdag_of_dag(dag_of(DAG_EDGES), VARIABLES)))  # a real CPDAG
     return built
 
 
@@ -215,13 +214,13 @@ def test_swap_same_skeleton_changes_the_class_not_the_skeleton(analysis, instanc
 
 
 def test_swap_same_skeleton_says_so_when_no_other_class_exists():
-    triangle = cpdag_of_dag(dag_of([("A", "B"), ("B", "C"), ("A", "C")], ("A", "B", "C")), ("A", "B", "C"))
+    triangle = CausalAnalysis.from_cpdag(cpdag_of_dag(dag_of([("A", "B"), ("B", "C"), ("A", "C")], ("A", "B", "C")), ("A", "B", "C")))
     inst = instance_of(dag_of([("A", "B"), ("B", "C"), ("A", "C")], ("A", "B", "C")), variables=("A", "B", "C"))
     given = swap_valid_cpdag_same_skeleton(inst, triangle, random.Random(0))
     assert given.analysis is triangle and "no different class exists" in given.note
     # A path A - B - C has two classes: the chain class (the reference here) and the collider.
     chain = dag_of([("A", "B"), ("B", "C")], ("A", "B", "C"))
-    emitted = cpdag_of_dag(chain, ("A", "B", "C"))
+    emitted = CausalAnalysis.from_cpdag(cpdag_of_dag(chain, ("A", "B", "C")))
     given = swap_valid_cpdag_same_skeleton(instance_of(chain, variables=("A", "B", "C")), emitted, random.Random(0))
     assert given.analysis.v_structures == [("A", "B", "C")]
 
@@ -246,14 +245,14 @@ def probe_runs(test_csv, tmp_path_factory):
 def test_reference_agent_reads_the_graph_it_is_shown(probe_runs):
     items, base, runs = probe_runs
     by_id = {i.id: i for i in items}
-    assert sum(r["oracle_label"] for r in base) >= 1
+    assert sum(r.oracle_label for r in base) >= 1
     for name, records in runs.items():
         assert len(records) == len(items)
         for record in records:
-            shown = record["intervention"]["analysis"]
-            verdict, _ = graph_answer(CausalAnalysis.model_validate(shown), by_id[record["id"]].hypothesis)
-            assert record["prediction"] == int(verdict), name
-            assert record["intervention"]["note"]
+            shown = record.intervention.analysis
+            verdict = shown.answer(by_id[record.id].hypothesis)
+            assert record.prediction == int(verdict.holds), name
+            assert record.intervention.note
 
 
 def test_probe_table_drop_premise_is_free_and_scrambling_hurts(probe_runs):
@@ -273,8 +272,8 @@ def test_reference_agent_errors_under_probes_are_all_graph_errors(probe_runs):
 
     items, base, runs = probe_runs
     by_id = {i.id: i for i in items}
-    assert all(classify(r, by_id[r["id"]]) is None for r in base)
-    kinds = {classify(r, by_id[r["id"]]) for records in runs.values() for r in records}
+    assert all(classify(r, by_id[r.id]) is None for r in base)
+    kinds = {classify(r, by_id[r.id]) for records in runs.values() for r in records}
     assert kinds <= {None, FailureKind.WRONG_GRAPH} and FailureKind.WRONG_GRAPH in kinds
     counts = failure_counts(runs, items)
     assert counts.loc["scramble_full", "wrong_graph"] == counts.loc["scramble_full", "errors"] > 0

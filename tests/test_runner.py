@@ -44,11 +44,12 @@ def test_records_cache_and_rerun_makes_no_calls(items, tmp_path):
     first = run_condition(condition, ReferenceBackend(), items, tmp_path / "run", cache_dir=tmp_path / "cache", progress=False)
     assert first.model_calls == 24 and len(first.records) == 12
     record = first.records[0]
-    assert record["turns"][0]["parsed"]["variables"] and record["turns"][0]["parse_error"] is None
-    assert {"answer", "prediction", "gold_label", "oracle_label", "unparsed"} <= set(record)
-    assert all(r["prediction"] == r["oracle_label"] for r in first.records)
+    assert record.emitted.variables and record.emitted_error is None and record.tool_flow
+    assert record.answer in ("YES", "NO") and not record.unparsed and not record.rejected
+    assert all(r.prediction == r.oracle_label for r in first.records)
     again = run_condition(condition, ReferenceBackend(), items, tmp_path / "run2", cache_dir=tmp_path / "cache", progress=False)
-    assert again.model_calls == 0 and all(t["cache_hit"] for r in again.records for t in r["turns"])
+    assert again.model_calls == 0 and all(t.cache_hit for r in again.records for t in r.turns)
+    assert again.summary.cache_hits == 24 and again.summary.status == "finished"
     meta = json.loads((tmp_path / "run" / "metadata.json").read_text())
     assert meta["condition"]["prompt_hashes"]["pc_scaffold"] and meta["backend"]["backend"] == "reference"
     assert meta["decoding"]["seed"] == 0 and "git_commit" in meta and "packages" in meta
@@ -65,7 +66,7 @@ def test_killed_run_resumes_with_exactly_one_record_each(items, tmp_path):
         handle.write('{"id": "torn')  # a write cut off by the kill
     resumed = run_condition(condition, ReferenceBackend(), items, tmp_path / "run", cache_dir=tmp_path / "c",
                             chunk_size=2, progress=False)
-    ids = [r["id"] for r in resumed.records]
+    ids = [r.id for r in resumed.records]
     assert sorted(ids) == sorted(i.id for i in items) and len(ids) == len(set(ids))
 
 
@@ -121,10 +122,15 @@ def test_a_rejected_request_is_recorded_and_the_run_goes_on(items, tmp_path):
     marker = f"{victim.premise}\n\nHypothesis: {victim.hypothesis}"
     result = run_condition(condition, RejectsOne(ReferenceBackend(), marker), items,
                            tmp_path / "run", cache_dir=tmp_path / "c", chunk_size=4, progress=False)
-    by_id = {r["id"]: r for r in result.records}
+    by_id = {r.id: r for r in result.records}
     assert len(by_id) == len(items)
-    assert "n_ctx" in by_id[victim.id]["turns"][0]["meta"]["rejected"] and by_id[victim.id]["unparsed"]
-    assert sum(r["unparsed"] for r in result.records) == 1
+    assert "n_ctx" in by_id[victim.id].turns[0].rejected and by_id[victim.id].rejected
+    assert by_id[victim.id].prediction is None and not by_id[victim.id].unparsed
+    assert sum(r.rejected for r in result.records) == 1 and result.summary.rejected == 1
     again = run_condition(condition, ReferenceBackend(), items, tmp_path / "again", cache_dir=tmp_path / "c",
                           progress=False)
     assert again.model_calls == 1  # only the rejected call was not cached
+    retried = run_condition(condition, ReferenceBackend(), items, tmp_path / "run", cache_dir=tmp_path / "c",
+                            progress=False)
+    assert retried.model_calls == 0 and retried.summary.rejected == 0  # the rejected instance is asked again
+    assert len(read_records(tmp_path / "run")) == len(items)

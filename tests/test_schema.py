@@ -10,10 +10,10 @@ from pydantic import ValidationError
 
 from cpdagthink.data import read_csv
 from cpdagthink.generate import stress_family
-from cpdagthink.oracle import analyse_premise
+from cpdagthink.oracle import analyse_premise, label_text
 from cpdagthink.premise import split_input
-from cpdagthink.schema import (FIELD_ORDER, CausalAnalysis, analysis_regex, instance_model, parse_analysis,
-                               tool_definition)
+from cpdagthink.schema import (FIELD_ORDER, CausalAnalysis, GraphVerdict, analysis_regex, instance_model,
+                               parse_analysis, tool_definition)
 
 PREMISE = ("Premise: Suppose there is a closed system of 4 variables, A, B, C and D. All the statistical relations "
            "among these 4 variables are as follows: A correlates with C. A correlates with D. B correlates with C. "
@@ -81,3 +81,35 @@ def test_dot_view_and_tool_definition():
     tool = tool_definition(["A", "B"])
     assert tool["function"]["name"] == "record_causal_analysis"
     assert tool["function"]["parameters"]["properties"]["variables"]["maxItems"] == 2
+
+
+def graph(directed=(), undirected=(), variables=("A", "B", "C")) -> CausalAnalysis:
+    return CausalAnalysis(variables=list(variables), skeleton=[], separating_sets=[], v_structures=[],
+                          directed_edges=list(directed), undirected_edges=list(undirected))
+
+
+def test_the_reference_cpdag_answers_every_hypothesis_like_the_oracle(test_csv):
+    for instance in read_csv(test_csv)[::25]:
+        premise, hypothesis = split_input(instance.text)
+        oracle = label_text(instance.text)
+        if oracle.label is None:
+            continue
+        verdict = CausalAnalysis.from_cpdag(analyse_premise(premise).cpdag).answer(hypothesis)
+        assert verdict.holds == bool(oracle.label), instance.id
+        assert verdict.detail == f"checked {len(analyse_premise(premise).members)} completion(s)"
+
+
+def test_an_answer_needs_every_consistent_dag_and_meek_closes_first():
+    undetermined = graph(undirected=[("A", "B")], variables=("A", "B"))
+    assert undetermined.answer("A directly causes B.") == GraphVerdict(False, "checked 2 completion(s)")
+    # A -> B - C with A, C non-adjacent: Meek R1 forces B -> C, so A causes C indirectly in the one completion.
+    chain = graph(directed=[("A", "B")], undirected=[("B", "C")])
+    assert chain.answer("A causes something else which causes C.") == GraphVerdict(True, "checked 1 completion(s)")
+
+
+def test_a_graph_no_dag_extends_or_a_foreign_hypothesis_answers_no_with_the_reason():
+    cyclic = graph(directed=[("A", "B"), ("B", "C"), ("C", "A")])
+    verdict = cyclic.answer("A directly causes B.")
+    assert verdict.holds is False and verdict.detail.startswith("graph unusable:")
+    foreign = graph(directed=[("A", "B")]).answer("A directly causes Z.")
+    assert foreign.holds is False and foreign.detail.startswith("graph unusable:")

@@ -14,7 +14,7 @@ from analyses import make
 from cpdagthink.dag import independence_facts
 from cpdagthink.data import read_csv
 from cpdagthink.generate import generate, random_dag
-from cpdagthink.oracle import analyse_premise, pc_cpdag
+from cpdagthink.oracle import analyse_premise, cpdag_of_dag, pc_cpdag
 from cpdagthink.premise import pair, split_input
 from cpdagthink.schema import CausalAnalysis, SeparatingSet
 from cpdagthink.validate import (
@@ -22,7 +22,6 @@ from cpdagthink.validate import (
     Violation,
     ViolationKind as K,
     cpdag_certificate,
-    cpdag_of_dag,
     is_cpdag,
     is_valid,
     violation_counts,

@@ -23,6 +23,7 @@ import pandas as pd
 
 from .data import Instance
 from .oracle import analyse_premise, label_text
+from .records import RunRecord
 from .premise import Relation, pair, parse_hypothesis, parse_premise
 from .schema import CausalAnalysis
 from .validate import ViolationKind, violations
@@ -88,12 +89,6 @@ def field_scores(emitted: CausalAnalysis, reference: CausalAnalysis) -> FieldSco
 # ------------------------------------------------------------------------------------ run records
 
 
-def _emitted(record: Mapping[str, Any]) -> CausalAnalysis | None:
-    turns = record.get("turns") or [{}]
-    parsed = turns[0].get("parsed")
-    return CausalAnalysis.model_validate(parsed) if parsed is not None else None
-
-
 def graph_quality(scores: FieldScores | None, kinds: Sequence[str]) -> str:
     """``exact`` beats everything (the reference is valid, though a stray sepset may still violate),
     then ``valid_not_exact``, then ``violations``; a missing object is ``unparsed``."""
@@ -104,13 +99,13 @@ def graph_quality(scores: FieldScores | None, kinds: Sequence[str]) -> str:
     return "violations" if kinds else "valid_not_exact"
 
 
-def audit_record(record: Mapping[str, Any], reference: CausalAnalysis) -> dict[str, Any]:
-    """One audit row for a run record (format: :mod:`cpdagthink.runner`)."""
-    emitted = _emitted(record)
+def audit_record(record: RunRecord, reference: CausalAnalysis) -> dict[str, Any]:
+    """One audit row for a run record."""
+    emitted = record.emitted
     scores = field_scores(emitted, reference) if emitted is not None else None
     kinds = sorted({v.kind.value for v in violations(emitted)}) if emitted is not None else []
-    oracle = record.get("oracle_label")
-    row: dict[str, Any] = {"id": record["id"], "condition": record.get("condition"), "parsed": emitted is not None}
+    oracle = record.oracle_label
+    row: dict[str, Any] = {"id": record.id, "condition": record.condition, "parsed": emitted is not None}
     for name in FIELDS:
         row[f"{name}_f1"] = getattr(scores, name).f1 if scores else float("nan")
         for count in ("tp", "emitted", "reference"):
@@ -120,23 +115,23 @@ def audit_record(record: Mapping[str, Any], reference: CausalAnalysis) -> dict[s
         valid=None if emitted is None else not kinds,
         violation_kinds=kinds,
         graph_quality=graph_quality(scores, kinds),
-        prediction=record.get("prediction"),
-        gold_label=record.get("gold_label"),
+        prediction=record.prediction,
+        gold_label=record.gold_label,
         oracle_label=oracle,
-        correct=record.get("prediction") == record.get("gold_label"),
-        correct_corrected=None if oracle is None else record.get("prediction") == oracle,
+        correct=int(record.says_yes) == record.gold_label,
+        correct_corrected=None if oracle is None else int(record.says_yes) == oracle,
     )
     return row
 
 
-def audit_records(records: Iterable[Mapping[str, Any]], reference_for: Callable[[str], CausalAnalysis]) -> pd.DataFrame:
+def audit_records(records: Iterable[RunRecord], reference_for: Callable[[str], CausalAnalysis]) -> pd.DataFrame:
     """One row per record of a tool-flow run: parse status, per-field F1 (and counts), exact match,
     validity, violation kinds, graph quality, and correctness against gold and corrected labels.
 
     ``reference_for(record_id)`` returns the reference object, e.g.
     ``CausalAnalysis.from_cpdag(analyse_premise(instance.premise).cpdag)``.
     """
-    rows = [audit_record(r, reference_for(r["id"])) for r in records]
+    rows = [audit_record(r, reference_for(r.id)) for r in records]
     frame = pd.DataFrame(rows)
     if not rows:
         return frame
@@ -233,7 +228,7 @@ def _is_causal(instance: Instance) -> bool:
     return query.relation in (Relation.DIRECT_CAUSE, Relation.INDIRECT_CAUSE)
 
 
-def shortcut_table(records_by_condition: Mapping[str, Sequence[Mapping[str, Any]]], instances: Sequence[Instance]) -> pd.DataFrame:
+def shortcut_table(records_by_condition: Mapping[str, Sequence[RunRecord]], instances: Sequence[Instance]) -> pd.DataFrame:
     """Per condition, on the later-causes-earlier hypotheses: how many, the share predicted NO (the
     shortcut's answer; an unparsed answer counts as NO, as in :mod:`cpdagthink.metrics`), and whether
     gold (and the oracle) label every one 0. ``no_rate_other_causal`` is the NO share on the remaining
@@ -243,15 +238,15 @@ def shortcut_table(records_by_condition: Mapping[str, Sequence[Mapping[str, Any]
     causal = {i.id for i in instances if _is_causal(i)}
     rows = []
     for condition, records in records_by_condition.items():
-        hits = [r for r in records if r["id"] in later]
-        others = [r for r in records if r["id"] in causal and r["id"] not in later]
+        hits = [r for r in records if r.id in later]
+        others = [r for r in records if r.id in causal and r.id not in later]
         rows.append({
             "condition": condition,
             "n_later_causes_earlier": len(hits),
-            "prediction_no_rate": _share(r["prediction"] == 0 for r in hits),
-            "no_rate_other_causal": _share(r["prediction"] == 0 for r in others),
-            "gold_all_zero": all(by_id[r["id"]].label == 0 for r in hits),
-            "oracle_all_zero": all(r.get("oracle_label") == 0 for r in hits),
+            "prediction_no_rate": _share(not r.says_yes for r in hits),
+            "no_rate_other_causal": _share(not r.says_yes for r in others),
+            "gold_all_zero": all(by_id[r.id].label == 0 for r in hits),
+            "oracle_all_zero": all(r.oracle_label == 0 for r in hits),
         })
     return pd.DataFrame(rows).set_index("condition") if rows else pd.DataFrame(rows)
 

@@ -9,8 +9,11 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Callable
 
-from .backends.base import BackendError
-from .data import DataError, Instance, load_split, read_csv
+from typing import Any
+
+from .config import OUTPUTS_ENV, outputs_root
+from .data import Instance, load_split, read_csv
+from .errors import CpdagthinkError
 
 
 def _instances(args: argparse.Namespace) -> list[Instance]:
@@ -102,32 +105,38 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _parameters(args: argparse.Namespace, **fixed: Any) -> "RunParameters":
+    """The run parameters named on the command line (flags left unset keep the model's defaults)."""
+    from .config import RunParameters
+
+    given = {k: v for k, v in vars(args).items() if k in RunParameters.model_fields and v not in (None, [], "")}
+    return RunParameters(**{**given, **fixed})
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from .backends import make_backend
-    from .conditions import Decoding, get_condition
-    from .data import sample
+    from .conditions import get_condition
+    from .probes import PROBES
     from .runner import run_condition
 
-    condition = get_condition(args.condition)
-    instances = sample(_instances(args), args.limit, args.seed)
-    options = {k: v for k, v in (("model", args.model), ("base_url", args.base_url), ("regex_mode", args.regex_mode)) if v}
-    backend = make_backend(args.backend, **options)
-    decoding = Decoding(
-        tool_choice=args.tool_choice,
-        seed=args.seed,
-        thinking=not args.no_thinking,
-        max_tokens_turn1=args.max_tokens_turn1,
-        max_tokens_answer=args.max_tokens_answer,
-    )
-    out = args.out or f"outputs/runs/{args.condition}-{args.backend}-seed{args.seed}"
+    config = _parameters(args).to_config()
+    instances = config.instances()
+    backend = make_backend(config.backend, **config.backend_arguments())
     try:
-        result = run_condition(condition, backend, instances, out, decoding=decoding, cache_dir=args.cache,
-                               chunk_size=args.chunk_size)
+        for seed in config.seeds:
+            run = config.for_run(seed=seed, probe=config.probe)
+            out = Path(args.out) if args.out and len(config.seeds) == 1 else (
+                Path(args.out) / f"seed{seed}" if args.out else run.folder(instances))
+            result = run_condition(get_condition(run.condition), backend, instances, out, decoding=run.decoding,
+                                   cache_dir=run.cache_dir, chunk_size=run.chunk_size, config=run,
+                                   intervention=PROBES[run.probe] if run.probe else None, intervention_name=run.probe)
+            s = result.summary
+            print(f"{s.records} of {s.instances} instances in {result.out_dir} ({result.model_calls} model calls, "
+                  f"{s.unparsed} unparsed, {s.rejected} rejected, {s.cut_off} cut off, {s.problems} not posed)")
+            if s.records < s.instances:
+                return 1
     finally:
         backend.close()
-    answered = [r for r in result.records if not r["unparsed"]]
-    print(f"{len(result.records)} records in {result.out_dir} ({result.model_calls} model calls, "
-          f"{len(result.records) - len(answered)} unparsed answers)")
     return 0
 
 
@@ -142,12 +151,11 @@ def _variable_count(text: str) -> int | str:
 def cmd_book(args: argparse.Namespace) -> int:
     from .book import build
 
-    overrides = {k: v for k, v in (("backend", args.backend), ("model", args.model), ("base_url", args.base_url),
-                                   ("limit", args.limit), ("seeds", args.seeds), ("split", args.split),
-                                   ("data", args.data), ("max_tokens_turn1", args.max_tokens_turn1),
-                                   ("max_tokens_answer", args.max_tokens_answer)) if v not in (None, [], "")}
+    overrides = {k: v for k, v in vars(args).items() if k not in ("command", "handler", "only", "sample_variables")
+                 and v not in (None, [], "")}
     if args.sample_variables:
         overrides["sample_variables"] = None if "all" in args.sample_variables else args.sample_variables
+    _parameters(argparse.Namespace(**overrides))  # every value is checked before any notebook starts
     index = build(overrides, only=args.only)
     print(f"book: {index}")
     return 0
@@ -162,6 +170,32 @@ def cmd_schema(args: argparse.Namespace) -> int:
     else:
         print(json.dumps(CausalAnalysis.json_schema_for(variables), indent=2))
     return 0
+
+
+def _model_options(parser: argparse.ArgumentParser, budgets: str = "defaults 1024 and 512") -> None:
+    """The flags that choose a model and how it decodes, shared by ``run`` and ``book``."""
+    parser.add_argument("--backend", help="local (default), openai, vllm, reference")
+    parser.add_argument("--model", help="local: qwen2.5-0.5b (default), smollm2-135m or a .gguf path; "
+                        "openai/vllm: the model name")
+    parser.add_argument("--base-url", nargs="+", help="OpenAI-compatible endpoint(s), served round-robin")
+    parser.add_argument("--regex-mode", choices=["none", "vllm"], help="openai backend: send the schema regex to a "
+                        "vLLM server as structured_outputs")
+    parser.add_argument("--reasoning-effort", help="reasoning models: the effort to ask for (overrides the profile)")
+    parser.add_argument("--reasoning-parser", help="vLLM: the reasoning parser (overrides the profile, e.g. qwen3)")
+    parser.add_argument("--token-param", choices=["max_tokens", "max_completion_tokens"],
+                        help="API: the token-budget parameter (overrides the profile)")
+    parser.add_argument("--revision", help="vLLM: the model revision to load")
+    parser.add_argument("--timeout", type=float, help="API: seconds per request before it is retried")
+    parser.add_argument("--retries", type=int, help="API: retries of a failed request")
+    parser.add_argument("--tool-choice", choices=["auto", "forced"], help="auto (+ prompt instruction) or forced")
+    parser.add_argument("--max-tokens-turn1", type=int, help=f"turn-1 budget ({budgets})")
+    parser.add_argument("--max-tokens-answer", type=int, help="answer-turn budget")
+    parser.add_argument("--sampling", choices=["auto", "greedy", "recommended"],
+                        help="auto (default): greedy for one seed, the model's recommended sampling for several")
+    parser.add_argument("--temperature", type=float, help="sampling temperature (0: greedy)")
+    parser.add_argument("--top-p", type=float)
+    parser.add_argument("--top-k", type=int)
+    parser.add_argument("--min-p", type=float)
 
 
 def _data_options(parser: argparse.ArgumentParser) -> None:
@@ -199,32 +233,26 @@ def build_parser() -> argparse.ArgumentParser:
     run = parsers["run"]
     _data_options(run)
     run.add_argument("--condition", required=True, help="structured, baseline_enhanced, twoturn_prose_pc, ...")
-    run.add_argument("--backend", default="local", help="local (default), openai, vllm, reference")
-    run.add_argument("--model", help="local: qwen2.5-0.5b (default), smollm2-135m or a .gguf path; "
-                     "openai/vllm: the model name")
-    run.add_argument("--base-url", nargs="+", help="OpenAI-compatible endpoint(s), served round-robin")
-    run.add_argument("--regex-mode", choices=["none", "vllm"], help="openai backend: send the schema regex to a "
-                     "vLLM server as structured_outputs")
-    run.add_argument("--limit", type=int, default=0, help="seeded label-stratified sample size (0: all rows)")
-    run.add_argument("--seed", type=int, default=0)
-    run.add_argument("--tool-choice", choices=["auto", "forced"], default="auto")
-    run.add_argument("--no-thinking", action="store_true", help="switch the model's thinking off")
-    run.add_argument("--max-tokens-turn1", type=int, default=1024)
-    run.add_argument("--max-tokens-answer", type=int, default=512)
-    run.add_argument("--chunk-size", type=int, default=8, help="instances per batched backend call")
-    run.add_argument("--cache", default="outputs/cache", help="content-addressed cache of model calls")
-    run.add_argument("--out", help="run folder (default outputs/runs/CONDITION-BACKEND-seedS)")
+    run.add_argument("--probe", help="a turn-2 probe applied to a tool condition (scramble_full, drop_premise, ...)")
+    _model_options(run)
+    run.add_argument("--limit", type=int, help="seeded label-stratified sample size (default 0: all rows)")
+    run.add_argument("--sample-seed", type=int, help="seed of the sample (default 0)")
+    run.add_argument("--seeds", "--seed", type=int, nargs="+", dest="seeds",
+                     help="decoding seeds, one run folder each (default 0; several need sampling)")
+    run.add_argument("--no-thinking", action="store_false", dest="thinking", default=None,
+                     help="switch the model's thinking off")
+    run.add_argument("--chunk-size", type=int, help="instances per batched backend call (default: the backend's)")
+    run.add_argument("--cache", dest="cache_dir",
+                     help=f"content-addressed cache of model calls (default {outputs_root() / 'cache'}, "
+                          f"or ${OUTPUTS_ENV}/cache)")
+    run.add_argument("--out", help=f"run folder (default: a folder named by the configuration under "
+                                   f"{outputs_root() / 'runs'}; with several seeds, one subfolder each)")
     book = parsers["book"]
-    book.add_argument("--backend", help="override every notebook's backend (local, openai, vllm, reference)")
-    book.add_argument("--model")
-    book.add_argument("--base-url", nargs="+")
+    _model_options(book, budgets="notebook defaults 512 and 128, sized for the CPU model; raise them for thinking models")
     book.add_argument("--limit", type=int, help="sample size (0: the whole split)")
-    book.add_argument("--seeds", type=int, nargs="+")
+    book.add_argument("--seeds", type=int, nargs="+", help="decoding seeds (several need sampling)")
     book.add_argument("--split")
     book.add_argument("--data")
-    book.add_argument("--max-tokens-turn1", type=int,
-                      help="turn-1 budget (notebook default 512, sized for the CPU model; raise it for thinking models)")
-    book.add_argument("--max-tokens-answer", type=int, help="answer-turn budget (notebook default 128)")
     book.add_argument("--sample-variables", nargs="+", metavar="N", type=_variable_count,
                       help="draw the sample from rows with these variable counts (notebook default: 5), or 'all'")
     book.add_argument("--only", nargs="+", help="notebook name prefixes, e.g. 01 04")
@@ -235,9 +263,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from pydantic import ValidationError
+
     args = build_parser().parse_args(argv)
     try:
         return args.handler(args)
-    except (DataError, ValueError, BackendError) as error:
+    except ValidationError as error:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['msg']}" for e in error.errors())
+        print(f"cpdagthink {args.command}: error: {problems}", file=sys.stderr)
+        return 2
+    except (CpdagthinkError, ValueError) as error:
         print(f"cpdagthink {args.command}: error: {error}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"cpdagthink {args.command}: interrupted; every finished record is kept, run again to resume",
+              file=sys.stderr)
+        return 130

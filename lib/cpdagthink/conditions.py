@@ -14,6 +14,7 @@ from enum import Enum
 from typing import Any, Callable
 
 from .backends.base import Completion, Constraint, Request
+from .config import Decoding
 from .data import Instance
 from .premise import parse_premise
 from .prompts import render, used_files
@@ -77,31 +78,6 @@ def get_condition(name: str) -> Condition:
     if name not in CONDITIONS:
         raise ValueError(f"unknown condition {name!r}; choose one of {', '.join(CONDITIONS)}")
     return CONDITIONS[name]
-
-
-@dataclass(frozen=True)
-class Decoding:
-    """Decoding settings shared by all turns of a run.
-
-    Token budgets are matched across flows: a one-turn condition gets ``max_tokens_turn1 +
-    max_tokens_answer``, the same total a two-turn condition can spend, so a baseline is never cut short
-    where Structured Thinking would not be.
-    """
-
-    tool_choice: str = "auto"  # "auto" (+ the prompt's instruction, the paper's API setting) or "forced"
-    narrow_regex: bool = True  # constrain variable names to the instance's own
-    max_tokens_turn1: int = 1024
-    max_tokens_answer: int = 512
-    temperature: float = 0.0  # 0: greedy
-    top_p: float = 1.0
-    top_k: int = 0  # 0: off
-    min_p: float = 0.0
-    seed: int = 0
-    thinking: bool = True  # the backend's thinking switch, ANDed with the condition's
-
-    @property
-    def one_turn_budget(self) -> int:
-        return self.max_tokens_turn1 + self.max_tokens_answer
 
 
 # ------------------------------------------------------------------------------------------- turn two

@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import collections
 import csv
+import hashlib
+import json
 import os
 import random
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
+from .errors import CpdagthinkError
 from .premise import split_input
+from .errors import CpdagthinkError
 
 HUB_REPO = "causalnlp/corr2cause"
 HUB_REVISION = "42ba12c769e11ff6427c9f52d7db58e3f9bf3e53"
@@ -53,7 +57,7 @@ FINGERPRINTS = {
 }
 
 
-class DataError(RuntimeError):
+class DataError(CpdagthinkError, RuntimeError):
     """The data could not be loaded as asked (missing file, wrong fingerprint, hub unreachable)."""
 
 
@@ -70,6 +74,13 @@ class Instance(BaseModel):
     label: int
     split: str
     source: str
+
+    @property
+    def content_sha256(self) -> str:
+        """The row's identity by content (premise, hypothesis, label, variable count, template): two rows
+        with one id but other content (another file of the same name, an edited CSV) never pass for each other."""
+        fields = (self.premise, self.hypothesis, self.label, self.num_variables, self.template)
+        return hashlib.sha256(json.dumps(fields).encode()).hexdigest()
 
     @property
     def text(self) -> str:

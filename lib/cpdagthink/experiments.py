@@ -1,6 +1,6 @@
 """What the notebooks call: a run setup from their parameters, cached runs, tables with the paper beside ours.
 
-Notebooks stay thin: they build one :class:`Setup` from their ``parameters`` cell, ask for runs by
+Notebooks stay thin: they build one :class:`RunConfig` from their ``parameters`` cell, ask for runs by
 condition and seed (re-executions reuse records and the call cache, new parameters run what is missing),
 and turn records into tables with the helpers here.
 """
@@ -8,155 +8,75 @@ and turn records into tables with the helpers here.
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
-from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 import pandas as pd
 
-from .backends import make_backend
-from .conditions import Decoding, Intervention, get_condition
-from .data import PROJECT_ROOT, Instance, load_split, read_csv, sample
+from .backends import Backend, make_backend
+from .conditions import Intervention, get_condition
+from .config import RunConfig, RunParameters
+from .data import PROJECT_ROOT, Instance
 from .metrics import Usage, cost_summary, paired_comparison, scores_against, scores_by_group, seed_summary
+from .records import RunRecord
 from .runner import run_condition
 
 PAPER_CSV = PROJECT_ROOT / "data" / "paper_reported.csv"
 
 
-@dataclass(frozen=True)
-class Setup:
-    """Everything that identifies a run besides its condition and seed."""
-
-    backend: str = "local"
-    model: str | None = None
-    base_url: tuple[str, ...] = ()
-    split: str = "test"
-    data: str | None = None  # a Corr2Cause-format CSV instead of a hub split
-    limit: int = 12
-    sample_seed: int = 0
-    sample_variables: tuple[int, ...] | None = None  # draw the sample from rows with these variable counts
-    out_root: str = str(PROJECT_ROOT / "outputs" / "runs")
-    cache_dir: str = str(PROJECT_ROOT / "outputs" / "cache")
-    decoding: Decoding = field(default_factory=Decoding)
-
-    @property
-    def label(self) -> str:
-        return f"{self.backend}:{self.model or 'default'}"
-
-    def all_instances(self) -> list[Instance]:
-        """Every row of the setup's CSV or split. ``generated:paraphrase`` and ``generated:refactor`` are this
-        project's offline stand-ins for the hub's OOD splits, made from the test split and named as such."""
-        if self.data:
-            return read_csv(self.data)
-        if self.split.startswith("generated:"):
-            return read_csv(generated_split(self.split.partition(":")[2]), split=self.split)
-        return load_split(self.split)
-
-    def instances(self) -> list[Instance]:
-        """The sample every condition of this setup runs on (seeded, label-stratified, drawn from rows with
-        ``sample_variables`` variables when given). ``limit=0`` is the whole split, whatever ``sample_variables``."""
-        rows = self.all_instances()
-        if self.limit > 0 and self.sample_variables:
-            rows = [r for r in rows if r.num_variables in self.sample_variables]
-            if not rows:
-                raise ValueError(f"no row has {list(self.sample_variables)} variables")
-        return sample(rows, self.limit, self.sample_seed)
-
-    def with_split(self, split: str) -> "Setup":
-        return replace(self, split=split, data=None)
-
-    def with_data(self, data: str | Path, limit: int | None = None) -> "Setup":
-        return replace(self, data=str(data), limit=self.limit if limit is None else limit)
+Setup = RunConfig  # the notebooks' name for the configuration their runs share
 
 
-def make_setup(backend: str = "local", model: str | None = None, base_url: Sequence[str] | None = None,
-               split: str = "test", data: str | None = None, limit: int = 12, sample_seed: int = 0,
-               tool_choice: str = "auto", max_tokens_turn1: int = 1024, max_tokens_answer: int = 512,
-               out_root: str | None = None, cache_dir: str | None = None,
-               sample_variables: Sequence[int] | None = None) -> Setup:
-    """A :class:`Setup` from a notebook's flat parameters (None keeps the default folders)."""
-    folders = {k: v for k, v in (("out_root", out_root), ("cache_dir", cache_dir)) if v}
-    decoding = Decoding(tool_choice=tool_choice, max_tokens_turn1=max_tokens_turn1, max_tokens_answer=max_tokens_answer)
-    return Setup(backend=backend, model=model or None, base_url=tuple(base_url or ()), split=split, data=data or None,
-                 limit=limit, sample_seed=sample_seed, decoding=decoding,
-                 sample_variables=tuple(sample_variables) if sample_variables else None, **folders)
+def setup_from_parameters(namespace: Mapping[str, Any]) -> RunConfig:
+    """A notebook's one-line setup: the names of its parameters cell (``globals()``) that are run parameters,
+    validated into a :class:`RunConfig` (a bad value fails here, naming the parameter)."""
+    known = {k: namespace[k] for k in RunParameters.model_fields if k in namespace}
+    return RunParameters(**known).to_config()
+
+
+def reference_of(setup: RunConfig) -> RunConfig:
+    """The same sample and seeds answered by the symbolic reference agent (the upper-bound row)."""
+    return RunConfig.model_validate({**setup.model_dump(), "backend": "reference", "model": None,
+                                     "backend_options": {}})
+
+
+def updated(setup: RunConfig, **changes: Any) -> RunConfig:
+    """``setup`` with some fields changed, validated again (e.g. another model, split or tool choice)."""
+    decoding = changes.pop("decoding", {})
+    data = setup.model_dump()
+    data["decoding"] = {**data["decoding"], **decoding}
+    return RunConfig.model_validate({**data, **changes})
 
 
 @functools.lru_cache(maxsize=4)
-def _backend(name: str, model: str | None, base_url: tuple[str, ...]):
-    options: dict[str, Any] = {}
-    if model:
-        options["model"] = model
-    if base_url:
-        options["base_url"] = list(base_url)
-    return make_backend(name, **options)
+def _backend(name: str, arguments: str) -> Backend:
+    return make_backend(name, **json.loads(arguments))
 
 
-def backend_identity(setup: Setup) -> dict[str, Any]:
-    """The identity of the setup's backend (model, revision or sha256)."""
-    return _backend(setup.backend, setup.model, setup.base_url).identity()
+def backend_of(setup: RunConfig) -> Backend:
+    """The setup's backend, built once per process (loading a model is the expensive part)."""
+    return _backend(setup.backend, json.dumps(setup.backend_arguments(), sort_keys=True))
 
 
-def thinking_supported(setup: Setup) -> bool:
-    """Whether the setup's model has a thinking switch (the no-thinking ablation means nothing otherwise)."""
-    return _backend(setup.backend, setup.model, setup.base_url).thinking_supported
-
-
-def generated_split(family: str, seed: int = 0) -> Path:
-    """A perturbed copy of the test split (``paraphrase`` or ``refactor``), written once under outputs/generated."""
-    from .generate import perturb, write_rows
-
-    path = PROJECT_ROOT / "outputs" / "generated" / f"{family}-of-test-seed{seed}.csv"
-    if not path.is_file():
-        write_rows(perturb(load_split("test"), family, seed), path)
-    return path
-
-
-def stress_csv(family: str, graphs: int, per_graph: int, seed: int) -> Path:
-    """A generated stress set (``random7``, ``alarm7``, ``asia8``), written once under outputs/generated."""
-    from .generate import generate, write_rows
-
-    path = PROJECT_ROOT / "outputs" / "generated" / f"{family}-g{graphs}-k{per_graph}-seed{seed}.csv"
-    if not path.is_file():
-        write_rows(generate(family, seed=seed, graphs=graphs, per_graph=per_graph), path)
-    return path
-
-
-def run_dir(setup: Setup, condition: str, seed: int, instances: Sequence[Instance], probe: str | None = None) -> Path:
-    """A run folder named by what it is, with short hashes of the instance ids and of the decoding settings
-    (so samples and budgets never mix; the runner also refuses to resume a folder of another configuration)."""
-    ids = hashlib.sha256("\n".join(i.id for i in instances).encode()).hexdigest()[:8]
-    settings = {k: v for k, v in setup.decoding.__dict__.items() if k not in ("seed", "tool_choice")}
-    decoding = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:6]
-    model = (setup.model or "default").replace("/", "_")
-    source = Path(setup.data).stem if setup.data else setup.split
-    parts = [condition, setup.backend, model, source, f"n{len(instances)}-{ids}", f"seed{seed}", f"dec{decoding}"]
-    if setup.decoding.tool_choice != "auto":
-        parts.append(f"tool-{setup.decoding.tool_choice}")
-    if probe:
-        parts.append(f"probe-{probe}")
-    return Path(setup.out_root) / "-".join(parts)
-
-
-def run(setup: Setup, condition: str, seed: int = 0, instances: Sequence[Instance] | None = None,
-        intervention: Intervention | None = None, probe: str | None = None, progress: bool = True) -> list[dict]:
-    """Records of ``condition`` at ``seed`` on the setup's sample (cached and resumable)."""
+def run(setup: RunConfig, condition: str, seed: int = 0, instances: Sequence[Instance] | None = None,
+        intervention: Intervention | None = None, probe: str | None = None, progress: bool = True) -> list[RunRecord]:
+    """Records of ``condition`` at ``seed`` on the setup's sample (cached and resumable), in sample order."""
     instances = list(instances if instances is not None else setup.instances())
-    backend = _backend(setup.backend, setup.model, setup.base_url)
+    config = setup.for_run(condition, seed, probe)
+    if probe is not None and intervention is None:
+        from .probes import PROBES
+
+        intervention = PROBES[probe]
     result = run_condition(
-        get_condition(condition), backend, instances, run_dir(setup, condition, seed, instances, probe),
-        decoding=replace(setup.decoding, seed=seed), cache_dir=setup.cache_dir, intervention=intervention,
-        intervention_name=probe, progress=progress,
-        chunk_size=backend.preferred_chunk_size,
+        get_condition(condition), backend_of(setup), instances, config.folder(instances),
+        decoding=config.decoding, cache_dir=config.cache_dir, intervention=intervention, intervention_name=probe,
+        progress=progress, chunk_size=config.chunk_size, config=config,
     )
-    order = {i.id: k for k, i in enumerate(instances)}
-    return sorted(result.records, key=lambda r: order[r["id"]])
+    return result.records
 
 
-def run_grid(setup: Setup, conditions: Iterable[str], seeds: Iterable[int],
-             instances: Sequence[Instance] | None = None) -> dict[tuple[str, int], list[dict]]:
+def run_grid(setup: RunConfig, conditions: Iterable[str], seeds: Iterable[int],
+             instances: Sequence[Instance] | None = None) -> dict[tuple[str, int], list[RunRecord]]:
     """Every (condition, seed) run, keyed by that pair."""
     instances = list(instances if instances is not None else setup.instances())
     return {(c, s): run(setup, c, s, instances) for s in seeds for c in conditions}
@@ -165,23 +85,17 @@ def run_grid(setup: Setup, conditions: Iterable[str], seeds: Iterable[int],
 # ------------------------------------------------------------------------------------------------ tables
 
 
-def _columns(records: Sequence[dict]) -> tuple[list[int | None], list[int], list[int]]:
-    predictions = [None if r["unparsed"] else r["prediction"] for r in records]
-    return predictions, [r["gold_label"] for r in records], [r["oracle_label"] for r in records]
+def _columns(records: Sequence[RunRecord]) -> tuple[list[int | None], list[int], list[int | None]]:
+    return [r.prediction for r in records], [r.gold_label for r in records], [r.oracle_label for r in records]
 
 
-def cut_off(record: dict) -> bool:
-    """Whether any turn of the instance stopped at its token budget (its answer may be missing for that)."""
-    return any(t.get("finish_reason") == "length" for t in record["turns"])
-
-
-def scores_frame(runs: Mapping[tuple[str, int], Sequence[dict]]) -> pd.DataFrame:
+def scores_frame(runs: Mapping[tuple[str, int], Sequence[RunRecord]]) -> pd.DataFrame:
     """One row per (condition, seed, labels) with F1, precision, recall, accuracy (%) and counts, including
     unparsed answers and instances cut off by the token budget."""
     rows = []
     for (condition, seed), records in runs.items():
         pred, gold, corrected = _columns(records)
-        truncated = sum(cut_off(r) for r in records)
+        truncated = sum(r.cut_off for r in records)
         for labels, s in scores_against(pred, gold, corrected).items():
             rows.append({"condition": condition, "seed": seed, "labels": labels, "n": s.n,
                          "F1": 100 * s.f1, "precision": 100 * s.precision, "recall": 100 * s.recall,
@@ -199,7 +113,7 @@ def seed_frame(scores: pd.DataFrame, labels: str = "gold") -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def paired_frame(runs: Mapping[tuple[str, int], Sequence[dict]], target: str, others: Iterable[str],
+def paired_frame(runs: Mapping[tuple[str, int], Sequence[RunRecord]], target: str, others: Iterable[str],
                  labels: str = "gold", n_resamples: int = 10_000) -> pd.DataFrame:
     """``target`` against each other condition on the same instances, per seed: F1 gain with a bootstrap
     95% CI, exact McNemar p, and the false-negative / false-positive shifts (paper Table 5)."""
@@ -218,41 +132,41 @@ def paired_frame(runs: Mapping[tuple[str, int], Sequence[dict]], target: str, ot
     return pd.DataFrame(rows)
 
 
-def by_variables_frame(runs: Mapping[tuple[str, int], Sequence[dict]], labels: str = "gold",
+def by_variables_frame(runs: Mapping[tuple[str, int], Sequence[RunRecord]], labels: str = "gold",
                        min_positives: int = 3) -> tuple[pd.DataFrame, list[str]]:
     """F1 per number of variables; bins with too few positives are omitted and the omissions returned."""
     rows, omitted = [], []
     for (condition, seed), records in runs.items():
         pred, gold, corrected = _columns(records)
         kept, dropped = scores_by_group(pred, gold if labels == "gold" else corrected,
-                                        [r["num_variables"] for r in records], min_positives=min_positives)
+                                        [r.num_variables for r in records], min_positives=min_positives)
         rows += [{"condition": condition, "seed": seed, "num_variables": n, "F1": 100 * s.f1, "n": s.n}
                  for n, s in kept.items()]
         omitted += [f"{condition} (seed {seed}): {o.reason}" for o in dropped]
     return pd.DataFrame(rows), omitted
 
 
-def bins_frame(runs: Mapping[tuple[str, int], Sequence[dict]], labels: str = "gold") -> pd.DataFrame:
+def bins_frame(runs: Mapping[tuple[str, int], Sequence[RunRecord]], labels: str = "gold") -> pd.DataFrame:
     """Every number-of-variables bin, however few its positives: instances, positives, accuracy (%) and
     unparsed answers. Accuracy stays readable where F1 is omitted for lack of positives."""
     rows = []
     for (condition, seed), records in runs.items():
         pred, gold, corrected = _columns(records)
         every, _ = scores_by_group(pred, gold if labels == "gold" else corrected,
-                                   [r["num_variables"] for r in records], min_positives=0)
+                                   [r.num_variables for r in records], min_positives=0)
         rows += [{"condition": condition, "seed": seed, "num_variables": n, "n": s.n, "positives": s.tp + s.fn,
                   "accuracy": 100 * s.accuracy, "unparsed": s.unparsed} for n, s in every.items()]
     return pd.DataFrame(rows)
 
 
-def usage(record: dict) -> Usage:
+def usage(record: RunRecord) -> Usage:
     """Tokens and latency of one instance, summed over its turns."""
-    turns = record["turns"]
-    return Usage(sum(t["prompt_tokens"] for t in turns), sum(t["completion_tokens"] for t in turns),
-                 sum(t["latency_s"] for t in turns))
+    turns = record.turns
+    return Usage(sum(t.prompt_tokens for t in turns), sum(t.completion_tokens for t in turns),
+                 sum(t.latency_s for t in turns))
 
 
-def cost_frame(runs: Mapping[tuple[str, int], Sequence[dict]], baseline: str = "baseline_enhanced") -> pd.DataFrame:
+def cost_frame(runs: Mapping[tuple[str, int], Sequence[RunRecord]], baseline: str = "baseline_enhanced") -> pd.DataFrame:
     """Mean tokens and model time per instance, and the ratios to the one-turn baseline (§7.3). Latency of
     cached calls is the latency measured when they were first made."""
     by_condition: dict[str, list[Usage]] = {}
@@ -273,12 +187,20 @@ def paper(keys: Iterable[str] | None = None, section: str | None = None) -> pd.D
     return table.assign(source="paper").reset_index(drop=True)
 
 
-def banner(setup: Setup, instances: Sequence[Instance], seeds: Sequence[int]) -> str:
-    """The line every page prints: which model, which data, how many instances and seeds."""
+def banner(setup: RunConfig, instances: Sequence[Instance], seeds: Sequence[int]) -> str:
+    """The line every page prints: which model, which data, how many instances and seeds, which decoding."""
     positives = sum(i.label for i in instances)
     source = setup.data or f"Corr2Cause {setup.split} split"
     drawn = (f" drawn from rows with {', '.join(map(str, setup.sample_variables))} variables"
              if setup.limit > 0 and setup.sample_variables else "")
     return (f"**This run:** backend `{setup.backend}`, model `{setup.model or 'default'}`, {source}, "
-            f"sample of {len(instances)} instances{drawn} ({positives} gold positives), seeds {list(seeds)}. "
+            f"sample of {len(instances)} instances{drawn} ({positives} gold positives), seeds {list(seeds)}, "
+            f"{_decoding_text(setup.decoding)}. "
             f"Figures labelled *paper* are the paper's, reported for Qwen3.5-27B or the named model on the full data.")
+
+
+def _decoding_text(decoding: Any) -> str:
+    if decoding.greedy:
+        return "greedy decoding"
+    return (f"sampling at temperature {decoding.temperature:g}, top_p {decoding.top_p:g}, top_k {decoding.top_k}, "
+            f"min_p {decoding.min_p:g}")

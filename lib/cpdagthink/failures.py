@@ -2,11 +2,10 @@
 state, from the turn-2 readout, or from handling the ambiguity of the Markov equivalence class (MEC)?
 
 The paper hand-labels 32 errors into these families; :func:`classify` assigns one kind to every error of a
-run, using the record the runner wrote and the instance it came from. :func:`failure_counts` tabulates the
-kinds, :func:`gallery_rows` lists the errors for a gallery notebook, :func:`draw_pair` draws an emitted graph
-next to the reference one.
+run, using the record the runner wrote and the instance it came from, and :func:`failure_counts` tabulates
+the kinds. Views of the errors (the gallery table, the drawings) are in :mod:`cpdagthink.failure_views`.
 
-Errors are defined against the **corrected** label (``record["oracle_label"]``, the oracle's verdict), not the
+Errors are defined against the **corrected** label (``record.oracle_label``, the oracle's verdict), not the
 published one: 18 published test labels are wrong (a generator bug, see ``notes/corr2cause-semantics.md``),
 and every test below (the graph's verdict, the class members) follows the corrected semantics. Measured
 against the published label, a model that answered those 18 rows correctly would be charged with an error
@@ -15,18 +14,17 @@ that no graph state, readout or ambiguity could explain.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, replace as _with
 from enum import Enum
 from typing import Any, Iterable, Mapping
 
 import pandas as pd
 
-from .backends.reference import graph_answer
 from .dag import holds
 from .data import Instance
 from .oracle import PremiseAnalysis, UnfaithfulFactsError, analyse_premise, label_text
 from .premise import PremiseError, Query, parse_hypothesis
+from .records import RunRecord
 from .schema import CausalAnalysis
 
 
@@ -53,7 +51,7 @@ class Diagnosis:
     corrected_label: int | None
     prediction: int | None
     tool_run: bool
-    graph_verdict: int | None  # graph_answer on the object shown in turn 2 (tool runs with an object)
+    graph_verdict: int | None  # CausalAnalysis.answer on the object shown in turn 2 (tool runs with an object)
     graph_detail: str | None
     members: int | None  # size of the reference class
     members_holding: int | None  # members in which the hypothesis holds
@@ -61,17 +59,8 @@ class Diagnosis:
     shown: dict | None  # the object shown in turn 2, as JSON
 
 
-def is_tool_run(record: Mapping[str, Any]) -> bool:
-    """A tool-flow record: the runner stores ``parsed`` (possibly None) in turn 1 only for tool flows."""
-    return "parsed" in record["turns"][0]
-
-
-def shown_analysis(record: Mapping[str, Any]) -> dict | None:
-    """The object turn 2 saw: the intervention's replacement if a probe ran, else the parsed turn-1 object."""
-    given = record.get("intervention")
-    if given is not None and "analysis" in given:
-        return given["analysis"]
-    return record["turns"][0].get("parsed")
+def _json(analysis: CausalAnalysis | None) -> dict | None:
+    return None if analysis is None else analysis.model_dump(mode="json")
 
 
 def _reference(instance: Instance) -> tuple[PremiseAnalysis, Query] | None:
@@ -82,17 +71,17 @@ def _reference(instance: Instance) -> tuple[PremiseAnalysis, Query] | None:
         return None
 
 
-def diagnose(record: Mapping[str, Any], instance: Instance) -> Diagnosis:
+def diagnose(record: RunRecord, instance: Instance) -> Diagnosis:
     """Classify one record; precedence, first match wins:
 
-    1. ``UNPARSED_ANSWER``: ``record["answer"]`` is None. Checked before correctness: a missing answer is a
+    1. ``UNPARSED_ANSWER``: ``record.answer`` is None. Checked before correctness: a missing answer is a
        failure even when scoring it as NO happens to match the label.
     2. correct (``kind=None``): the prediction equals the corrected label. Also ``None`` when the premise
        has no corrected label (unfaithful premises, generated data only): nothing to localise against.
-    3. tool runs (:func:`is_tool_run`), on the object shown in turn 2 (:func:`shown_analysis`):
+    3. tool runs (``record.tool_flow``), on the object shown in turn 2 (``record.shown``):
        a. ``NO_GRAPH``: no object, or one that does not validate as a ``CausalAnalysis``;
-       b. ``WRONG_GRAPH``: ``graph_answer`` on the object gives the model's (wrong) answer. A graph no DAG
-          extends reads as NO, like the reference agent reads it;
+       b. ``WRONG_GRAPH``: :meth:`CausalAnalysis.answer` on the object gives the model's (wrong) answer. A
+          graph no DAG extends reads as NO, like the reference agent reads it;
        c. ``MEC_AMBIGUITY``: the object gives the right answer and the error is an ambiguity case (below);
        d. ``WRONG_READOUT``: the object gives the right answer, otherwise.
     4. runs without an object (one-turn, prose): ``ONE_TURN_MEC_AMBIGUITY`` for an ambiguity case, else
@@ -104,13 +93,13 @@ def diagnose(record: Mapping[str, Any], instance: Instance) -> Diagnosis:
     of the hypothesis (the model was put off by undetermined orientations that do not change the answer;
     a heuristic, since "the hypothesis involves undirected edges" has no sharper definition).
     """
-    oracle = record.get("oracle_label")
+    oracle = record.oracle_label
     if oracle is None:
         oracle = label_text(instance.text).label
-    answer = record.get("answer")
-    prediction = None if answer is None else int(answer == "YES")
-    tool = is_tool_run(record)
-    shown = shown_analysis(record) if tool else None
+    answer = record.answer
+    prediction = record.prediction
+    tool = record.tool_flow
+    shown = _json(record.shown) if tool else None
     blank = Diagnosis(None, oracle, prediction, tool, None, None, None, None, None, shown)
     if answer is None:
         return _with(blank, kind=FailureKind.UNPARSED_ANSWER)
@@ -136,14 +125,14 @@ def diagnose(record: Mapping[str, Any], instance: Instance) -> Diagnosis:
         graph = CausalAnalysis.model_validate(shown)
     except ValueError as error:
         return _with(blank, kind=FailureKind.NO_GRAPH, graph_detail=f"invalid object: {str(error).splitlines()[0]}")
-    verdict, detail = graph_answer(graph, instance.hypothesis)
-    blank = _with(blank, graph_verdict=int(verdict), graph_detail=detail)
-    if int(verdict) != oracle:
+    verdict = graph.answer(instance.hypothesis)
+    blank = _with(blank, graph_verdict=int(verdict.holds), graph_detail=verdict.detail)
+    if int(verdict.holds) != oracle:
         return _with(blank, kind=FailureKind.WRONG_GRAPH)
     return _with(blank, kind=FailureKind.MEC_AMBIGUITY if ambiguous else FailureKind.WRONG_READOUT)
 
 
-def classify(record: Mapping[str, Any], instance: Instance) -> FailureKind | None:
+def classify(record: RunRecord, instance: Instance) -> FailureKind | None:
     """The :class:`FailureKind` of one record, None when it is correct against the corrected label
     (``oracle_label``; why corrected: module docstring). Precedence: :func:`diagnose`."""
     return diagnose(record, instance).kind
@@ -152,10 +141,10 @@ def classify(record: Mapping[str, Any], instance: Instance) -> FailureKind | Non
 # --------------------------------------------------------------------------------------------- tables
 
 
-Records = Iterable[Mapping[str, Any]] | Mapping[str, Iterable[Mapping[str, Any]]]
+Records = Iterable[RunRecord] | Mapping[str, Iterable[RunRecord]]
 
 
-def _runs(records: Records) -> Iterable[tuple[str, Mapping[str, Any]]]:
+def named_records(records: Records) -> Iterable[tuple[str, RunRecord]]:
     """(run name, record) pairs: a mapping names its runs (e.g. by probe), a plain list uses the condition."""
     if isinstance(records, Mapping):
         for name, run in records.items():
@@ -163,21 +152,22 @@ def _runs(records: Records) -> Iterable[tuple[str, Mapping[str, Any]]]:
                 yield name, record
     else:
         for record in records:
-            yield record["condition"], record
+            yield record.condition, record
 
 
-def _by_id(instances: Iterable[Instance] | Mapping[str, Instance]) -> Mapping[str, Instance]:
+def instances_by_id(instances: Iterable[Instance] | Mapping[str, Instance]) -> Mapping[str, Instance]:
+    """The instances keyed by id (a mapping is taken as it is)."""
     return instances if isinstance(instances, Mapping) else {i.id: i for i in instances}
 
 
 def failure_counts(records: Records, instances: Iterable[Instance] | Mapping[str, Instance]) -> pd.DataFrame:
     """Rows: runs (the record's condition, or the names of a ``{name: records}`` mapping); columns: ``n``,
     ``correct``, ``errors`` and one count per :class:`FailureKind` (its value), in enum order."""
-    found = _by_id(instances)
+    found = instances_by_id(instances)
     table: dict[str, dict[str, int]] = {}
-    for name, record in _runs(records):
+    for name, record in named_records(records):
         row = table.setdefault(name, {"n": 0, "correct": 0, "errors": 0, **{k.value: 0 for k in KIND_ORDER}})
-        kind = classify(record, found[record["id"]])
+        kind = classify(record, found[record.id])
         row["n"] += 1
         if kind is None:
             row["correct"] += 1
@@ -188,134 +178,3 @@ def failure_counts(records: Records, instances: Iterable[Instance] | Mapping[str
     frame = pd.DataFrame.from_dict(table, orient="index", columns=columns).astype(int)
     frame.index.name = "condition"
     return frame
-
-
-def _reference_json(instance: Instance) -> str | None:
-    try:
-        return CausalAnalysis.from_cpdag(analyse_premise(instance.premise).cpdag).model_dump_json()
-    except (UnfaithfulFactsError, PremiseError):
-        return None
-
-
-GALLERY_COLUMNS = [
-    "id", "condition", "template", "num_variables", "kind", "premise", "hypothesis", "answer", "gold", "oracle",
-    "graph_verdict", "members", "members_holding", "reasoning", "answer_text", "intervention_note",
-    "emitted_analysis", "shown_analysis", "reference_analysis",
-]
-
-
-def gallery_rows(records: Records, instances: Iterable[Instance] | Mapping[str, Instance]) -> pd.DataFrame:
-    """One row per error, for a gallery notebook. ``emitted_analysis`` is turn 1's parsed object,
-    ``shown_analysis`` the object turn 2 saw (they differ under a probe), ``reference_analysis`` the oracle's
-    CPDAG; all three as JSON text (None when absent). ``reasoning`` is the final turn's thinking trace."""
-    found = _by_id(instances)
-    rows = []
-    for name, record in _runs(records):
-        instance = found[record["id"]]
-        diagnosis = diagnose(record, instance)
-        if diagnosis.kind is None:
-            continue
-        last = record["turns"][-1]
-        emitted = record["turns"][0].get("parsed")
-        rows.append({
-            "id": record["id"],
-            "condition": name,
-            "template": instance.template,
-            "num_variables": instance.num_variables,
-            "kind": diagnosis.kind.value,
-            "premise": instance.premise,
-            "hypothesis": instance.hypothesis,
-            "answer": record.get("answer"),
-            "gold": record.get("gold_label", instance.label),
-            "oracle": diagnosis.corrected_label,
-            "graph_verdict": diagnosis.graph_verdict,
-            "members": diagnosis.members,
-            "members_holding": diagnosis.members_holding,
-            "reasoning": last.get("reasoning"),
-            "answer_text": last.get("text"),
-            "intervention_note": (record.get("intervention") or {}).get("note"),
-            "emitted_analysis": None if emitted is None else json.dumps(emitted),
-            "shown_analysis": None if diagnosis.shown is None else json.dumps(diagnosis.shown),
-            "reference_analysis": _reference_json(instance),
-        })
-    return pd.DataFrame(rows, columns=GALLERY_COLUMNS)
-
-
-# ---------------------------------------------------------------------------------------------- drawing
-
-
-EdgeKey = tuple[str, str, str]  # ("directed", tail, head) | ("undirected", a, b) | ("skeleton", a, b), a < b
-
-
-def drawn_edges(analysis: CausalAnalysis | None, order: Mapping[str, int] | None = None) -> set[EdgeKey]:
-    """The edges :func:`draw_pair` draws for an object: directed arcs, undirected pairs, and pairs listed only
-    in the skeleton field; undirected pairs written in ``order`` (alphabetical by default)."""
-    if analysis is None:
-        return set()
-    rank = (lambda v: (order.get(v, len(order)), v)) if order else (lambda v: (0, v))
-
-    def sorted_pair(a: str, b: str) -> tuple[str, str]:
-        x, y = sorted((a, b), key=rank)
-        return x, y
-
-    edges: set[EdgeKey] = {("directed", a, b) for a, b in analysis.directed_edges if a != b}
-    edges |= {("undirected", *sorted_pair(a, b)) for a, b in analysis.undirected_edges if a != b}
-    oriented = {frozenset(e[1:]) for e in edges}
-    edges |= {("skeleton", *sorted_pair(a, b)) for a, b in analysis.skeleton if a != b and frozenset((a, b)) not in oriented}
-    return edges
-
-
-def draw_pair(emitted: CausalAnalysis | None, reference: CausalAnalysis | None, ax_left, ax_right, *,
-              highlight: str = "tab:red", titles: tuple[str, str] = ("emitted", "reference")):
-    """Draw ``emitted`` on ``ax_left`` and ``reference`` on ``ax_right`` with one shared circular layout.
-
-    Directed edges are arrows, undirected edges plain lines, pairs listed only in the skeleton field dotted
-    lines. An edge drawn in one graph but not the other (same pair and same kind and direction) is drawn in
-    ``highlight``; shared edges in black. Each edge is one ``FancyArrowPatch`` on its axes. Returns the
-    figure of ``ax_left``. Uses whatever matplotlib backend is active (no pyplot needed).
-    """
-    import networkx as nx
-
-    graphs = [emitted, reference]
-    variables = list(dict.fromkeys(v for g in graphs if g is not None for v in g.variables))
-    order = {v: i for i, v in enumerate(variables)}
-    edges = [drawn_edges(g, order) for g in graphs]
-    variables += sorted({v for es in edges for e in es for v in e[1:]} - set(variables))
-    pos = nx.circular_layout(variables) if variables else {}
-    canvas = nx.DiGraph()
-    canvas.add_nodes_from(variables)
-    for ax, mine, other, graph, title in zip((ax_left, ax_right), edges, edges[::-1], graphs, titles):
-        ax.set_axis_off()
-        ax.set_title(title if graph is not None else f"{title}: none")
-        if not variables:
-            continue
-        nx.draw_networkx_nodes(canvas, pos, ax=ax, node_color="white", edgecolors="black", node_size=500)
-        nx.draw_networkx_labels(canvas, pos, ax=ax)
-        for kind, a, b in sorted(mine):
-            nx.draw_networkx_edges(
-                canvas, pos, ax=ax, edgelist=[(a, b)], arrows=True, node_size=500,
-                arrowstyle="-|>" if kind == "directed" else "-", arrowsize=15,
-                style="dotted" if kind == "skeleton" else "solid",
-                edge_color="black" if (kind, a, b) in other else highlight, width=1.5,
-            )
-        ax.margins(0.15)
-    return ax_left.figure
-
-
-def filterable_html(table: pd.DataFrame, columns: list[str] | None = None) -> str:
-    """The gallery as a static HTML table with a text box that hides non-matching rows (inline script, no
-    network), so the rendered book keeps a filterable view where Jupyter widgets cannot run."""
-    import html
-    import uuid
-
-    table = table[columns] if columns else table
-    name = f"gallery-{uuid.uuid4().hex[:8]}"
-    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in table.columns)
-    rows = "".join("<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in row) + "</tr>"
-                   for row in table.itertuples(index=False))
-    return (f'<input id="{name}-q" placeholder="filter: condition, template, kind, id ..." style="width:60%">'
-            f'<table id="{name}"><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>'
-            f"<script>document.getElementById('{name}-q').addEventListener('input', function () {{"
-            f"var q = this.value.toLowerCase(); document.querySelectorAll('#{name} tbody tr').forEach("
-            f"function (r) {{ r.style.display = r.textContent.toLowerCase().includes(q) ? '' : 'none'; }}); }});"
-            f"</script>")

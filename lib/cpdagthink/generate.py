@@ -15,8 +15,9 @@ from string import ascii_uppercase
 
 import networkx as nx
 
+from .config import outputs_root
 from .dag import independence_facts
-from .data import PROJECT_ROOT, Instance, read_csv
+from .data import PROJECT_ROOT, Instance, load_split, read_csv
 from .oracle import analyse_facts, entailed
 from .premise import (
     HYPOTHESIS_WORDINGS,
@@ -249,4 +250,20 @@ def write_rows(rows: list[Row], path: str | Path) -> Path:
         writer.writeheader()
         for row in rows:
             writer.writerow(row.__dict__)
+    return path
+
+
+def generated_split(family: str, seed: int = 0) -> Path:
+    """A perturbed copy of the test split (``paraphrase`` or ``refactor``), written once under outputs/generated."""
+    path = outputs_root() / "generated" / f"{family}-of-test-seed{seed}.csv"
+    if not path.is_file():
+        write_rows(perturb(load_split("test"), family, seed), path)
+    return path
+
+
+def stress_csv(family: str, graphs: int, per_graph: int, seed: int) -> Path:
+    """A generated stress set (``random7``, ``alarm7``, ``asia8``), written once under outputs/generated."""
+    path = outputs_root() / "generated" / f"{family}-g{graphs}-k{per_graph}-seed{seed}.csv"
+    if not path.is_file():
+        write_rows(generate(family, seed=seed, graphs=graphs, per_graph=per_graph), path)
     return path

@@ -13,15 +13,21 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 from itertools import combinations
-from typing import Iterator
+from typing import Callable, Iterator, Sequence
 
 import networkx as nx
 
-from .dag import holds, independence_facts
+from .dag import d_separated, holds, independence_facts
+from .errors import CpdagthinkError
 from .premise import Facts, Pair, Query, pair, parse_hypothesis, parse_premise, split_input
+from .errors import CpdagthinkError
 
 
-class UnfaithfulFactsError(ValueError):
+# Whether x and y are independent given a conditioning set: a premise's stated facts, or a DAG's d-separation.
+Independence = Callable[[str, str, frozenset[str]], bool]
+
+
+class UnfaithfulFactsError(CpdagthinkError, ValueError):
     """No DAG has exactly these (in)dependencies: the premise cannot be labelled."""
 
 
@@ -97,15 +103,15 @@ class CPDAG:
 # ------------------------------------------------------------------------------------------ PC's steps
 
 
-def learn_skeleton(facts: Facts) -> tuple[set[Pair], dict[Pair, frozenset[str]]]:
+def learn_skeleton(variables: tuple[str, ...], independent: Independence) -> tuple[set[Pair], dict[Pair, frozenset[str]]]:
     """PC's adjacency search (Spirtes, Glymour & Scheines 2000, §5.4.2; order-independent 'stable' form,
     Colombo & Maathuis 2014): remove x - y at the first conditioning size where some subset of x's or y's
     current neighbours separates them, recording that set."""
-    edges = {pair(x, y) for x, y in combinations(facts.variables, 2)}
+    edges = {pair(x, y) for x, y in combinations(variables, 2)}
     sepsets: dict[Pair, frozenset[str]] = {}
     size = 0
     while True:
-        neighbours = {v: {u for p in edges if v in p for u in p if u != v} for v in facts.variables}
+        neighbours = {v: {u for p in edges if v in p for u in p if u != v} for v in variables}
         if not any(len(n) - 1 >= size for n in neighbours.values()):
             return edges, sepsets
         removed = set()
@@ -114,7 +120,7 @@ def learn_skeleton(facts: Facts) -> tuple[set[Pair], dict[Pair, frozenset[str]]]
             for a, b in ((x, y), (y, x)):
                 candidates = sorted(neighbours[a] - {b})
                 found = next(
-                    (frozenset(s) for s in combinations(candidates, size) if facts.independent(x, y, s)), None
+                    (frozenset(s) for s in combinations(candidates, size) if independent(x, y, frozenset(s))), None
                 )
                 if found is not None:
                     sepsets[p] = found
@@ -203,19 +209,35 @@ class PremiseAnalysis:
     members: tuple[nx.DiGraph, ...] = field(compare=False)
 
 
-def pc_cpdag(facts: Facts) -> CPDAG:
-    """Run PC on the facts: skeleton, v-structures, Meek closure."""
-    skeleton, sepsets = learn_skeleton(facts)
-    pattern, v_structures = orient_v_structures(facts.variables, skeleton, sepsets)
+def _pc(variables: tuple[str, ...], independent: Independence) -> CPDAG:
+    skeleton, sepsets = learn_skeleton(variables, independent)
+    pattern, v_structures = orient_v_structures(variables, skeleton, sepsets)
     closed = apply_meek_rules(pattern)
     return CPDAG(
-        variables=facts.variables,
+        variables=variables,
         skeleton=frozenset(skeleton),
         separating_sets=sepsets,
         v_structures=v_structures,
         directed=frozenset(closed.directed),
         undirected=frozenset(closed.undirected),
     )
+
+
+def pc_cpdag(facts: Facts) -> CPDAG:
+    """Run PC on the facts: skeleton, v-structures, Meek closure."""
+    return _pc(facts.variables, facts.independent)
+
+
+def cpdag_of_dag(dag: nx.DiGraph, variables: Sequence[str] = ()) -> CPDAG:
+    """The CPDAG of a DAG: PC with the DAG's own d-separations as its independence oracle.
+
+    Exact, since a DAG is faithful to its own d-separations, and the separating sets are the ones PC records
+    for a premise with those facts. Each test is asked of the DAG directly, so only the tests PC needs are
+    run (never every pair and conditioning set). ``variables`` fixes the order of the result's variables;
+    nodes of ``dag`` missing from it follow, sorted.
+    """
+    order = tuple(variables) + tuple(sorted(set(dag.nodes) - set(variables)))
+    return _pc(order, lambda x, y, given: d_separated(dag, x, y, given))
 
 
 def analyse_facts(facts: Facts) -> PremiseAnalysis:

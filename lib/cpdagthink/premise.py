@@ -12,9 +12,12 @@ import re
 from dataclasses import dataclass, field
 from enum import Enum
 from itertools import combinations
+from .errors import CpdagthinkError
+
+from .errors import CpdagthinkError
 
 
-class PremiseError(ValueError):
+class PremiseError(CpdagthinkError, ValueError):
     """Raised for premise or hypothesis text that cannot be read unambiguously."""
 
     def __init__(self, message: str, sentence: str):

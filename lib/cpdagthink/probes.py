@@ -34,7 +34,7 @@ its stated limitation that "a scrambled graph may no longer be a valid CPDAG"):
 ``drop_premise``
     The object is unchanged; the premise is removed from turn 2 (``include_premise=False``).
 ``swap_valid_cpdag``
-    The oracle's CPDAG (``independence_facts`` -> ``analyse_facts`` -> ``CausalAnalysis.from_cpdag``) of a
+    The oracle's CPDAG (``oracle.cpdag_of_dag`` -> ``CausalAnalysis.from_cpdag``) of a
     random DAG over the same variables with as many edges as the emitted adjacency set (the nearest other
     size when no other class of that size exists), guaranteed to be a valid CPDAG that differs from the
     emitted object and from the reference CPDAG of the instance's premise.
@@ -54,11 +54,11 @@ import networkx as nx
 import pandas as pd
 
 from .conditions import Intervention, Turn2Input
-from .dag import independence_facts
 from .data import Instance
 from .metrics import binary_scores
-from .oracle import UnfaithfulFactsError, analyse_facts, analyse_premise
+from .oracle import UnfaithfulFactsError, analyse_premise, cpdag_of_dag
 from .premise import Pair, PremiseError, pair
+from .records import RunRecord
 from .schema import CausalAnalysis, SeparatingSet
 
 NOTHING = "nothing to intervene on"
@@ -319,11 +319,6 @@ def drop_premise(instance: Instance, emitted: CausalAnalysis | None, rng: random
 # ------------------------------------------------------------------------------- validity-preserving probes
 
 
-def cpdag_of_dag(dag: nx.DiGraph, variables: Sequence[str]) -> CausalAnalysis:
-    """The oracle's CPDAG of a DAG (its d-separations fed to PC), in the emitted format."""
-    return CausalAnalysis.from_cpdag(analyse_facts(independence_facts(dag, tuple(variables))).cpdag)
-
-
 def _reference_key(instance: Instance, variables: tuple[str, ...]) -> tuple | None:
     try:
         cpdag = analyse_premise(instance.premise).cpdag
@@ -358,7 +353,7 @@ def swap_valid_cpdag(instance: Instance, emitted: CausalAnalysis | None, rng: ra
         for _ in range(_ATTEMPTS if size == wanted else 10):
             rank = {v: i for i, v in enumerate(rng.sample(variables, len(variables)))}
             dag = _oriented(variables, rng.sample(pool, size), rank)
-            shown = cpdag_of_dag(dag, variables)
+            shown = CausalAnalysis.from_cpdag(cpdag_of_dag(dag, variables))
             if class_key(shown) not in forbidden:
                 detail = f"CPDAG of random DAG {_arcs(dag) or '(no edges)'}; {size} edge(s), emitted had {wanted}"
                 return _result("swap_valid_cpdag", emitted, shown, detail)
@@ -393,7 +388,7 @@ def swap_valid_cpdag_same_skeleton(instance: Instance, emitted: CausalAnalysis |
         if key in tried:
             return None
         tried.add(key)
-        shown = cpdag_of_dag(dag, variables)
+        shown = CausalAnalysis.from_cpdag(cpdag_of_dag(dag, variables))
         if class_key(shown) in forbidden:
             return None
         return _result(name, emitted, shown, f"CPDAG of the orientation {_arcs(dag) or '(no edges)'}")
@@ -431,19 +426,15 @@ def get_probe(name: str) -> Intervention:
 # ------------------------------------------------------------------------------------------------ table
 
 
-def _prediction(record: Mapping[str, Any]) -> int | None:
-    return None if record.get("answer") is None else int(record["answer"] == "YES")
-
-
-def _intervened(record: Mapping[str, Any]) -> bool:
-    given = record.get("intervention")
-    if not given:
+def _intervened(record: RunRecord) -> bool:
+    given = record.intervention
+    if given is None:
         return False
-    return (not given.get("include_premise", True)) or given.get("analysis") != record["turns"][0].get("parsed")
+    return (not given.include_premise) or given.analysis != record.emitted
 
 
-def probe_table(base_records: Sequence[Mapping[str, Any]],
-                probe_records_by_name: Mapping[str, Sequence[Mapping[str, Any]]]) -> pd.DataFrame:
+def probe_table(base_records: Sequence[RunRecord],
+                probe_records_by_name: Mapping[str, Sequence[RunRecord]]) -> pd.DataFrame:
     """One row per probe (index), scored on the instance ids it shares with the unprobed run.
 
     Columns: ``n``; F1(YES) in percent of the unprobed and probed runs against the published labels
@@ -453,17 +444,17 @@ def probe_table(base_records: Sequence[Mapping[str, Any]],
     counts as NO, as in :mod:`cpdagthink.metrics`); ``intervened_share``: fraction where the probe really
     changed turn 2 (some probes leave e.g. an object without v-structures as it is).
     """
-    base = {r["id"]: r for r in base_records}
+    base = {r.id: r for r in base_records}
     rows = []
     for name, records in probe_records_by_name.items():
-        shared = [r for r in records if r["id"] in base]
+        shared = [r for r in records if r.id in base]
         if not shared:
             raise ValueError(f"probe {name!r} shares no instance id with the base run")
-        before = [base[r["id"]] for r in shared]
-        pred_b, pred_p = [_prediction(r) for r in before], [_prediction(r) for r in shared]
-        gold = [r["gold_label"] for r in before]
-        labelled = [i for i, r in enumerate(before) if r.get("oracle_label") is not None]
-        oracle = [before[i]["oracle_label"] for i in labelled]
+        before = [base[r.id] for r in shared]
+        pred_b, pred_p = [r.prediction for r in before], [r.prediction for r in shared]
+        gold = [r.gold_label for r in before]
+        labelled = [i for i, r in enumerate(before) if r.oracle_label is not None]
+        oracle = [before[i].oracle_label for i in labelled]
         f1 = {
             "base_f1_gold": binary_scores(pred_b, gold).f1,
             "f1_gold": binary_scores(pred_p, gold).f1,

@@ -11,13 +11,15 @@ from functools import lru_cache
 from pathlib import Path
 from string import Template
 
+from .errors import CpdagthinkError
 from .schema import TOOL_NAME
+from .errors import CpdagthinkError
 
 PROMPTS_DIR = Path(__file__).resolve().parents[2] / "prompts"
 _SHARED_FIELDS = ("pc_scaffold",)
 
 
-class PromptError(KeyError):
+class PromptError(CpdagthinkError, KeyError):
     """A prompt file is missing or a template field was not supplied."""
 
 

@@ -1,8 +1,10 @@
-"""Run a condition over instances: cached model calls, one JSON line per finished instance, resumable.
+"""Run a condition over instances: cached model calls, one typed record per finished instance, resumable.
 
 Work proceeds in chunks: turn 1 for the whole chunk in one batched backend call, then turn 2, then the
 chunk's records are appended and flushed. A run killed midway restarts after its last written record; a
-finished run re-run makes zero model calls because every call is content-addressed in the cache.
+finished run re-run makes zero model calls because every call is content-addressed in the cache. The run
+folder is locked while a run writes to it (:mod:`.runfolder`), and a record is only reused for the very
+same row (its id and its content).
 """
 
 from __future__ import annotations
@@ -21,10 +23,11 @@ from typing import Any, Iterable, Sequence
 
 from tqdm.auto import tqdm
 
-from .backends.base import Backend, Completion, Request, RequestRejected
+from .backends.base import Backend, BackendError, Completion, Request, RequestRejected
 from .conditions import (
     Condition,
     Decoding,
+    Emitted,
     Flow,
     Intervention,
     Turn2Input,
@@ -34,36 +37,25 @@ from .conditions import (
     read_emitted,
     second_request,
 )
+from .config import RunConfig, outputs_root
 from .data import PROJECT_ROOT, Instance
-from .oracle import label_text
+from .errors import CpdagthinkError
+from .oracle import UnfaithfulFactsError, label_text
+from .premise import PremiseError
+from .records import SCHEMA_VERSION, InterventionRecord, RunRecord, RunSummary, ToolCallRecord, TurnRecord
+from .runfolder import CONFIG, METADATA, SUMMARY, RunFolder, read_records
 
-RECORDS = "records.jsonl"
-METADATA = "metadata.json"
-DEFAULT_CACHE = PROJECT_ROOT / "outputs" / "cache"
+DEFAULT_CACHE = outputs_root() / "cache"
+ABORT_AFTER_REJECTIONS = 5
 _PACKAGES = ("cpdagthink", "llama_cpp_python", "outlines", "outlines_core", "openai", "vllm", "networkx", "pydantic")
 
 
-class RunMismatchError(ValueError):
+class RunMismatchError(CpdagthinkError, ValueError):
     """An output folder already holds records of a run configured differently from the one asked for."""
 
 
 # What makes two runs the same run: resuming is only allowed when all of these match.
 _RUN_IDENTITY = ("condition", "intervention", "backend", "decoding")
-
-
-def _check_resumable(out_dir: Path, metadata: dict[str, Any], records: int) -> None:
-    """Refuse to append to records written under another condition, prompt, model or decoding."""
-    path = out_dir / METADATA
-    if not records or not path.is_file():
-        return
-    old = json.loads(path.read_text(encoding="utf-8"))
-    new = json.loads(json.dumps({k: metadata[k] for k in _RUN_IDENTITY}))
-    differs = [k for k in _RUN_IDENTITY if old.get(k) != new[k]]
-    if differs:
-        raise RunMismatchError(
-            f"{out_dir} already holds {records} records of a run with a different {', '.join(differs)}; "
-            "resuming would mix the two. Choose another output folder or remove this one."
-        )
 
 
 class CallCache:
@@ -129,21 +121,21 @@ def _hash(data: Any) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
 
-def _turn_record(request: Request, completion: Completion, cache_hit: bool) -> dict[str, Any]:
-    return {
-        "messages_sha256": _hash(list(request.messages)),
-        "request_sha256": _hash(request.to_json()),
-        "raw": completion.raw or completion.text,
-        "text": completion.text,
-        "reasoning": completion.reasoning,
-        "tool_calls": [c.__dict__ for c in completion.tool_calls],
-        "finish_reason": completion.finish_reason,
-        "cache_hit": cache_hit,
-        "prompt_tokens": completion.prompt_tokens,
-        "completion_tokens": completion.completion_tokens,
-        "latency_s": completion.latency_s,
-        "meta": completion.meta,
-    }
+def _turn_record(request: Request, completion: Completion, cache_hit: bool) -> TurnRecord:
+    return TurnRecord(
+        messages_sha256=_hash(list(request.messages)),
+        request_sha256=_hash(request.to_json()),
+        raw=completion.raw or completion.text,
+        text=completion.text,
+        reasoning=completion.reasoning,
+        tool_calls=[ToolCallRecord(name=c.name, arguments=c.arguments) for c in completion.tool_calls],
+        finish_reason=completion.finish_reason,
+        cache_hit=cache_hit,
+        prompt_tokens=completion.prompt_tokens,
+        completion_tokens=completion.completion_tokens,
+        latency_s=completion.latency_s,
+        meta=completion.meta,
+    )
 
 
 def _git_commit() -> str | None:
@@ -164,33 +156,39 @@ def _versions() -> dict[str, str]:
     return found
 
 
-def read_records(out_dir: str | Path) -> list[dict[str, Any]]:
-    """The records of a run; a torn last line (a kill mid-write) is ignored and later overwritten."""
-    path = Path(out_dir) / RECORDS
-    if not path.is_file():
-        return []
-    records = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
-            break
-    return records
-
-
-def _rewrite_complete(path: Path, records: list[dict[str, Any]]) -> None:
-    """Drop a torn tail so appends start on a clean line."""
-    text = "".join(json.dumps(r) + "\n" for r in records)
-    if path.is_file() and path.read_text(encoding="utf-8") != text:
-        path.write_text(text, encoding="utf-8")
-
-
 @dataclass
 class RunResult:
     out_dir: Path
-    records: list[dict[str, Any]]
+    records: list[RunRecord]  # one per asked instance that has a record, in the order asked
     model_calls: int
     cache_hits: int
+    summary: RunSummary
+
+
+def _check_resumable(folder: RunFolder, metadata: dict[str, Any], records: list[RunRecord],
+                     instances: list[Instance]) -> None:
+    """Refuse to append to records written under another condition, prompt, model, decoding or version, or
+    for other data (a row of the same id but other content: another file of the same name, an edited CSV)."""
+    if not records:
+        return
+    content = {i.id: i.content_sha256 for i in instances}
+    other = [r.id for r in records if r.id in content and r.content_sha256 != content[r.id]]
+    if other:
+        raise RunMismatchError(
+            f"{folder.path} holds records of other data: {len(other)} row(s) with the same id but other content "
+            f"(first: {other[0]}), e.g. another file of the same name or an edited CSV. Choose another output folder.")
+    old = folder.read_json(METADATA) or {}
+    if old.get("record_schema") != SCHEMA_VERSION:
+        raise RunMismatchError(
+            f"{folder.path} holds {len(records)} records of another version of cpdagthink (record schema "
+            f"{old.get('record_schema', 1)}, this one writes {SCHEMA_VERSION}); choose another output folder.")
+    new = json.loads(json.dumps({k: metadata[k] for k in _RUN_IDENTITY}))
+    differs = [k for k in _RUN_IDENTITY if old.get(k) != new[k]]
+    if differs:
+        raise RunMismatchError(
+            f"{folder.path} already holds {len(records)} records of a run with a different {', '.join(differs)}; "
+            "resuming would mix the two. Choose another output folder or remove this one."
+        )
 
 
 def run_condition(
@@ -201,100 +199,169 @@ def run_condition(
     *,
     decoding: Decoding = Decoding(),
     cache_dir: str | Path = DEFAULT_CACHE,
-    chunk_size: int = 8,
+    chunk_size: int | None = None,
     intervention: Intervention | None = None,
     intervention_name: str | None = None,
     progress: bool = True,
-    extra_metadata: dict[str, Any] | None = None,
+    config: RunConfig | None = None,
+    abort_after: int = ABORT_AFTER_REJECTIONS,
 ) -> RunResult:
-    """Run ``condition`` on ``instances`` with ``backend``; append one record per instance to
-    ``out_dir/records.jsonl`` and describe the run in ``out_dir/metadata.json``."""
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    """Run ``condition`` on ``instances`` with ``backend``; append one :class:`RunRecord` per instance to
+    ``out_dir/records.jsonl``, describe the run in ``metadata.json`` (and ``config.json`` when ``config``
+    is given) and its outcome in ``summary.json``.
+
+    Raises :class:`RunMismatchError` for a folder of another run or other data, :class:`RunLockedError`
+    while another run writes into the folder, and :class:`RunAborted` when the first ``abort_after``
+    requests of this session were all refused by the service.
+    """
+    if intervention is not None and intervention_name is None:
+        raise ValueError("an intervention needs its name (intervention_name), which every record carries")
+    chunk_size = chunk_size or backend.preferred_chunk_size
+    if chunk_size < 1:
+        raise ValueError(f"chunk_size must be at least 1, got {chunk_size}")
     instances = list(instances)
-    done_records = read_records(out_dir)
-    _rewrite_complete(out_dir / RECORDS, done_records)
-    done = {r["id"] for r in done_records}
-    todo = [i for i in instances if i.id not in done]
-
-    started = time.time()
-    metadata = {
-        "condition": describe(condition),
-        "intervention": intervention_name,
-        "backend": backend.identity(),
-        "decoding": decoding.__dict__,
-        "instances": len(instances),
-        "instance_ids_sha256": _hash([i.id for i in instances]),
-        "sources": sorted({i.source for i in instances}),
-        "seed": decoding.seed,
-        "git_commit": _git_commit(),
-        "packages": _versions(),
-        "python": platform.python_version(),
-        "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)),
-        **(extra_metadata or {}),
-    }
-    _check_resumable(out_dir, metadata, len(done_records))
-    (out_dir / METADATA).write_text(json.dumps(metadata, indent=2), encoding="utf-8")
-
-    cached = CachedBackend(backend, CallCache(cache_dir))
-    hits = 0
-    bar = tqdm(total=len(instances), initial=len(instances) - len(todo), desc=f"{condition.name}", unit="inst",
-               disable=not progress)
-    with (out_dir / RECORDS).open("a", encoding="utf-8") as sink:
-        for start in range(0, len(todo), max(chunk_size, 1)):
-            chunk = todo[start:start + chunk_size]
-            first = [first_request(condition, inst, decoding) for inst in chunk]
-            turns = [[(req, *res)] for req, res in zip(first, cached.complete_batch(first))]
-            if condition.flow is not Flow.ONE_TURN:
-                given = [_intervene(intervention, inst, turn[0][1], decoding.seed) for inst, turn in zip(chunk, turns)]
-                second = [second_request(condition, inst, decoding, turn[0][1], g)
-                          for inst, turn, g in zip(chunk, turns, given)]
-                for turn, req, res in zip(turns, second, cached.complete_batch(second)):
-                    turn.append((req, *res))
-            else:
-                given = [None] * len(chunk)
-            for inst, turn, g in zip(chunk, turns, given):
-                record = _record(condition, inst, turn, g)
-                hits += sum(t["cache_hit"] for t in record["turns"])
-                sink.write(json.dumps(record) + "\n")
-                sink.flush()
-                bar.update(1)
-    bar.close()
-    metadata.update(finished_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"), wall_clock_s=round(time.time() - started, 3),
-                    model_calls_this_session=cached.calls)
-    (out_dir / METADATA).write_text(json.dumps(metadata, indent=2), encoding="utf-8")
-    return RunResult(out_dir, read_records(out_dir), cached.calls, hits)
-
-
-def _intervene(intervention: Intervention | None, instance: Instance, turn1: Completion, seed: int) -> Turn2Input | None:
-    if intervention is None:
-        return None
-    rng = random.Random(f"{seed}:{instance.id}")  # per instance, so resuming never shifts the draws
-    return intervention(instance, read_emitted(turn1, instance).analysis, rng)
+    folder = RunFolder(out_dir)
+    with folder.locked():
+        done = folder.load_records()
+        started = time.time()
+        metadata = {
+            "record_schema": SCHEMA_VERSION,
+            "condition": describe(condition),
+            "intervention": intervention_name,
+            "backend": backend.identity(),
+            "decoding": decoding.model_dump(),
+            "instances": len(instances),
+            "instances_sha256": _hash([(i.id, i.content_sha256) for i in instances]),
+            "sources": sorted({i.source for i in instances}),
+            "seed": decoding.seed,
+            "git_commit": _git_commit(),
+            "packages": _versions(),
+            "python": platform.python_version(),
+            "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)),
+        }
+        _check_resumable(folder, metadata, done, instances)
+        if any(r.rejected for r in done):  # a request the service refused is asked again
+            done = [r for r in done if not r.rejected]
+            folder.rewrite_records(done)
+        folder.write_json(METADATA, metadata)
+        if config is not None:
+            folder.write_json(CONFIG, config)
+        session = _Session(condition, CachedBackend(backend, CallCache(cache_dir)), decoding, intervention,
+                           intervention_name, abort_after)
+        wanted = {i.id for i in instances}
+        finished = {r.id: r for r in done if r.id in wanted}
+        todo = [i for i in instances if i.id not in finished]
+        bar = tqdm(total=len(instances), initial=len(finished), desc=condition.name, unit="inst", disable=not progress)
+        status = "finished"
+        try:
+            with folder.appender() as append:
+                for start in range(0, len(todo), chunk_size):
+                    for record in session.chunk(todo[start:start + chunk_size]):
+                        append(record)
+                        finished[record.id] = record
+                        bar.update(1)
+        except KeyboardInterrupt:
+            status = "interrupted"
+            raise
+        except RunAborted:
+            status = "aborted"
+            raise
+        finally:
+            bar.close()
+            records = [finished[i.id] for i in instances if i.id in finished]
+            summary = RunSummary.of(records, len(instances), model_calls=session.cached.calls,
+                                    cache_hits=session.hits, wall_clock_s=time.time() - started,
+                                    status=None if status == "finished" else status)
+            metadata.update(finished_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"), status=summary.status,
+                            wall_clock_s=summary.wall_clock_s, model_calls_this_session=summary.model_calls)
+            folder.write_json(METADATA, metadata)
+            folder.write_json(SUMMARY, summary)
+    return RunResult(folder.path, records, session.cached.calls, session.hits, summary)
 
 
-def _record(condition: Condition, instance: Instance, turns: list[tuple[Request, Completion, bool]],
-            given: Turn2Input | None) -> dict[str, Any]:
-    records = [_turn_record(*t) for t in turns]
-    if condition.flow is Flow.TOOL:
-        emitted = read_emitted(turns[0][1], instance)
-        records[0]["parsed"] = emitted.analysis.model_dump(mode="json") if emitted.analysis else None
-        records[0]["parse_error"] = emitted.error
-    answer = parse_answer(turns[-1][1].text)
-    return {
-        "id": instance.id,
-        "condition": condition.name,
-        "split": instance.split,
-        "num_variables": instance.num_variables,
-        "template": instance.template,
-        "turns": records,
-        "prompt_sha256": condition.prompt_files(),
-        "intervention": None if given is None else {
-            "note": given.note, "include_premise": given.include_premise,
-            "analysis": given.analysis.model_dump(mode="json") if given.analysis else None},
-        "answer": answer,
-        "unparsed": answer is None,
-        "prediction": int(answer == "YES"),
-        "gold_label": instance.label,
-        "oracle_label": label_text(instance.text).label,
-    }
+class RunAborted(BackendError):
+    """The service refused every one of the first requests of a run: paying for the rest would be waste."""
+
+
+@dataclass
+class _Session:
+    """One session of a run: builds each chunk's requests, calls the cached backend, makes the records."""
+
+    condition: Condition
+    cached: "CachedBackend"
+    decoding: Decoding
+    intervention: Intervention | None
+    intervention_name: str | None
+    abort_after: int
+    hits: int = 0
+    fresh_rejections: int = 0
+    fresh_answers: int = 0
+
+    def chunk(self, chunk: list[Instance]) -> list[RunRecord]:
+        posed, problems = [], {}
+        for instance in chunk:
+            try:
+                posed.append((instance, first_request(self.condition, instance, self.decoding),
+                              label_text(instance.text).label))
+            except (PremiseError, UnfaithfulFactsError) as error:
+                problems[instance.id] = f"{type(error).__name__}: {error}"
+        turns = [[(request, *result)] for (_, request, _), result
+                 in zip(posed, self.cached.complete_batch([request for _, request, _ in posed]))]
+        emitted = [read_emitted(t[0][1], inst) if self.condition.flow is Flow.TOOL else None
+                   for (inst, _, _), t in zip(posed, turns)]
+        given = [self._intervene(inst, e) for (inst, _, _), e in zip(posed, emitted)]
+        if self.condition.flow is not Flow.ONE_TURN:
+            second = [second_request(self.condition, inst, self.decoding, t[0][1], g)
+                      for (inst, _, _), t, g in zip(posed, turns, given)]
+            for turn, request, result in zip(turns, second, self.cached.complete_batch(second)):
+                turn.append((request, *result))
+        made = {inst.id: self._record(inst, oracle, t, e, g)
+                for (inst, _, oracle), t, e, g in zip(posed, turns, emitted, given)}
+        records = [made[i.id] if i.id in made else self._problem(i, problems[i.id]) for i in chunk]
+        for record in records:
+            self._watch(record)
+        return records
+
+    def _intervene(self, instance: Instance, emitted: Emitted | None) -> Turn2Input | None:
+        if self.intervention is None:
+            return None
+        rng = random.Random(f"{self.decoding.seed}:{instance.id}")  # per instance: resuming never shifts draws
+        return self.intervention(instance, emitted.analysis if emitted else None, rng)
+
+    def _base(self, instance: Instance) -> dict[str, Any]:
+        return {"id": instance.id, "content_sha256": instance.content_sha256, "condition": self.condition.name,
+                "split": instance.split, "num_variables": instance.num_variables, "template": instance.template,
+                "gold_label": instance.label, "prompt_sha256": self.condition.prompt_files()}
+
+    def _record(self, instance: Instance, oracle: int | None, turns: list[tuple[Request, Completion, bool]],
+                emitted: Emitted | None, given: Turn2Input | None) -> RunRecord:
+        self.hits += sum(hit for _, _, hit in turns)
+        return RunRecord(
+            **self._base(instance),
+            oracle_label=oracle,
+            turns=[_turn_record(*t) for t in turns],
+            tool_flow=emitted is not None,
+            emitted=emitted.analysis if emitted else None,
+            emitted_error=emitted.error if emitted else None,
+            intervention=None if given is None else InterventionRecord(
+                name=self.intervention_name, note=given.note, include_premise=given.include_premise,
+                analysis=given.analysis),
+            answer=parse_answer(turns[-1][1].text),
+        )
+
+    def _problem(self, instance: Instance, problem: str) -> RunRecord:
+        return RunRecord(**self._base(instance), oracle_label=None, problem=problem)
+
+    def _watch(self, record: RunRecord) -> None:
+        """Stop the run when the service refused every one of its first ``abort_after`` fresh requests."""
+        fresh = [t for t in record.turns if not t.cache_hit]
+        if not fresh:
+            return
+        if record.rejected:
+            self.fresh_rejections += 1
+        else:
+            self.fresh_answers += 1
+        if self.abort_after and not self.fresh_answers and self.fresh_rejections >= self.abort_after:
+            first = next(t.rejected for t in record.turns if t.rejected)
+            raise RunAborted(f"the service refused each of the first {self.fresh_rejections} requests of this run; "
+                             f"stopping instead of paying for the rest. Its message: {first}")

@@ -9,13 +9,15 @@ regex-constrained model always reaches the closing brace (appendix F.2).
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from .dag import max_v_structures
-from .oracle import CPDAG
+from .dag import holds, max_v_structures
+from .oracle import CPDAG, PDAG, UnfaithfulFactsError, apply_meek_rules, consistent_extensions
+from .premise import PremiseError, pair, parse_hypothesis
 
 Variable = Annotated[str, Field(pattern=r"^[A-Za-z]$")]
 FIELD_ORDER = ("variables", "skeleton", "separating_sets", "v_structures", "directed_edges", "undirected_edges")
@@ -24,6 +26,15 @@ TOOL_DESCRIPTION = (
     "Record the CPDAG you derived from the premise: variables, skeleton, separating sets of non-adjacent "
     "pairs, v-structures, and the directed and undirected edges of the equivalence class."
 )
+
+
+@dataclass(frozen=True)
+class GraphVerdict:
+    """What a graph says about a hypothesis: whether it ``holds`` in every DAG consistent with the graph, and
+    how that was found (how many DAGs were checked, or why the graph or hypothesis could not be used)."""
+
+    holds: bool
+    detail: str
 
 
 class SeparatingSet(BaseModel):
@@ -88,6 +99,19 @@ class CausalAnalysis(BaseModel):
     def json_schema_for(cls, variables: list[str] | tuple[str, ...]) -> dict[str, Any]:
         """The JSON schema constraining one instance's output: names from ``variables``, bounded lists."""
         return instance_model(tuple(variables)).model_json_schema()
+
+    def answer(self, hypothesis: str) -> GraphVerdict:
+        """Whether the hypothesis holds in every DAG consistent with this graph's directed and undirected
+        edges, Meek-closed first (the other fields are not read). A graph that no DAG extends, or a
+        hypothesis that does not parse over these variables, answers NO with the reason."""
+        graph = PDAG(tuple(self.variables), {tuple(e) for e in self.directed_edges},
+                     {pair(*e) for e in self.undirected_edges})
+        try:
+            query = parse_hypothesis(hypothesis, tuple(self.variables))
+            members = list(consistent_extensions(apply_meek_rules(graph)))
+        except (UnfaithfulFactsError, PremiseError, ValueError) as error:
+            return GraphVerdict(False, f"graph unusable: {error}")
+        return GraphVerdict(all(holds(m, query) for m in members), f"checked {len(members)} completion(s)")
 
     def to_dot(self) -> str:
         """A compact DOT view (returned to the model with its own object in the turn-2 tool result)."""

@@ -26,9 +26,8 @@ from .oracle import (
     PDAG,
     UnfaithfulFactsError,
     _meek_step,
-    apply_meek_rules,
     consistent_extensions,
-    orient_v_structures,
+    cpdag_of_dag,
     pc_cpdag,
 )
 from .premise import Facts, Pair, pair
@@ -147,24 +146,6 @@ class _Graph:
 # ----------------------------------------------------------------------------------- the certificate
 
 
-def cpdag_of_dag(dag: nx.DiGraph, variables: Iterable[str] | None = None) -> PDAG:
-    """The CPDAG of a DAG: its skeleton, its v-structures, then Meek's rules (Meek 1995, Thm. 3).
-
-    Reuses PC's orientation step; the "separating sets" handed to it are collider markers only (for a
-    non-adjacent pair, its common neighbours that are not common children), which is all that step reads.
-    """
-    variables = tuple(sorted(set(variables or ()) | set(dag.nodes)))
-    skeleton = {pair(a, b) for a, b in dag.edges}
-    around = {v: {u for p in skeleton if v in p for u in p if u != v} for v in variables}
-    markers = {
-        pair(x, y): frozenset(z for z in around[x] & around[y] if not (dag.has_edge(x, z) and dag.has_edge(y, z)))
-        for x, y in combinations(variables, 2)
-        if pair(x, y) not in skeleton
-    }
-    pattern, _ = orient_v_structures(variables, skeleton, markers)
-    return apply_meek_rules(pattern)
-
-
 def cpdag_certificate(directed: Iterable[tuple[str, str]], undirected: Iterable[tuple[str, str] | Pair],
                       variables: Iterable[str] = ()) -> nx.DiGraph | None:
     """A DAG whose CPDAG is exactly this graph, or None when there is none (so the graph is no CPDAG).
@@ -187,8 +168,8 @@ def cpdag_certificate(directed: Iterable[tuple[str, str]], undirected: Iterable[
     if not nx.is_directed_acyclic_graph(dag):
         return None
     try:
-        recomputed = cpdag_of_dag(dag, nodes)
-    except UnfaithfulFactsError:  # pragma: no cover - a DAG's own v-structures never conflict
+        recomputed = cpdag_of_dag(dag, sorted(nodes))
+    except UnfaithfulFactsError:  # pragma: no cover - PC on a DAG's own d-separations never conflicts
         return None
     return dag if recomputed.directed == directed and recomputed.undirected == undirected else None
 
@@ -420,7 +401,6 @@ __all__ = [
     "Violation",
     "ViolationKind",
     "cpdag_certificate",
-    "cpdag_of_dag",
     "is_cpdag",
     "is_valid",
     "meek_orientable",

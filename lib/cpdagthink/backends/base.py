@@ -13,9 +13,12 @@ import json
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
+from ..errors import CpdagthinkError
+
+from ..errors import CpdagthinkError
 
 
-class BackendError(RuntimeError):
+class BackendError(CpdagthinkError, RuntimeError):
     """A backend could not serve a request (missing package, unreachable endpoint, bad model file)."""
 
 

@@ -2,7 +2,8 @@
 
 Turn 1 (a tool is offered and none was called yet): read the premise from the prompt and emit the oracle's
 CPDAG as the tool call. Final turn: read the hypothesis and answer from whatever graph the last tool result
-holds (so graph probes move it), or from the premise when there is no tool result. Never the default.
+holds (so graph probes move it), or from the premise when there is no tool result, both by
+:meth:`CausalAnalysis.answer`. Never the default.
 """
 
 from __future__ import annotations
@@ -12,10 +13,9 @@ import re
 import time
 from typing import Any
 
-from ..oracle import PDAG, UnfaithfulFactsError, analyse_premise, apply_meek_rules, consistent_extensions
-from ..dag import holds
-from ..premise import PremiseError, pair, parse_hypothesis
-from ..schema import TOOL_NAME, CausalAnalysis
+from ..oracle import UnfaithfulFactsError, analyse_premise
+from ..premise import PremiseError
+from ..schema import TOOL_NAME, CausalAnalysis, GraphVerdict
 from .base import Backend, Completion, Request, ToolCall
 
 _PREMISE = re.compile(r"(Premise:.*?)(?:\n\s*\n|\nHypothesis:|$)", re.S)
@@ -24,19 +24,6 @@ _HYPOTHESIS = re.compile(r"Hypothesis:[ \t]*([^\n]+)")
 
 def _texts(request: Request) -> list[str]:
     return [m.get("content") or "" for m in request.messages]
-
-
-def graph_answer(analysis: CausalAnalysis, hypothesis: str) -> tuple[bool, str]:
-    """Whether the hypothesis holds in every DAG consistent with the given graph (Meek-closed first).
-    A graph that no DAG extends answers NO, with the reason."""
-    graph = PDAG(tuple(analysis.variables), {tuple(e) for e in analysis.directed_edges},
-                 {pair(*e) for e in analysis.undirected_edges})
-    try:
-        query = parse_hypothesis(hypothesis, tuple(analysis.variables))
-        members = list(consistent_extensions(apply_meek_rules(graph)))
-    except (UnfaithfulFactsError, PremiseError, ValueError) as error:
-        return False, f"graph unusable: {error}"
-    return all(holds(m, query) for m in members), f"checked {len(members)} completion(s)"
 
 
 class ReferenceBackend(Backend):
@@ -77,11 +64,11 @@ class ReferenceBackend(Backend):
                 analysis = CausalAnalysis.model_validate(json.JSONDecoder().raw_decode(content[start:])[0])
             except (ValueError, IndexError) as error:
                 return Completion(text=f"The recorded graph is unusable ({error}).\nAnswer: NO")
-            verdict, how = graph_answer(analysis, hypothesis)
+            verdict = analysis.answer(hypothesis)
         else:
             premise = next((m.group(1).strip() for t in texts if (m := _PREMISE.search(t))), "")
             try:
-                verdict, how = graph_answer(CausalAnalysis.from_cpdag(analyse_premise(premise).cpdag), hypothesis)
+                verdict = CausalAnalysis.from_cpdag(analyse_premise(premise).cpdag).answer(hypothesis)
             except (UnfaithfulFactsError, PremiseError) as error:
-                verdict, how = False, f"premise unusable: {error}"
-        return Completion(text=f"{how}.\nAnswer: {'YES' if verdict else 'NO'}", finish_reason="stop")
+                verdict = GraphVerdict(False, f"premise unusable: {error}")
+        return Completion(text=f"{verdict.detail}.\nAnswer: {'YES' if verdict.holds else 'NO'}", finish_reason="stop")

@@ -1,0 +1,290 @@
+"""One run configuration: what the command line, the notebooks and ``book`` all build, validate once, and
+derive the run folder, the instances and the backend from.
+
+A :class:`RunConfig` names a *set* of runs: one condition (and optional probe) on one sample, at one or
+more decoding seeds. Each seed is one run folder, and each folder holds the single-seed config it was made
+with as ``config.json``, so a folder can always say exactly what produced it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    NonNegativeInt,
+    PositiveInt,
+    field_validator,
+    model_validator,
+)
+
+from .data import PROJECT_ROOT, Instance
+
+OUTPUTS_ENV = "CPDAGTHINK_OUTPUTS"
+
+
+def outputs_root() -> Path:
+    """Where runs and the call cache live: ``$CPDAGTHINK_OUTPUTS`` or ``<project>/outputs`` (never the
+    working directory, so a command run from elsewhere finds the same records and cache)."""
+    return Path(os.environ.get(OUTPUTS_ENV) or PROJECT_ROOT / "outputs").resolve()
+
+
+class Sampling(BaseModel):
+    """Sampling settings; temperature 0 is greedy, and the filters are off at top_p 1, top_k 0, min_p 0."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    temperature: float = Field(0.0, ge=0.0, le=5.0)
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    top_k: NonNegativeInt = 0
+    min_p: float = Field(0.0, ge=0.0, le=1.0)
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0
+
+
+class Decoding(Sampling):
+    """Decoding settings shared by all turns of a run.
+
+    Token budgets are matched across flows: a one-turn condition gets ``max_tokens_turn1 +
+    max_tokens_answer``, the same total a two-turn condition can spend, so a baseline is never cut short
+    where Structured Thinking would not be.
+    """
+
+    tool_choice: Literal["auto", "forced"] = "auto"  # auto (+ the prompt's instruction, the paper's API setting)
+    narrow_regex: bool = True  # constrain variable names to the instance's own
+    max_tokens_turn1: PositiveInt = 1024
+    max_tokens_answer: PositiveInt = 512
+    seed: int = 0
+    thinking: bool = True  # the backend's thinking switch, ANDed with the condition's
+
+    @property
+    def one_turn_budget(self) -> int:
+        return self.max_tokens_turn1 + self.max_tokens_answer
+
+    @property
+    def sampling(self) -> Sampling:
+        return Sampling(**{k: getattr(self, k) for k in Sampling.model_fields})
+
+
+def _short_hash(data: Any, length: int) -> str:
+    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:length]
+
+
+class RunConfig(BaseModel):
+    """Every choice that makes a run what it is; validated once, at whichever front door built it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    condition: str = "structured"
+    probe: str | None = None  # a turn-2 probe (§6) applied to the condition's object
+    backend: str = "local"
+    model: str | None = None
+    backend_options: dict[str, Any] = Field(default_factory=dict)  # base_url, regex_mode, timeout, ...
+    split: str = "test"
+    data: str | None = None  # a Corr2Cause-format CSV instead of a split
+    limit: NonNegativeInt = 0  # seeded label-stratified sample size; 0: every row
+    sample_seed: int = 0
+    sample_variables: tuple[PositiveInt, ...] | None = None  # draw the sample from rows with these counts
+    seeds: tuple[int, ...] = Field((0,), min_length=1)  # decoding seeds, one run folder each
+    decoding: Decoding = Field(default_factory=Decoding)
+    chunk_size: PositiveInt | None = None  # instances per batched call; None: the backend's preference
+    out_root: str = Field(default_factory=lambda: str(outputs_root() / "runs"))
+    cache_dir: str = Field(default_factory=lambda: str(outputs_root() / "cache"))
+
+    @model_validator(mode="after")
+    def _check(self) -> "RunConfig":
+        from .conditions import CONDITIONS
+
+        if self.condition not in CONDITIONS:
+            raise ValueError(f"unknown condition {self.condition!r}; choose one of {', '.join(CONDITIONS)}")
+        if self.probe is not None:
+            from .probes import PROBES
+
+            if self.probe not in PROBES:
+                raise ValueError(f"unknown probe {self.probe!r}; choose one of {', '.join(PROBES)}")
+        from .backends import BACKENDS
+
+        if self.backend not in BACKENDS:
+            raise ValueError(f"unknown backend {self.backend!r}; choose one of {', '.join(sorted(BACKENDS))}")
+        if len(set(self.seeds)) != len(self.seeds):
+            raise ValueError(f"seeds repeat: {list(self.seeds)}")
+        if len(self.seeds) > 1 and self.decoding.greedy:
+            raise ValueError(
+                f"{len(self.seeds)} seeds under greedy decoding (temperature 0) would be copies of one output; "
+                "set a temperature (--temperature, or the model's recommended sampling with --sampling "
+                "recommended) or ask for one seed")
+        return self
+
+    # -------------------------------------------------------------------------------------- derivations
+    def for_run(self, condition: str | None = None, seed: int | None = None, probe: str | None = None) -> "RunConfig":
+        """The single-run config of one condition at one seed (what a run folder's ``config.json`` holds)."""
+        seed = self.seeds[0] if seed is None else seed
+        update = {"condition": condition or self.condition, "seeds": (seed,), "probe": probe,
+                  "decoding": self.decoding.model_copy(update={"seed": seed})}
+        return RunConfig.model_validate({**self.model_dump(), **update})
+
+    @property
+    def seed(self) -> int:
+        if len(self.seeds) != 1:
+            raise ValueError(f"a run has one seed; this config names {list(self.seeds)}: use for_run(seed=...)")
+        return self.seeds[0]
+
+    @property
+    def label(self) -> str:
+        return f"{self.backend}:{self.model or 'default'}"
+
+    @property
+    def source(self) -> str:
+        return self.data or f"split:{self.split}"
+
+    def all_instances(self) -> list[Instance]:
+        """Every row of the config's CSV or split. ``generated:paraphrase`` and ``generated:refactor`` are this
+        project's offline stand-ins for the hub's OOD splits, made from the test split and named as such."""
+        from .data import load_split, read_csv
+
+        if self.data:
+            return read_csv(self.data)
+        if self.split.startswith("generated:"):
+            from .generate import generated_split
+
+            return read_csv(generated_split(self.split.partition(":")[2]), split=self.split)
+        return load_split(self.split)
+
+    def instances(self) -> list[Instance]:
+        """The sample every run of this config uses (seeded, label-stratified, drawn from rows with
+        ``sample_variables`` variables when given). ``limit=0`` is the whole split, whatever ``sample_variables``."""
+        from .data import sample
+
+        rows = self.all_instances()
+        if self.limit > 0 and self.sample_variables:
+            rows = [r for r in rows if r.num_variables in self.sample_variables]
+            if not rows:
+                raise ValueError(f"no row has {list(self.sample_variables)} variables")
+        return sample(rows, self.limit, self.sample_seed)
+
+    def backend_arguments(self) -> dict[str, Any]:
+        """Keyword options for :func:`backends.make_backend` (the model and the backend's own options)."""
+        return {**({"model": self.model} if self.model else {}), **self.backend_options}
+
+    def folder(self, instances: list[Instance]) -> Path:
+        """The run folder: named by what it is, with short hashes of the instances (ids and content) and of
+        the decoding settings, so samples, data and budgets never share a folder."""
+        data = _short_hash([(i.id, i.content_sha256) for i in instances], 8)
+        settings = self.decoding.model_dump(exclude={"seed", "tool_choice"})
+        options = {k: v for k, v in self.backend_options.items() if k not in _TRANSPORT_OPTIONS}
+        decoding = _short_hash({**settings, **({"backend_options": options} if options else {})}, 6)
+        model = (self.model or "default").replace("/", "_")
+        source = Path(self.data).stem if self.data else self.split.replace(":", "_")
+        parts = [self.condition, self.backend, model, source, f"n{len(instances)}-{data}", f"seed{self.seed}",
+                 f"dec{decoding}"]
+        if self.decoding.tool_choice != "auto":
+            parts.append(f"tool-{self.decoding.tool_choice}")
+        if self.probe:
+            parts.append(f"probe-{self.probe}")
+        return Path(self.out_root) / "-".join(parts)
+
+
+# Options that say how to reach a model, not what it computes: they never separate two runs.
+_TRANSPORT_OPTIONS = frozenset({"base_url", "timeout", "retries", "max_retries", "max_concurrency", "api_key_env"})
+
+
+def _listed(value: Any) -> Any:
+    """A list parameter given as a JSON string (``papermill -p seeds '[0, 1]'``, a shell flag) becomes the list."""
+    if isinstance(value, str) and value.strip().startswith("["):
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"not a JSON list: {value!r} ({error.msg})") from None
+    return value
+
+
+_Listed = BeforeValidator(_listed)
+
+
+class RunParameters(BaseModel):
+    """The flat parameters of every front door (``cpdagthink run``/``book`` flags, a notebook's parameters
+    cell), validated up front with messages that name the parameter. :meth:`to_config` makes the
+    :class:`RunConfig`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    condition: str = "structured"
+    probe: str | None = None
+    backend: str = "local"
+    model: str | None = None
+    base_url: Annotated[list[str], _Listed] = []
+    regex_mode: Literal["none", "vllm"] | None = None
+    reasoning_effort: str | None = None
+    reasoning_parser: str | None = None
+    token_param: Literal["max_tokens", "max_completion_tokens"] | None = None
+    revision: str | None = None
+    timeout: float | None = Field(None, gt=0)
+    retries: NonNegativeInt | None = None
+    split: str = "test"
+    data: str | None = None
+    limit: NonNegativeInt = 0
+    sample_seed: int = 0
+    sample_variables: Annotated[list[PositiveInt] | None, _Listed] = None
+    seeds: Annotated[list[int], _Listed] = Field(default_factory=lambda: [0], min_length=1)
+    tool_choice: Literal["auto", "forced"] = "auto"
+    max_tokens_turn1: PositiveInt = 1024
+    max_tokens_answer: PositiveInt = 512
+    thinking: bool = True
+    sampling: Literal["auto", "greedy", "recommended"] = "auto"
+    temperature: float | None = Field(None, ge=0.0, le=5.0)
+    top_p: float | None = Field(None, gt=0.0, le=1.0)
+    top_k: NonNegativeInt | None = None
+    min_p: float | None = Field(None, ge=0.0, le=1.0)
+    chunk_size: PositiveInt | None = None
+    out_root: str | None = None
+    cache_dir: str | None = None
+
+    @field_validator("model", "data", "probe", "out_root", "cache_dir", mode="before")
+    @classmethod
+    def _empty_is_none(cls, value: Any) -> Any:
+        return None if value == "" else value
+
+    def sampling_settings(self) -> Sampling:
+        """Greedy for one seed, the model's recommended sampling for several (``auto``); explicit values win."""
+        base = Sampling()
+        wants_recommended = self.sampling == "recommended" or (self.sampling == "auto" and len(self.seeds) > 1)
+        if wants_recommended:
+            found = recommended_sampling(self.backend, self.model)
+            if found is None and self.temperature is None:
+                raise ValueError(
+                    f"no recommended sampling is known for {self.backend}:{self.model or 'default'}; "
+                    "set --temperature (and --top-p/--top-k/--min-p) for a run with several seeds")
+            base = found or base
+        explicit = {k: getattr(self, k) for k in Sampling.model_fields if getattr(self, k) is not None}
+        return base.model_copy(update=explicit)
+
+    def to_config(self) -> RunConfig:
+        options: dict[str, Any] = {k: getattr(self, k) for k in _BACKEND_OPTIONS if getattr(self, k) is not None}
+        if self.base_url:
+            options["base_url"] = self.base_url if len(self.base_url) > 1 else self.base_url[0]
+        decoding = Decoding(tool_choice=self.tool_choice, max_tokens_turn1=self.max_tokens_turn1,
+                            max_tokens_answer=self.max_tokens_answer, thinking=self.thinking, seed=self.seeds[0],
+                            **self.sampling_settings().model_dump())
+        folders = {k: getattr(self, k) for k in ("out_root", "cache_dir") if getattr(self, k)}
+        return RunConfig(condition=self.condition, probe=self.probe, backend=self.backend, model=self.model,
+                         backend_options=options, split=self.split, data=self.data, limit=self.limit,
+                         sample_seed=self.sample_seed,
+                         sample_variables=tuple(self.sample_variables) if self.sample_variables else None,
+                         seeds=tuple(self.seeds), decoding=decoding, chunk_size=self.chunk_size, **folders)
+
+
+_BACKEND_OPTIONS = ("regex_mode", "reasoning_effort", "reasoning_parser", "token_param", "revision", "timeout", "retries")
+
+
+def recommended_sampling(backend: str, model: str | None) -> Sampling | None:
+    """The publisher's recommended sampling for a model, where the registry or the model profiles know it."""
+    return None

@@ -1,0 +1,12 @@
+"""The root of the package's errors.
+
+Every error the package raises on purpose derives from :class:`CpdagthinkError`, so a front door (the CLI)
+reports all of them with one ``except``. Each class keeps the built-in base it had before the root existed
+(``ValueError``, ``KeyError``, ``RuntimeError``), so callers that catch those still catch it.
+"""
+
+from __future__ import annotations
+
+
+class CpdagthinkError(Exception):
+    """An error the package raises deliberately, with a message meant for the person running it."""

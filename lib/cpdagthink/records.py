@@ -1,0 +1,161 @@
+"""The typed run record: one :class:`RunRecord` per finished instance, one JSON line each in ``records.jsonl``,
+and a :class:`RunSummary` beside it.
+
+Every reader loads these models; the definitions that decide a number live here once: what the
+prediction is, when an answer is unparsed, rejected or cut off, which object turn 1 emitted and which
+object turn 2 was shown.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, computed_field
+
+from .schema import CausalAnalysis
+
+SCHEMA_VERSION = 2
+
+
+class ToolCallRecord(BaseModel):
+    """A tool call as the model emitted it (arguments are the raw JSON text)."""
+
+    name: str
+    arguments: str
+
+
+class TurnRecord(BaseModel):
+    """One model call of an instance: what came back, from where, at what cost."""
+
+    messages_sha256: str
+    request_sha256: str
+    raw: str = ""
+    text: str = ""
+    reasoning: str | None = None
+    tool_calls: list[ToolCallRecord] = []
+    finish_reason: str | None = None
+    cache_hit: bool = False
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    meta: dict[str, Any] = {}
+
+    @computed_field
+    @property
+    def rejected(self) -> str | None:
+        """The service's own message when it refused this request (HTTP 400, context too long); else None."""
+        return self.meta.get("rejected")
+
+    @computed_field
+    @property
+    def cut_off(self) -> bool:
+        """The call stopped at its token budget (its answer may be missing for that)."""
+        return self.finish_reason == "length"
+
+
+class InterventionRecord(BaseModel):
+    """What a turn-2 probe did. The note is for the record only: the model never sees it."""
+
+    name: str | None = None
+    note: str = ""
+    include_premise: bool = True
+    analysis: CausalAnalysis | None = None  # the object shown in turn 2 in place of the emitted one
+
+
+class RunRecord(BaseModel):
+    """One finished instance of one run."""
+
+    model_config = ConfigDict(extra="ignore")  # computed fields come back on load and are recomputed
+
+    schema_version: int = SCHEMA_VERSION
+    id: str
+    content_sha256: str  # the instance's content: a record is only reused for the very same row
+    condition: str
+    split: str
+    num_variables: int
+    template: str
+    gold_label: int
+    oracle_label: int | None  # the exact oracle's label (None: no DAG satisfies the premise)
+    prompt_sha256: dict[str, str] = {}
+    turns: list[TurnRecord] = []
+    tool_flow: bool = False  # turn 1 was the CausalAnalysis tool call
+    emitted: CausalAnalysis | None = None  # turn 1's object, parsed against the instance's variables
+    emitted_error: str | None = None  # why turn 1's object could not be parsed (tool flows)
+    intervention: InterventionRecord | None = None
+    answer: Literal["YES", "NO"] | None = None  # the final turn's parsed answer
+    problem: str | None = None  # the instance could not be posed (premise unparsable or unsatisfiable)
+
+    @computed_field
+    @property
+    def rejected(self) -> bool:
+        """Some call of this instance was refused by the service: no answer, and not the model's fault."""
+        return any(t.rejected for t in self.turns)
+
+    @computed_field
+    @property
+    def unparsed(self) -> bool:
+        """The model answered, but not with a readable YES or NO."""
+        return self.answer is None and not self.rejected and self.problem is None
+
+    @computed_field
+    @property
+    def cut_off(self) -> bool:
+        """Some turn stopped at its token budget."""
+        return any(t.cut_off for t in self.turns)
+
+    @computed_field
+    @property
+    def prediction(self) -> int | None:
+        """1 for YES, 0 for NO, None without an answer (unparsed, rejected or not posed). Scoring counts a
+        missing answer as not-YES and reports how many there were."""
+        return None if self.answer is None else int(self.answer == "YES")
+
+    @property
+    def says_yes(self) -> bool:
+        """The prediction as scored: only a YES is a positive; a missing answer counts as NO (and is counted)."""
+        return self.answer == "YES"
+
+    @property
+    def shown(self) -> CausalAnalysis | None:
+        """The object turn 2 saw: a probe's replacement if one ran, else turn 1's object."""
+        if self.intervention is not None and self.intervention.name is not None:
+            return self.intervention.analysis
+        return self.emitted
+
+    @property
+    def last_text(self) -> str:
+        """The final turn's visible text (the answer turn)."""
+        return self.turns[-1].text if self.turns else ""
+
+
+class RunSummary(BaseModel):
+    """Written next to ``records.jsonl`` at the end of every session of a run (finished or interrupted)."""
+
+    instances: int  # asked for
+    records: int  # present after this session
+    answered: int
+    unparsed: int
+    rejected: int
+    cut_off: int
+    problems: int
+    model_calls: int  # calls this session really made (cache misses)
+    cache_hits: int
+    wall_clock_s: float
+    status: Literal["finished", "incomplete", "interrupted", "aborted"]
+
+    @classmethod
+    def of(cls, records: list[RunRecord], instances: int, *, model_calls: int, cache_hits: int,
+           wall_clock_s: float, status: str | None = None) -> "RunSummary":
+        return cls(
+            instances=instances,
+            records=len(records),
+            answered=sum(r.answer is not None for r in records),
+            unparsed=sum(r.unparsed for r in records),
+            rejected=sum(r.rejected for r in records),
+            cut_off=sum(r.cut_off for r in records),
+            problems=sum(r.problem is not None for r in records),
+            model_calls=model_calls,
+            cache_hits=cache_hits,
+            wall_clock_s=round(wall_clock_s, 3),
+            status=status or ("finished" if len(records) >= instances else "incomplete"),
+        )

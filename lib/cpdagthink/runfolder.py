@@ -1,0 +1,164 @@
+"""A run folder on disk: its lock, its records and its JSON files, safe under kills and concurrent use.
+
+- One writer at a time: :meth:`RunFolder.locked` holds an exclusive ``fcntl.flock`` on ``.lock``; a second
+  run into the same folder fails at once with :class:`RunLockedError` instead of duplicating records.
+- Nothing good is dropped: reading keeps every valid line, sets each bad one aside in
+  ``records.rejected.jsonl`` with its line number, and ignores a repeated id (first wins).
+- Nothing is half-written: rewrites go through a temporary file and a rename.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+from pydantic import BaseModel, ValidationError
+
+from .errors import CpdagthinkError
+from .records import RunRecord, RunSummary
+
+RECORDS = "records.jsonl"
+REJECTED_LINES = "records.rejected.jsonl"
+METADATA = "metadata.json"
+CONFIG = "config.json"
+SUMMARY = "summary.json"
+LOCK = ".lock"
+
+
+class RunFolderError(CpdagthinkError, ValueError):
+    """The folder cannot hold a run (it is a file, or it cannot be written)."""
+
+
+class RunLockedError(RunFolderError):
+    """Another run is writing into this folder right now."""
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text`` through a temporary file and a rename: a kill leaves old or new, never half."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with temporary.open("w", encoding="utf-8") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+    temporary.replace(path)
+
+
+@dataclass(frozen=True)
+class BadLine:
+    """A line of ``records.jsonl`` that is not a record, kept with where it stood and why."""
+
+    line: int
+    text: str
+    error: str
+
+
+def parse_records(text: str) -> tuple[list[RunRecord], list[BadLine]]:
+    """Every valid record of a records file (first of each id) and every bad line; a torn last line is bad too."""
+    records, bad, seen = [], [], set()
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = RunRecord.model_validate_json(line)
+        except ValidationError as error:
+            bad.append(BadLine(number, line, str(error).splitlines()[0]))
+            continue
+        if record.id not in seen:
+            seen.add(record.id)
+            records.append(record)
+    return records, bad
+
+
+def read_records(folder: str | Path) -> list[RunRecord]:
+    """The valid records of a run folder, in file order (a reader never changes the folder)."""
+    path = Path(folder) / RECORDS
+    if not path.is_file():
+        return []
+    return parse_records(path.read_text(encoding="utf-8", errors="replace"))[0]
+
+
+class RunFolder:
+    """One run's folder: ``records.jsonl``, ``config.json``, ``metadata.json``, ``summary.json``."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        if self.path.exists() and not self.path.is_dir():
+            raise RunFolderError(f"{self.path} is a file, not a run folder: choose another --out")
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise RunFolderError(f"cannot create the run folder {self.path}: {error.strerror}") from error
+        if not os.access(self.path, os.W_OK):
+            raise RunFolderError(f"the run folder {self.path} is not writable")
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator["RunFolder"]:
+        """Hold the folder's exclusive lock for the duration of a run."""
+        with (self.path / LOCK).open("a+", encoding="utf-8") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.seek(0)
+                holder = handle.read().strip() or "unknown"
+                raise RunLockedError(f"another run (pid {holder}) is writing into {self.path}; wait for it to "
+                                     "finish or choose another output folder") from None
+            handle.seek(0)
+            handle.truncate()
+            handle.write(str(os.getpid()))
+            handle.flush()
+            try:
+                yield self
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def load_records(self) -> list[RunRecord]:
+        """The valid records, with the file rewritten (atomically) to hold exactly them; bad lines are
+        appended to ``records.rejected.jsonl`` with their line numbers. Call only under :meth:`locked`."""
+        path = self.path / RECORDS
+        if not path.is_file():
+            return []
+        text = path.read_text(encoding="utf-8", errors="replace")
+        records, bad = parse_records(text)
+        if bad:
+            with (self.path / REJECTED_LINES).open("a", encoding="utf-8") as sink:
+                for line in bad:
+                    sink.write(json.dumps({"line": line.line, "error": line.error, "text": line.text}) + "\n")
+        self.rewrite_records(records, unless_equal=text)
+        return records
+
+    def rewrite_records(self, records: list[RunRecord], unless_equal: str | None = None) -> None:
+        text = "".join(r.model_dump_json() + "\n" for r in records)
+        if text != unless_equal:
+            write_atomic(self.path / RECORDS, text)
+
+    @contextlib.contextmanager
+    def appender(self) -> Iterator[Any]:
+        """Append records one line at a time, flushed, so a kill loses at most the line being written."""
+        with (self.path / RECORDS).open("a", encoding="utf-8") as sink:
+            def append(record: RunRecord) -> None:
+                sink.write(record.model_dump_json() + "\n")
+                sink.flush()
+            yield append
+
+    def read_json(self, name: str) -> dict[str, Any] | None:
+        path = self.path / name
+        if not path.is_file():
+            return None
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as error:
+            raise RunFolderError(f"{path} is not valid JSON ({error}); move it away to start this run afresh") from None
+        return data if isinstance(data, dict) else None
+
+    def write_json(self, name: str, data: dict[str, Any] | BaseModel) -> None:
+        text = data.model_dump_json(indent=2) if isinstance(data, BaseModel) else json.dumps(data, indent=2)
+        write_atomic(self.path / name, text)
+
+    def summary(self) -> RunSummary | None:
+        data = self.read_json(SUMMARY)
+        return None if data is None else RunSummary.model_validate(data)

@@ -1,0 +1,71 @@
+"""Views of the errors: the gallery table, the paired drawings, the filterable HTML table."""
+
+from __future__ import annotations
+
+import json
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import pandas as pd  # noqa: E402
+from matplotlib.colors import to_rgba  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.patches import FancyArrowPatch  # noqa: E402
+
+from cpdagthink.failure_views import GALLERY_COLUMNS, draw_pair, filterable_html, gallery_rows  # noqa: E402
+from cpdagthink.schema import CausalAnalysis  # noqa: E402
+from failure_cases import CHAIN, COLLIDER, INSTANCES, TAIL, mixed_runs, record, reference, reversed_graph  # noqa: E402
+
+
+def test_gallery_rows_list_every_error_with_its_objects():
+    rows = gallery_rows(mixed_runs(), INSTANCES)
+    assert list(rows.columns) == GALLERY_COLUMNS and len(rows) == 4
+    first = rows.iloc[0]
+    assert (first["id"], first["kind"], first["oracle"], first["answer"]) == ("collider", "wrong_graph", 1, "NO")
+    assert json.loads(first["emitted_analysis"])["directed_edges"] == [["C", "A"], ["C", "B"]]
+    assert json.loads(first["reference_analysis"]) == reference(COLLIDER)
+    assert first["reasoning"] == "turn-2 thinking" and first["answer_text"].endswith("Answer: NO")
+    assert pd.isna(rows.iloc[-1]["emitted_analysis"]) and rows.iloc[-1]["condition"] == "baseline_enhanced"
+
+
+def test_gallery_rows_show_the_probed_object_next_to_the_emitted_one():
+    probed = record(COLLIDER, "NO", parsed=reference(COLLIDER), shown=reversed_graph(COLLIDER))
+    row = gallery_rows([probed], INSTANCES).iloc[0]
+    assert (row["kind"], row["graph_verdict"], row["intervention_note"]) == ("wrong_graph", 0, "probe")
+    assert json.loads(row["emitted_analysis"]) == reference(COLLIDER)
+    assert json.loads(row["shown_analysis"]) == reversed_graph(COLLIDER)
+
+
+def arrows(ax) -> list[FancyArrowPatch]:
+    return [p for p in ax.patches if isinstance(p, FancyArrowPatch)]
+
+
+def test_draw_pair_draws_every_edge_and_highlights_the_differences():
+    ref = CausalAnalysis.model_validate(reference(TAIL))  # A -> B, C -> B, A - D
+    emitted = ref.model_copy(update={"directed_edges": [("A", "B"), ("B", "C")], "undirected_edges": [("A", "D"), ("C", "D")]})
+    figure = Figure()
+    left, right = figure.subplots(1, 2)
+    assert draw_pair(emitted, ref, left, right) is figure
+    red = to_rgba("tab:red")
+    assert len(arrows(left)) == 4 and len(arrows(right)) == 3
+    assert sum(p.get_edgecolor() == red for p in arrows(left)) == 2  # B -> C, C - D
+    assert sum(p.get_edgecolor() == red for p in arrows(right)) == 1  # C -> B
+    assert left.get_title() == "emitted" and right.get_title() == "reference"
+    # Same layout: every node label sits at the same place on both axes.
+    where = [{t.get_text(): t.get_position() for t in ax.texts} for ax in (left, right)]
+    assert where[0] == where[1] and set(where[0]) == {"A", "B", "C", "D"}
+
+
+def test_draw_pair_without_an_emitted_graph():
+    ref = CausalAnalysis.model_validate(reference(CHAIN))
+    figure = Figure()
+    left, right = figure.subplots(1, 2)
+    draw_pair(None, ref, left, right)
+    assert len(arrows(left)) == 0 and len(arrows(right)) == 2 and left.get_title() == "emitted: none"
+    assert all(p.get_edgecolor() == to_rgba("tab:red") for p in arrows(right))
+
+
+def test_filterable_html_escapes_and_filters_by_text():
+    page = filterable_html(pd.DataFrame({"id": ["t-1", "t-2"], "hypothesis": ["A <b> B", "C"]}))
+    assert page.count("<tr>") == 3 and "A &lt;b&gt; B" in page and "addEventListener('input'" in page
