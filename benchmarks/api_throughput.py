@@ -64,8 +64,8 @@ def main() -> None:
     server.join(timeout=10)
     calls = result.model_calls
     ideal = calls * args.latency / args.concurrency
-    rejected = sum(any("rejected" in t["meta"] for t in r["turns"]) for r in result.records)
-    correct = sum(r["prediction"] == r["oracle_label"] for r in result.records)
+    rejected = sum(r.rejected for r in result.records)
+    correct = sum(r.prediction == r.oracle_label for r in result.records)
     print(f"{args.condition}: {len(result.records)} instances, {calls} calls, latency {args.latency} s, "
           f"concurrency {args.concurrency}, chunk {chunk}; rejected {rejected}, answers equal to the oracle {correct}")
     print(f"wall {wall:.1f} s, ideal {ideal:.1f} s, ratio {wall / ideal:.3f} (goal <= 1.15)")

@@ -399,15 +399,15 @@ def test_conditions_run_end_to_end_through_the_reasoning_api(reasoning_server, t
     turns = 1 if condition.flow is Flow.ONE_TURN else 2
     assert result.model_calls == turns * len(items) == len(reasoning_server.requests)
     for record in result.records:
-        assert record["prediction"] == record["oracle_label"] and not record["unparsed"]  # the oracle, end to end
-        for turn in record["turns"]:
-            assert "rejected" not in turn["meta"]
+        assert record.prediction == record.oracle_label and not record.unparsed  # the oracle, end to end
+        for turn in record.turns:
+            assert turn.rejected is None
             effort = "minimal" if condition_name == "no_thinking" else "low"
-            assert turn["meta"]["reasoning_effort_sent"] == effort
-            assert turn["meta"]["reasoning_tokens"] == {"minimal": 8, "low": 128}[effort]
-            assert turn["completion_tokens"] > turn["meta"]["reasoning_tokens"]
+            assert turn.meta["reasoning_effort_sent"] == effort
+            assert turn.meta["reasoning_tokens"] == {"minimal": 8, "low": 128}[effort]
+            assert turn.completion_tokens > turn.meta["reasoning_tokens"]
         if condition.flow is Flow.TOOL:
-            assert record["turns"][0]["tool_calls"][0]["name"] == TOOL_NAME and record["turns"][0]["parsed"]
+            assert record.turns[0].tool_calls[0].name == TOOL_NAME and record.emitted is not None
 
 
 def test_no_thinking_is_refused_for_families_without_an_off_switch():
@@ -517,11 +517,11 @@ def test_structured_condition_through_the_server(server_backend, test_csv, tmp_p
     decoding = Decoding(tool_choice=tool_choice, max_tokens_turn1=200, max_tokens_answer=24)
     result = run_condition(CONDITIONS["structured"], server_backend, items, tmp_path / "run", decoding=decoding,
                            cache_dir=tmp_path / "cache", chunk_size=2, progress=False)
-    assert [r["id"] for r in result.records] == [i.id for i in items] and result.model_calls == 4
+    assert [r.id for r in result.records] == [i.id for i in items] and result.model_calls == 4
     for record in result.records:
-        first = record["turns"][0]
-        assert first["meta"]["tool_choice_sent"] == ("record_causal_analysis" if tool_choice == "forced" else "auto")
+        first = record.turns[0]
+        assert first.meta["tool_choice_sent"] == ("record_causal_analysis" if tool_choice == "forced" else "auto")
         if tool_choice == "forced":  # the server constrains a named call to the tool's schema
-            assert first["tool_calls"] and first["tool_calls"][0]["name"] == "record_causal_analysis"
-        assert first["parsed"] is not None or first["parse_error"]  # a truncated call is recorded, not raised
-        assert record["turns"][1]["prompt_tokens"] > 0 and record["answer"] in ("YES", "NO", None)
+            assert first.tool_calls and first.tool_calls[0].name == "record_causal_analysis"
+        assert record.emitted is not None or record.emitted_error  # a truncated call is recorded, not raised
+        assert record.turns[1].prompt_tokens > 0 and record.answer in ("YES", "NO", None)

@@ -18,6 +18,8 @@ import re
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
+from ..errors import CpdagthinkError
+
 TokenParam = Literal["max_tokens", "max_completion_tokens"]
 ReasoningControl = Literal["reasoning_effort", "chat_template_kwargs", "none"]
 ToolEnvelope = Literal["hermes", "mistral"]
@@ -31,7 +33,7 @@ REASONING_CONTROLS = ("reasoning_effort", "chat_template_kwargs", "none")
 OPENAI_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
 
 
-class ProfileError(ValueError):
+class ProfileError(CpdagthinkError, ValueError):
     """A request, option or condition that the model family's rules do not allow."""
 
 
