@@ -52,8 +52,9 @@ def main() -> None:
     server.start()
     url = ours.recv()
     with tempfile.TemporaryDirectory() as tmp:
+        # effort "low": the server's simulated reasoning (128 tokens) leaves room in the default answer budget
         backend = make_backend("openai", model="gpt-5-mini", base_url=url, max_concurrency=args.concurrency,
-                               api_key_env="CPDAGTHINK_BENCH_NO_KEY")
+                               reasoning_effort="low", api_key_env="CPDAGTHINK_BENCH_NO_KEY")
         chunk = args.chunk_size or backend.preferred_chunk_size
         start = time.perf_counter()
         result = run_condition(CONDITIONS[args.condition], backend, instances, f"{tmp}/run", cache_dir=f"{tmp}/cache",

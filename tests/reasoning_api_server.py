@@ -50,19 +50,31 @@ def check_rules(body: dict[str, Any], efforts: tuple[str, ...]) -> dict[str, Any
     return None
 
 
+def send_json(handler: BaseHTTPRequestHandler, code: int, payload: dict[str, Any]) -> None:
+    """Write one JSON response (shared by the test servers)."""
+    data = json.dumps(payload).encode()
+    handler.send_response(code)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)
+
+
 def _tokens(text: str) -> int:
     return max(1, len(text) // 4)
 
 
 class ReasoningAPIServer:
     """The server on 127.0.0.1 (a free port) in a daemon thread; ``url`` ends in ``/v1``.
-    ``requests`` keeps every request body received; use as a context manager or call :meth:`close`."""
+    ``requests`` keeps every request body received, ``peak_in_flight`` the most served at once; use as a
+    context manager or call :meth:`close`."""
 
     def __init__(self, *, efforts: tuple[str, ...] = GPT5_EFFORTS, latency_s: float = 0.0):
         self.efforts = efforts
         self.latency_s = latency_s
         self.requests: list[dict[str, Any]] = []
         self.rejected = 0
+        self.in_flight = self.peak_in_flight = 0
         self._lock = threading.Lock()
         self._reference = ReferenceBackend()
         server = self
@@ -75,13 +87,7 @@ class ReasoningAPIServer:
 
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                code, payload = server.answer(self.path, body)
-                data = json.dumps(payload).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                send_json(self, *server.answer(self.path, body))
 
         self._http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._http.daemon_threads = True
@@ -90,6 +96,16 @@ class ReasoningAPIServer:
         self._thread.start()
 
     def answer(self, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        with self._lock:
+            self.in_flight += 1
+            self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+        try:
+            return self._answer(path, body)
+        finally:
+            with self._lock:
+                self.in_flight -= 1
+
+    def _answer(self, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         received = time.perf_counter()
         with self._lock:
             self.requests.append(body)

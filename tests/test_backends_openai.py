@@ -24,6 +24,7 @@ from cpdagthink.backends.openai_api import ServiceRejected, chat_kwargs, public_
 from cpdagthink.backends.profiles import profile_for, with_overrides
 from cpdagthink.backends.toolcalls import envelope_regex
 from cpdagthink.schema import TOOL_NAME, analysis_regex, tool_definition
+from reasoning_api_server import send_json
 
 SECRET = "sk-test-never-written-0123456789"
 ANSWER_TOOL = {
@@ -184,12 +185,7 @@ class Stub:
                             "reasoning_content": "thought about it"}}],
                         "usage": {"prompt_tokens": 11, "completion_tokens": 3, "total_tokens": 14},
                     }, 200
-                data = json.dumps(payload).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                send_json(self, code, payload)
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
@@ -374,6 +370,24 @@ def test_the_reasoning_server_enforces_the_documented_rules(reasoning_server):
     out = profiled.complete(plain)
     assert out.text.endswith("Answer: NO") and out.meta["reasoning_tokens"] == 512
     assert out.completion_tokens > 512 and reasoning_server.rejected == 2
+
+
+def test_concurrent_batches_share_the_concurrency_bound():
+    from reasoning_api_server import ReasoningAPIServer
+
+    with ReasoningAPIServer(latency_s=0.2) as server:
+        backend = make_backend("openai", model="gpt-5-mini", base_url=server.url, max_concurrency=3)
+        requests = [Request(messages=user(f"Hypothesis: A causes B{i}.")) for i in range(6)]
+        outs: list = []
+        threads = [threading.Thread(target=lambda: outs.append(backend.complete_batch(requests))) for _ in range(2)]
+        start = time.perf_counter()
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert len(outs) == 2 and all(len(o) == 6 and not o[0].meta.get("rejected") for o in outs)
+        assert server.peak_in_flight == 3  # never more than max_concurrency, though two batches ran at once
+        assert time.perf_counter() - start < 12 * 0.2  # yet the slots were shared, not taken in turn
 
 
 CONDITIONS_THROUGH_THE_API = ["structured", "baseline_enhanced", "singleturn_structured", "twoturn_prose_pc",

@@ -22,7 +22,8 @@
   answer faster the second time, and a dead endpoint must fail within one ``timeout``. A request the
   service rejects (400/413/422) comes back as a rejected completion carrying the service's own message
   (``meta["rejected"]``); :meth:`OpenAIBackend.complete` raises :class:`ServiceRejected` instead.
-* Batches run on daemon threads (at most ``max_concurrency`` in flight); Ctrl-C stops waiting at once.
+* At most ``max_concurrency`` requests are in flight per backend, across concurrent batches too (so a runner
+  may overlap batches to keep every slot busy); batches run on daemon threads and Ctrl-C stops waiting at once.
 """
 
 from __future__ import annotations
@@ -382,6 +383,7 @@ class OpenAIBackend(Backend):
         del key
         self._openai = openai
         self.max_concurrency = max(1, int(max_concurrency))
+        self._slots = threading.BoundedSemaphore(self.max_concurrency)  # requests in flight, all batches
         self.retries = int(retries)
         self.backoff_base = backoff_base
         self.backoff_max = backoff_max
@@ -455,9 +457,10 @@ class OpenAIBackend(Backend):
             urls_tried.append(url)
             with self._lock:
                 self.attempts += 1
-            start = time.perf_counter()
             try:
-                response = client.chat.completions.create(**kwargs)
+                with self._slots:
+                    start = time.perf_counter()
+                    response = client.chat.completions.create(**kwargs)
             except o.APITimeoutError as exc:
                 raise BackendError(f"{url} did not answer within {self.timeout:g} s (timeout; not retried: pass "
                                    "a larger timeout for slow models)") from exc
