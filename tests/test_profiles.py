@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from cpdagthink.backends.profiles import PROFILES, ProfileError, check_condition, profile_for, with_overrides
+from cpdagthink.backends.profiles import (
+    PROFILES,
+    ProfileError,
+    check_condition,
+    profile_for,
+    recommended_sampling,
+    with_overrides,
+)
 
 
 @pytest.mark.parametrize("model, family", [
@@ -61,3 +68,11 @@ def test_check_condition_refuses_no_thinking_where_reasoning_cannot_be_switched_
     with pytest.raises(ProfileError, match="take no reasoning_effort"):
         check_condition(profile_for("Qwen/Qwen3-8B"), thinking=True, effort="high")
     check_condition(profile_for("my-model"), thinking=True)
+
+
+def test_recommended_sampling_by_mode():
+    assert recommended_sampling("Qwen/Qwen3-8B").temperature == 0.6
+    assert recommended_sampling("Qwen/Qwen3-8B", thinking=False).temperature == 0.7
+    assert recommended_sampling("Qwen/Qwen2.5-7B-Instruct", thinking=True).top_p == 0.8  # its only mode
+    assert "Mistral-Small-3.1" in recommended_sampling("mistralai/Mistral-Small-3.1-24B-Instruct-2503").source
+    assert recommended_sampling("gpt-5-mini") is None

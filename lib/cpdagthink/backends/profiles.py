@@ -152,6 +152,14 @@ def profile_for(model: str) -> ModelProfile:
     return PROFILES[-1]
 
 
+def recommended_sampling(model: str, thinking: bool = True) -> Sampling | None:
+    """The publisher's recommended sampling for ``model`` in the thinking or non-thinking mode (a family
+    with one mode only answers with it); None where no recommendation is recorded."""
+    found = profile_for(model).recommended
+    order = ("thinking", "non_thinking") if thinking else ("non_thinking", "thinking")
+    return next((found[mode] for mode in order if mode in found), None)
+
+
 def with_overrides(
     profile: ModelProfile,
     *,
