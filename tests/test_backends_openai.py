@@ -345,6 +345,24 @@ def test_ctrl_c_during_a_batch_stops_at_once(silent_server):
     backend.close()
 
 
+def test_ctrl_c_stops_a_run_against_a_silent_server_and_keeps_its_folder(silent_server, test_csv, tmp_path):
+    import _thread
+
+    from cpdagthink.conditions import CONDITIONS
+    from cpdagthink.data import read_csv
+    from cpdagthink.runner import run_condition
+
+    backend = make_backend("openai", model="gpt-4o", base_url=silent_server, timeout=60)
+    timer = threading.Timer(0.5, _thread.interrupt_main)
+    timer.start()
+    start = time.perf_counter()
+    with pytest.raises(KeyboardInterrupt):
+        run_condition(CONDITIONS["baseline_enhanced"], backend, read_csv(test_csv)[:12], tmp_path / "run",
+                      cache_dir=tmp_path / "cache", progress=False)
+    assert time.perf_counter() - start < 3
+    assert json.loads((tmp_path / "run" / "metadata.json").read_text())["status"] == "interrupted"
+
+
 # ----------------------------------------------------------------------------------------- reasoning-model API
 @pytest.fixture
 def reasoning_server():
