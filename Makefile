@@ -56,13 +56,21 @@ bench: $(STAMP)
 bench-book: $(STAMP)
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python benchmarks/book.py
 
-# Overrides, e.g. `make book BACKEND=openai MODEL=gpt-5.4-mini LIMIT=0 SEEDS="0 1 2" TURN1_TOKENS=8192`.
+# Overrides, e.g. `make book BACKEND=openai MODEL=gpt-5.4-mini LIMIT=0 SEEDS="0 1 2" TURN1_TOKENS=8192`;
+# every `cpdagthink book` flag has its variable (SAMPLING, TEMPERATURE, REASONING_EFFORT, TOKEN_PARAM, ...).
 BOOK_ARGS = $(if $(BACKEND),--backend $(BACKEND)) $(if $(MODEL),--model $(MODEL)) \
             $(if $(BASE_URL),--base-url $(BASE_URL)) $(if $(LIMIT),--limit $(LIMIT)) \
             $(if $(SEEDS),--seeds $(SEEDS)) $(if $(SPLIT),--split $(SPLIT)) $(if $(ONLY),--only $(ONLY)) \
             $(if $(TURN1_TOKENS),--max-tokens-turn1 $(TURN1_TOKENS)) \
             $(if $(ANSWER_TOKENS),--max-tokens-answer $(ANSWER_TOKENS)) \
-            $(if $(SAMPLE_VARIABLES),--sample-variables $(SAMPLE_VARIABLES))
+            $(if $(SAMPLE_VARIABLES),--sample-variables $(SAMPLE_VARIABLES)) \
+            $(if $(SAMPLING),--sampling $(SAMPLING)) $(if $(TEMPERATURE),--temperature $(TEMPERATURE)) \
+            $(if $(TOP_P),--top-p $(TOP_P)) $(if $(TOP_K),--top-k $(TOP_K)) $(if $(MIN_P),--min-p $(MIN_P)) \
+            $(if $(REGEX_MODE),--regex-mode $(REGEX_MODE)) \
+            $(if $(REASONING_EFFORT),--reasoning-effort $(REASONING_EFFORT)) \
+            $(if $(REASONING_PARSER),--reasoning-parser $(REASONING_PARSER)) \
+            $(if $(TOKEN_PARAM),--token-param $(TOKEN_PARAM)) $(if $(REVISION),--revision $(REVISION)) \
+            $(if $(TIMEOUT),--timeout $(TIMEOUT)) $(if $(RETRIES),--retries $(RETRIES))
 
 book: $(STAMP)
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/cpdagthink book $(BOOK_ARGS)

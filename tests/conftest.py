@@ -1,4 +1,9 @@
-"""Shared fixtures: the real Corr2Cause test split, pointed to (never copied into the project)."""
+"""Shared fixtures: the real Corr2Cause test split, pointed to (never copied into the project).
+
+Tests that need the split never skip quietly: without a local copy they use the hub download at the pinned
+revision; if that fails too, they fail under CI (``CI=true``) and skip elsewhere, saying why. The session
+header names the file in use.
+"""
 
 from __future__ import annotations
 
@@ -7,18 +12,43 @@ from pathlib import Path
 
 import pytest
 
+from cpdagthink import data
+
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_CSV = ROOT.parent / "shared" / "corr2cause" / "test.csv"
 
 
-def real_test_csv() -> Path | None:
-    candidate = Path(os.environ.get("CORR2CAUSE_CSV") or SHARED_CSV)
+def local_test_csv() -> Path | None:
+    """``$CORR2CAUSE_CSV`` when set, else the workspace copy; None when that file is absent."""
+    candidate = Path(os.environ.get(data.ENV_CSV) or SHARED_CSV)
     return candidate if candidate.is_file() else None
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
+
+
+def locate_test_split() -> Path:
+    """The test split's CSV: the local copy, else the hub's at the pinned revision; when neither can be had,
+    a failure under CI and a skip (with the reason) elsewhere."""
+    local = local_test_csv()
+    if local is not None:
+        return local
+    try:
+        return data.download_split("test")
+    except data.DataError as error:
+        message = f"the Corr2Cause test split is neither local (${data.ENV_CSV}, {SHARED_CSV}) nor downloadable: {error}"
+        if in_ci():
+            pytest.fail(message, pytrace=False)
+        pytest.skip(message)
+
+
+def pytest_report_header(config) -> str:
+    local = local_test_csv()
+    where = str(local) if local else f"hub {data.HUB_REPO}@{data.HUB_REVISION[:8]} (downloaded on first use)"
+    return f"corr2cause test split: {where}"
 
 
 @pytest.fixture(scope="session")
 def test_csv() -> Path:
-    path = real_test_csv()
-    if path is None:
-        pytest.skip(f"the Corr2Cause test split is absent (set CORR2CAUSE_CSV or place it at {SHARED_CSV})")
-    return path
+    return locate_test_split()

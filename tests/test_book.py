@@ -11,7 +11,7 @@ import shutil
 
 import pytest
 
-from cpdagthink.book import NOTEBOOKS, build, notebook_parameters
+from cpdagthink.book import NOTEBOOKS, build, notebook_parameters, select_notebooks
 from cpdagthink.data import PROJECT_ROOT
 
 CHAPTERS = ["01_main_results", "02_complexity", "03_ablations", "04_probes", "05_audit", "06_failure_gallery"]
@@ -21,6 +21,20 @@ def test_every_notebook_declares_its_parameters():
     for name in CHAPTERS:
         params = notebook_parameters(NOTEBOOKS / f"{name}.ipynb")
         assert {"backend", "model", "split", "data", "limit", "seeds"} <= params, name
+
+
+def test_a_chapter_prefix_that_matches_nothing_is_refused_with_the_chapters(tmp_path):
+    assert [n.stem for n in select_notebooks(["01", "04"])] == ["01_main_results", "04_probes"]
+    with pytest.raises(ValueError, match="no chapter starts with 'nosuch'; the chapters are: 01_main_results, "
+                                         "02_complexity"):
+        build({}, only=["01", "nosuch"], root=tmp_path)
+    assert not (tmp_path / "book").exists()  # refused before any work
+
+
+def test_an_unknown_backend_is_refused_before_any_notebook_runs(tmp_path):
+    with pytest.raises(ValueError, match="unknown backend 'nosuch'; choose one of: local, openai"):
+        build({"backend": "nosuch"}, only=["01"], root=tmp_path)
+    assert not (tmp_path / "book").exists()
 
 
 @pytest.mark.slow

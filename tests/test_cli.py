@@ -61,12 +61,118 @@ def test_book_passes_its_overrides_to_every_notebook(monkeypatch, capsys):
 
     seen = {}
     monkeypatch.setattr(cpdagthink.book, "build", lambda overrides, only=None: seen.update(overrides, only=only) or "index.html")
-    assert main(["book", "--backend", "openai", "--limit", "0", "--seeds", "0", "1",
+    assert main(["book", "--backend", "openai", "--limit", "0", "--seeds", "0", "1", "--temperature", "0.7",
                  "--max-tokens-turn1", "8192", "--max-tokens-answer", "4096", "--only", "01",
                  "--sample-variables", "5", "6"]) == 0
-    assert seen == {"backend": "openai", "limit": 0, "seeds": [0, 1], "max_tokens_turn1": 8192,
+    assert seen == {"backend": "openai", "limit": 0, "seeds": [0, 1], "temperature": 0.7, "max_tokens_turn1": 8192,
                     "max_tokens_answer": 4096, "only": ["01"], "sample_variables": [5, 6]}
     assert "book: index.html" in capsys.readouterr().out
     assert main(["book", "--sample-variables", "all"]) == 0 and seen["sample_variables"] is None
     with pytest.raises(SystemExit):
         main(["book", "--sample-variables", "five"])
+
+
+def test_oracle_refuses_to_write_over_its_input(tmp_path):
+    data = tmp_path / "mine.csv"
+    data.write_text("input,label,num_variables,template\n")
+    for command in ("oracle", "reference"):
+        result = run(command, "--data", str(data), "--out", str(tmp_path / "." / "mine.csv"))
+        assert result.returncode == 2 and "is the input CSV" in result.stderr, result.stderr
+    assert data.read_text() == "input,label,num_variables,template\n"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["generate", "--family", "random7", "--graphs", "0"], "--graphs must be at least 1 (got 0)"),
+    (["generate", "--family", "alarm7", "--per-graph", "-2"], "--per-graph must be at least 1 (got -2)"),
+    (["book", "--only", "nosuch"], "no chapter starts with 'nosuch'; the chapters are: 01_main_results"),
+    (["book", "--backend", "nosuch"], "unknown backend 'nosuch'"),
+    (["book", "--limit", "-5"], "limit: Input should be greater than or equal to 0"),
+    (["book", "--backend", "reference", "--seeds", "0", "1", "--sampling", "greedy", "--temperature", "0"],
+     "would be copies of one output"),
+    (["run", "--condition", "structured", "--backend", "reference", "--limit", "-1"],
+     "limit: Input should be greater than or equal to 0"),
+    (["run", "--condition", "structured", "--backend", "reference", "--chunk-size", "0"],
+     "chunk_size: Input should be greater than 0"),
+    (["run", "--condition", "structured", "--backend", "reference", "--chunk-size", "-2"],
+     "chunk_size: Input should be greater than 0"),
+    (["run", "--condition", "structured", "--backend", "reference", "--max-tokens-turn1", "0"],
+     "max_tokens_turn1: Input should be greater than 0"),
+    (["run", "--condition", "structured", "--backend", "reference", "--max-tokens-answer", "-5"],
+     "max_tokens_answer: Input should be greater than 0"),
+    (["run", "--condition", "structured", "--backend", "reference", "--model", "x"],
+     "backend 'reference' does not take model"),
+    (["run", "--condition", "nosuch", "--backend", "reference"], "unknown condition 'nosuch'"),
+])
+def test_bad_flags_are_clear_errors(tmp_path, args, message):
+    result = run(*args, *(["--out", str(tmp_path / "g.csv")] if args[0] == "generate" else []))
+    assert result.returncode == 2 and message in result.stderr and "Traceback" not in result.stderr, result.stderr
+
+
+def test_run_defaults_do_not_depend_on_the_working_directory(tmp_path):
+    from cpdagthink.data import PROJECT_ROOT
+
+    def help_text(**env):
+        import os
+
+        return subprocess.run([sys.executable, "-m", "cpdagthink", "run", "--help"], capture_output=True, text=True,
+                              cwd=tmp_path, env={**os.environ, "COLUMNS": "1000", **env}, timeout=60).stdout
+
+    assert re.search(rf"default:\s+{re.escape(str(PROJECT_ROOT / 'outputs' / 'cache'))}", help_text())
+    moved = tmp_path / "elsewhere"
+    assert re.search(rf"default:\s+{re.escape(str(moved / 'runs'))}", help_text(CPDAGTHINK_OUTPUTS=str(moved)))
+
+
+def test_the_command_line_starts_without_scipy_or_pandas():
+    """`cpdagthink oracle` must not pay for libraries only the analyses use (benchmarks/oracle_cli.py times it)."""
+    probe = ("import sys, cpdagthink.cli, cpdagthink.metrics, cpdagthink.oracle\n"
+             "print(sorted({m.split('.')[0] for m in sys.modules} & {'scipy', 'pandas', 'matplotlib', 'seaborn'}))")
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and result.stdout.strip() == "[]", result.stdout + result.stderr
+
+
+def test_run_reports_n_of_m_and_fails_when_instances_are_missing(test_csv, tmp_path):
+    args = ("run", "--condition", "baseline_enhanced", "--backend", "reference", "--data", str(test_csv),
+            "--limit", "4", "--out", str(tmp_path / "run"), "--cache", str(tmp_path / "cache"))
+    done = run(*args)
+    assert done.returncode == 0 and "4 of 4 instances" in done.stdout, done.stderr
+    (tmp_path / "file").write_text("x")
+    clash = run(*args[:-4], "--out", str(tmp_path / "file"), "--cache", str(tmp_path / "cache"))
+    assert clash.returncode == 2 and "is a file" in clash.stderr and "Traceback" not in clash.stderr
+
+
+def test_prompt_command_prints_turns_and_a_probed_turn2_carries_no_trace_of_the_probe(test_csv, tmp_path, monkeypatch):
+    monkeypatch.setenv("CPDAGTHINK_OUTPUTS", str(tmp_path))  # turn 1 goes through a call cache of its own
+
+    def prompt(*extra: str) -> dict:
+        result = run("prompt", "--condition", "structured", "--backend", "reference", "--data", str(test_csv),
+                     "--row", "300", *extra)
+        assert result.returncode == 0, result.stderr
+        return json.loads(result.stdout)
+
+    first = prompt("--turn", "1")
+    assert [m["role"] for m in first["messages"]] == ["system", "user"]
+    assert first["tools"][0]["function"]["name"] == "record_causal_analysis" and first["tool_choice"] == "auto"
+    plain = prompt("--turn", "2")
+    probed = prompt("--turn", "2", "--probe", "scramble_full", "--seed", "1")
+    assert [m["role"] for m in plain["messages"]] == ["system", "user", "assistant", "tool"]
+    assert plain["tool_choice"] == probed["tool_choice"] == "none" and "probe" not in plain
+    assert probed["messages"][:2] == plain["messages"][:2]
+    shown = probed["messages"][2]["tool_calls"][0]["function"]["arguments"]
+    assert shown != plain["messages"][2]["tool_calls"][0]["function"]["arguments"]
+    assert shown in probed["messages"][3]["content"]
+    note = probed["probe"]["note"]
+    assert note.startswith("scramble_full") and note not in json.dumps(probed["messages"])
+    assert "scramble" not in json.dumps(probed["messages"])
+    assert probed == prompt("--turn", "2", "--probe", "scramble_full", "--seed", "1")  # the runner's seeded draw
+    assert probed["messages"] != prompt("--turn", "2", "--probe", "scramble_full", "--seed", "2")["messages"]
+    assert any((tmp_path / "cache").rglob("*.json"))
+
+
+def test_prompt_command_refuses_what_does_not_exist(test_csv, tmp_path, monkeypatch):
+    monkeypatch.setenv("CPDAGTHINK_OUTPUTS", str(tmp_path))
+    for extra, message in ((("--condition", "baseline_enhanced", "--turn", "2"), "no turn 2"),
+                           (("--condition", "structured", "--probe", "magic", "--turn", "2"), "unknown probe"),
+                           (("--condition", "structured", "--row", "5000"), "outside the data's rows")):
+        args = ("prompt", "--data", str(test_csv), "--row", "0", *extra)
+        result = run(*args)
+        assert result.returncode == 2 and message in result.stderr, result.stderr

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import re
 
 import pytest
 
-from cpdagthink.backends.base import Completion, ToolCall
+from cpdagthink.backends.base import Completion, Request, ToolCall
+from cpdagthink.backends.reference import ReferenceBackend
 from cpdagthink.conditions import (
     CONDITIONS,
     Decoding,
@@ -14,11 +17,14 @@ from cpdagthink.conditions import (
     Turn2Input,
     first_request,
     get_condition,
+    intervene,
     parse_answer,
     read_emitted,
     second_request,
 )
-from cpdagthink.data import Instance
+from cpdagthink.data import Instance, read_csv
+from cpdagthink.interventions import PROBES
+from cpdagthink.prompts import call_instruction
 from cpdagthink.oracle import analyse_premise
 from cpdagthink.schema import CausalAnalysis
 
@@ -29,9 +35,10 @@ INSTANCE = Instance(id="t-0", premise=PREMISE, hypothesis="A directly causes C."
 REFERENCE = CausalAnalysis.from_cpdag(analyse_premise(PREMISE).cpdag)
 
 
-def test_the_seven_conditions():
+def test_the_eight_conditions():
     assert set(CONDITIONS) == {"structured", "baseline_enhanced", "twoturn_prose_pc", "singleturn_structured",
-                               "minimal_instruction", "no_thinking", "no_constrained_decoding"}
+                               "minimal_instruction", "no_thinking", "no_constrained_decoding",
+                               "baseline_no_thinking"}
     with pytest.raises(ValueError, match="choose one of"):
         get_condition("magic")
 
@@ -42,8 +49,17 @@ def test_structured_turn1_is_constrained_and_offers_the_tool():
     assert re.fullmatch(request.constraint.regex, REFERENCE.model_dump_json())
     assert request.tool_choice == "auto" and request.tools[0]["function"]["name"] == "record_causal_analysis"
     assert PREMISE in request.messages[1]["content"]
+
+def test_forced_tool_choice_changes_the_flag_and_the_call_instruction_only():
+    auto = first_request(CONDITIONS["structured"], INSTANCE, Decoding())
     forced = first_request(CONDITIONS["structured"], INSTANCE, Decoding(tool_choice="forced"))
     assert forced.tool_choice == "record_causal_analysis"
+    assert "required" in forced.messages[1]["content"] and "required" not in auto.messages[1]["content"]
+    assert forced.messages[0] == auto.messages[0] and forced.constraint == auto.constraint
+    said = {d.tool_choice: r.messages[1]["content"] for d, r in ((Decoding(), auto), (Decoding(tool_choice="forced"), forced))}
+    assert said["auto"].replace(call_instruction("auto"), call_instruction("forced")) == said["forced"]
+    with pytest.raises(ValueError, match="'auto' or 'forced'"):
+        Decoding(tool_choice="required")
 
 
 def test_ablations_change_one_thing():
@@ -52,7 +68,19 @@ def test_ablations_change_one_thing():
     assert first_request(CONDITIONS["no_constrained_decoding"], INSTANCE, Decoding()).tools == base.tools
     assert first_request(CONDITIONS["no_thinking"], INSTANCE, Decoding()).thinking is False and base.thinking
     minimal = first_request(CONDITIONS["minimal_instruction"], INSTANCE, Decoding())
-    assert "Meek" not in minimal.messages[0]["content"] and minimal.constraint == base.constraint
+    system, user = (m["content"] for m in minimal.messages)
+    assert "Meek" not in system and "record_causal_analysis" in system and len(system) < 200
+    assert user == f"{PREMISE}\n\nHypothesis: A directly causes C."  # no instruction in the user turn either
+    assert minimal.constraint == base.constraint and minimal.tools == base.tools
+    turn1 = Completion(text="", tool_calls=[ToolCall("record_causal_analysis", REFERENCE.model_dump_json())])
+    assert (second_request(CONDITIONS["minimal_instruction"], INSTANCE, Decoding(), turn1).messages[2:]
+            == second_request(CONDITIONS["structured"], INSTANCE, Decoding(), turn1).messages[2:])
+
+
+def test_baseline_without_thinking_differs_from_the_baseline_by_the_switch_only():
+    base = first_request(CONDITIONS["baseline_enhanced"], INSTANCE, Decoding())
+    off = first_request(CONDITIONS["baseline_no_thinking"], INSTANCE, Decoding())
+    assert base.thinking and not off.thinking and dataclasses.replace(off, thinking=True) == base
 
 
 def test_one_turn_conditions_have_no_tool():
@@ -75,7 +103,7 @@ def test_turn2_returns_the_object_with_its_dot_view():
     turn1 = Completion(text="", tool_calls=[ToolCall("record_causal_analysis", REFERENCE.model_dump_json())])
     request = second_request(CONDITIONS["structured"], INSTANCE, Decoding(), turn1)
     tool = request.messages[-1]
-    assert tool["role"] == "tool" and "A -> C;" in tool["content"] and "as recorded" in tool["content"]
+    assert tool["role"] == "tool" and "A -> C;" in tool["content"] and "Recorded CPDAG (parsed):" in tool["content"]
     assert request.messages[-2]["content"] == "" and request.messages[-2]["tool_calls"]
 
 
@@ -84,9 +112,73 @@ def test_intervention_replaces_the_object_everywhere_and_can_drop_the_premise():
     other = REFERENCE.model_copy(update={"directed_edges": [("C", "A"), ("C", "B")], "v_structures": []})
     request = second_request(CONDITIONS["structured"], INSTANCE, Decoding(), turn1,
                              Turn2Input(other, include_premise=False, note="swapped"))
-    assert PREMISE not in request.messages[1]["content"] and "Hypothesis:" in request.messages[1]["content"]
-    assert "C -> A;" in request.messages[-1]["content"] and "swapped" in request.messages[-1]["content"]
+    assert PREMISE not in request.messages[1]["content"]
+    assert request.messages[1]["content"].startswith("Hypothesis: A directly causes C.\n\nDerive the CPDAG")
+    assert "C -> A;" in request.messages[-1]["content"] and '"C","A"' in request.messages[-1]["content"]
     assert '"C","A"' in request.messages[-2]["tool_calls"][0]["function"]["arguments"]
+    assert "swapped" not in json.dumps(request.to_json())  # the note is for the record only
+
+
+def test_probes_are_refused_for_the_prose_control():
+    with pytest.raises(ValueError, match="makes none"):
+        second_request(CONDITIONS["twoturn_prose_pc"], INSTANCE, Decoding(), Completion(text="prose"),
+                       Turn2Input(None, note="x"))
+
+
+# ------------------------------------------------------------------- a probed turn 2 looks unprobed
+
+MASK = "<masked>"
+
+
+def _masked(request: Request, shown: CausalAnalysis | None, premise: str | None) -> Request:
+    """The request with the shown object's serialisations masked (the turn-1 call's arguments, and the DOT
+    view and JSON inside the tool result), and with ``premise`` (if given) deleted along with the blank
+    line after it, which is how ``drop_premise`` removes it."""
+    messages = []
+    for message in request.messages:
+        message = dict(message)
+        if message.get("tool_calls"):
+            (call,) = message["tool_calls"]
+            message["tool_calls"] = [{**call, "function": {**call["function"], "arguments": MASK}}]
+        if message["role"] == "tool":
+            for text in (shown.to_dot(), shown.model_dump_json()):
+                assert text in message["content"]
+                message["content"] = message["content"].replace(text, MASK)
+        if premise is not None and message["role"] == "user":
+            message["content"] = message["content"].replace(f"{premise}\n\n", "")
+        messages.append(message)
+    return dataclasses.replace(request, messages=tuple(messages))
+
+
+@pytest.fixture(scope="module")
+def real_turns(test_csv):
+    """Reference-agent turn 1 on real rows of every size, for both tool choices."""
+    rows = read_csv(test_csv)
+    picked = [next(r for r in rows if r.num_variables == n and r.label == n % 2) for n in (3, 4, 5, 6)]
+    backend = ReferenceBackend()
+    turns = []
+    for instance in picked:
+        for decoding in (Decoding(seed=3), Decoding(tool_choice="forced")):
+            turn1 = backend.complete(first_request(CONDITIONS["structured"], instance, decoding))
+            turns.append((instance, decoding, turn1))
+    return turns
+
+
+@pytest.mark.parametrize("name", list(PROBES))
+def test_a_probed_turn2_differs_from_the_unprobed_one_only_in_the_object(name, real_turns):
+    changed = 0
+    for instance, decoding, turn1 in real_turns:
+        emitted = read_emitted(turn1, instance).analysis
+        given = intervene(PROBES[name], instance, emitted, decoding.seed)
+        assert given.note  # recorded, never shown
+        assert given.include_premise is (name != "drop_premise")
+        plain = second_request(CONDITIONS["structured"], instance, decoding, turn1)
+        probed = second_request(CONDITIONS["structured"], instance, decoding, turn1, given)
+        dropped = None if given.include_premise else instance.premise
+        assert _masked(probed, given.analysis, dropped) == _masked(plain, emitted, dropped)
+        assert (instance.premise in probed.messages[1]["content"]) is given.include_premise
+        changed += probed != plain
+    assert changed >= len(real_turns) - 2, "the probe should change most turns"
 
 
 def test_malformed_and_truncated_json_is_recorded_not_raised():

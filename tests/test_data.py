@@ -52,3 +52,94 @@ def test_offline_hub_gives_the_advice(monkeypatch, tmp_path):
 def test_unknown_split_is_named():
     with pytest.raises(DataError, match="unknown split"):
         data.download_split("validation")
+
+
+# --------------------------------------------------------------------------------------- hostile inputs
+
+GOOD_ROW = ("Premise: Suppose there is a closed system of 2 variables, A and B. All the statistical relations "
+            "among these 2 variables are as follows: A correlates with B.\nHypothesis: A directly causes B.")
+
+
+def _write(path, rows, header=("input", "label", "num_variables", "template"), encoding="utf-8"):
+    with path.open("w", newline="", encoding=encoding) as handle:
+        writer = csv.writer(handle)
+        writer.writerow(header)
+        writer.writerows(rows)
+    return path
+
+
+def test_a_byte_order_mark_is_accepted(tmp_path):
+    path = _write(tmp_path / "bom.csv", [(GOOD_ROW, 0, 2, "parent")], encoding="utf-8-sig")
+    assert path.read_bytes().startswith(b"\xef\xbb\xbf")
+    [instance] = read_csv(path)
+    assert instance.label == 0 and instance.hypothesis == "A directly causes B."
+
+
+@pytest.mark.parametrize(
+    "rows, message",
+    [
+        ([(GOOD_ROW, 0, 2, "parent"), (GOOD_ROW, 1, 2)], r"row 2 \(line 5\): the row has fewer fields"),
+        ([(GOOD_ROW, 0, 2, "parent", "extra")], r"row 1 .*more fields"),
+        ([(GOOD_ROW, 2, 2, "parent")], r"row 1 .*label must be 0 or 1, got '2'"),
+        ([(GOOD_ROW, "yes", 2, "parent")], r"label must be 0 or 1, got 'yes'"),
+        ([(GOOD_ROW, 1, 3, "parent")], r"num_variables is 3 but the premise names 2 variables"),
+        ([(GOOD_ROW, 1, "two", "parent")], r"num_variables must be a whole number"),
+        ([(GOOD_ROW + "x" * 5_000_000, 0, 2, "parent")], r"row 1 .*not a readable CSV row \(field larger"),
+    ],
+    ids=["too-few-fields", "too-many-fields", "label-2", "label-word", "num-variables-contradicts", "num-variables-word",
+         "5MB-field"],
+)
+def test_bad_rows_are_named_by_file_and_row(tmp_path, rows, message):
+    path = _write(tmp_path / "bad.csv", rows)
+    with pytest.raises(DataError, match=message) as caught:
+        read_csv(path)
+    assert str(path) in str(caught.value)
+
+
+def test_an_unreadable_premise_is_left_to_the_run(tmp_path):
+    """Only a premise whose header names its variables is checked against num_variables."""
+    odd = GOOD_ROW.replace("closed system of 2 variables, A and B.", "system of A and B.")
+    [instance] = read_csv(_write(tmp_path / "odd.csv", [(odd, 1, 7, "parent")]))
+    assert instance.num_variables == 7
+
+
+def test_non_utf8_and_binary_files_are_refused_by_name(tmp_path):
+    latin = tmp_path / "latin.csv"
+    latin.write_bytes(f"input,label,num_variables,template\n\"{GOOD_ROW} caf\xe9\",0,2,parent\n".encode("latin-1"))
+    with pytest.raises(DataError, match=f"{latin} is not UTF-8 text"):
+        read_csv(latin)
+    binary = tmp_path / "binary.csv"
+    binary.write_bytes(b"input,label,num_variables,template\n\x00\x01\x02,0,2,parent\n")
+    with pytest.raises(DataError, match=f"{binary}, row 1"):
+        read_csv(binary)
+
+
+def test_content_hash_follows_the_row_not_its_place(tmp_path):
+    rows = [(GOOD_ROW, 0, 2, "parent"), (GOOD_ROW, 1, 2, "parent")]
+    first, second = read_csv(_write(tmp_path / "a.csv", rows))
+    assert first.content_sha256 != second.content_sha256  # the label differs
+    (tmp_path / "elsewhere").mkdir()
+    [moved] = read_csv(_write(tmp_path / "elsewhere" / "b.csv", rows[1:]), split="other")
+    assert moved.id != second.id and moved.content_sha256 == second.content_sha256
+    edited = second.model_copy(update={"hypothesis": "B directly causes A."})
+    assert edited.content_sha256 != second.content_sha256
+
+
+def test_without_a_local_split_tests_use_the_hub_and_fail_in_ci(monkeypatch, tmp_path):
+    import conftest
+
+    monkeypatch.setenv(data.ENV_CSV, str(tmp_path / "absent.csv"))
+    downloaded = tmp_path / "hub" / "test.csv"
+    monkeypatch.setattr(data, "download_split", lambda split: downloaded)
+    assert conftest.locate_test_split() == downloaded
+
+    def offline(split):
+        raise DataError("could not fetch split 'test': set CORR2CAUSE_CSV or connect to the hub")
+
+    monkeypatch.setattr(data, "download_split", offline)
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="neither local .* nor downloadable: could not fetch"):
+        conftest.locate_test_split()
+    monkeypatch.delenv("CI")
+    with pytest.raises(pytest.skip.Exception, match="nor downloadable"):
+        conftest.locate_test_split()

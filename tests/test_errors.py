@@ -22,14 +22,14 @@ from cpdagthink.runner import RunMismatchError
 
 def project_exceptions() -> list[type[BaseException]]:
     """Every exception class defined in a module of the package (each module imported but ``__main__``,
-    which would run the CLI)."""
+    which would run the CLI); warnings are not errors and keep their own root."""
     found = []
     for info in pkgutil.walk_packages(cpdagthink.__path__, prefix="cpdagthink."):
         if info.name.endswith("__main__"):
             continue
         module = importlib.import_module(info.name)
         found += [c for _, c in inspect.getmembers(module, inspect.isclass)
-                  if issubclass(c, BaseException) and c.__module__ == module.__name__]
+                  if issubclass(c, BaseException) and not issubclass(c, Warning) and c.__module__ == module.__name__]
     return found
 
 

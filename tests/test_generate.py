@@ -69,3 +69,10 @@ def test_unknown_family_and_missing_source():
     with pytest.raises(ValueError, match="--data"):
         generate("refactor")
     assert set(FAMILIES) == {"random7", "alarm7", "asia8", "refactor", "paraphrase"}
+
+
+@pytest.mark.parametrize("graphs, per_graph, flag", [(0, 20, "--graphs"), (-3, 20, "--graphs"), (2, 0, "--per-graph"),
+                                                     (2, -1, "--per-graph")])
+def test_a_stress_set_of_no_rows_is_refused(graphs, per_graph, flag):
+    with pytest.raises(ValueError, match=f"{flag} must be at least 1 \\(got {min(graphs, per_graph)}\\)"):
+        generate("random7", seed=0, graphs=graphs, per_graph=per_graph)

@@ -134,3 +134,87 @@ def test_a_rejected_request_is_recorded_and_the_run_goes_on(items, tmp_path):
                             progress=False)
     assert retried.model_calls == 0 and retried.summary.rejected == 0  # the rejected instance is asked again
     assert len(read_records(tmp_path / "run")) == len(items)
+
+
+def test_a_folder_made_from_other_data_of_the_same_name_is_refused(test_csv, tmp_path):
+    """dataA/mydata.csv then dataB/mydata.csv (or the CSV edited in place) into one folder."""
+    import csv
+
+    rows = list(csv.DictReader(open(test_csv, newline="", encoding="utf-8")))[:6]
+    for folder, edit in (("dataA", False), ("dataB", True)):
+        (tmp_path / folder).mkdir()
+        with open(tmp_path / folder / "mydata.csv", "w", newline="", encoding="utf-8") as handle:
+            writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+            writer.writeheader()
+            for i, row in enumerate(rows):
+                writer.writerow({**row, "label": 1 - int(row["label"])} if edit and i == 2 else row)
+    a, b = read_csv(tmp_path / "dataA" / "mydata.csv"), read_csv(tmp_path / "dataB" / "mydata.csv")
+    assert [i.id for i in a] == [i.id for i in b]
+    condition = CONDITIONS["baseline_enhanced"]
+    run_condition(condition, ReferenceBackend(), a, tmp_path / "run", cache_dir=tmp_path / "c", progress=False)
+    before = (tmp_path / "run" / "metadata.json").read_text()
+    with pytest.raises(RunMismatchError, match="other data"):
+        run_condition(condition, ReferenceBackend(), b, tmp_path / "run", cache_dir=tmp_path / "c", progress=False)
+    assert (tmp_path / "run" / "metadata.json").read_text() == before  # only rewritten when it matches
+
+
+class Refuses(Backend):
+    """A service that refuses every request, as an API does for a parameter the model does not take."""
+
+    def identity(self):
+        return {"backend": "refuses"}
+
+    def complete(self, request: Request) -> Completion:
+        from cpdagthink.backends.base import RequestRejected
+
+        raise RequestRejected("Unsupported parameter: 'max_tokens' is not supported with this model.")
+
+
+def test_a_run_whose_first_requests_are_all_refused_stops_with_the_service_message(items, tmp_path):
+    from cpdagthink.runner import RunAborted
+
+    with pytest.raises(RunAborted, match="Unsupported parameter: 'max_tokens'"):
+        run_condition(CONDITIONS["baseline_enhanced"], Refuses(), items, tmp_path / "run", cache_dir=tmp_path / "c",
+                      chunk_size=1, progress=False, abort_after=3)
+    records = read_records(tmp_path / "run")
+    assert len(records) == 3 and all(r.rejected and r.prediction is None for r in records)
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["status"] == "aborted"
+    assert not list((tmp_path / "c").rglob("*.json"))  # rejections are never cached
+
+
+class Interrupted(DiesAfter):
+    def complete(self, request: Request) -> Completion:
+        if self.left == 0:
+            raise KeyboardInterrupt
+        self.left -= 1
+        return self.inner.complete(request)
+
+
+def test_ctrl_c_keeps_every_finished_record_and_says_so(items, tmp_path):
+    with pytest.raises(KeyboardInterrupt):
+        run_condition(CONDITIONS["baseline_enhanced"], Interrupted(ReferenceBackend(), 5), items, tmp_path / "run",
+                      cache_dir=tmp_path / "c", chunk_size=1, progress=False)
+    assert len(read_records(tmp_path / "run")) == 5
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["status"] == "interrupted" and summary["records"] == 5 and summary["instances"] == len(items)
+
+
+def test_a_premise_that_cannot_be_posed_is_recorded_and_the_run_goes_on(items, tmp_path):
+    broken = items[0].model_copy(update={"premise": "Premise: Suppose there is a closed system of 2 variables, A "
+                                         "and B. All the statements are about them. A correlates with Q."})
+    result = run_condition(CONDITIONS["structured"], ReferenceBackend(), [broken, *items[1:4]], tmp_path / "run",
+                           cache_dir=tmp_path / "c", progress=False)
+    by_id = {r.id: r for r in result.records}
+    assert by_id[broken.id].problem and by_id[broken.id].prediction is None and not by_id[broken.id].turns
+    assert sum(r.problem is not None for r in result.records) == 1 and result.summary.problems == 1
+    assert all(r.answer for r in result.records if r.id != broken.id)
+
+
+def test_a_concurrent_run_into_the_same_folder_fails_at_once(items, tmp_path):
+    from cpdagthink.runfolder import RunFolder, RunLockedError
+
+    with RunFolder(tmp_path / "run").locked():
+        with pytest.raises(RunLockedError, match="another run"):
+            run_condition(CONDITIONS["baseline_enhanced"], ReferenceBackend(), items, tmp_path / "run",
+                          cache_dir=tmp_path / "c", progress=False)
+    assert read_records(tmp_path / "run") == []

@@ -56,14 +56,34 @@ def build_html(root: Path = PROJECT_ROOT) -> Path:
     return index
 
 
+def select_notebooks(only: list[str] | None = None) -> list[Path]:
+    """Every chapter, or those whose names start with an entry of ``only``; an entry that matches no
+    chapter is refused with the list of chapters (a typo must not build an empty book)."""
+    notebooks = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+    if not only:
+        return notebooks
+    unmatched = [prefix for prefix in only if not any(n.name.startswith(prefix) for n in notebooks)]
+    if unmatched:
+        raise ValueError(f"no chapter starts with {', '.join(map(repr, unmatched))}; the chapters are: "
+                         + ", ".join(n.stem for n in notebooks))
+    return [n for n in notebooks if any(n.name.startswith(prefix) for prefix in only)]
+
+
+def check_backend(name: str | None) -> None:
+    """Refuse an unknown backend before any notebook starts (papermill would fail deep inside one)."""
+    from .backends import backend_factory
+
+    if name is not None:
+        backend_factory(name)
+
+
 def build(overrides: dict[str, Any], only: list[str] | None = None, root: Path = PROJECT_ROOT) -> Path:
     """Execute the notebooks (all, or those whose names start with an entry of ``only``) into ``root/book``
     and build the book at ``root`` (which holds ``_config.yml`` and ``_toc.yml``)."""
+    notebooks = select_notebooks(only)
+    check_backend(overrides.get("backend"))
     book = root / "book"
     book.mkdir(exist_ok=True)
-    notebooks = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
-    if only:
-        notebooks = [n for n in notebooks if any(n.name.startswith(prefix) for prefix in only)]
     # A headless kernel cannot run live widgets; notebooks that declare this show static views instead.
     overrides = {"interactive_widgets": False, **overrides}
     timings = {}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -11,8 +12,7 @@ from typing import Callable
 
 from typing import Any
 
-from .config import OUTPUTS_ENV, outputs_root
-from .data import Instance, load_split, read_csv
+from .data import ENV_CSV, ENV_OUTPUTS, OUTPUTS_ROOT, Instance, load_split, read_csv
 from .errors import CpdagthinkError
 
 
@@ -21,6 +21,13 @@ def _instances(args: argparse.Namespace) -> list[Instance]:
     if getattr(args, "data", None):
         return read_csv(args.data)
     return load_split(args.split)
+
+
+def _refuse_overwriting_input(args: argparse.Namespace) -> None:
+    """``--out`` must not be the CSV being read: writing it would destroy the input."""
+    inputs = [getattr(args, "data", None) or (os.environ.get(ENV_CSV) if args.split == "test" else None)]
+    if any(i and Path(i).resolve() == Path(args.out).resolve() for i in inputs):
+        raise ValueError(f"--out {args.out} is the input CSV; writing it would destroy the data: choose another path")
 
 
 def _write_jsonl(records: list[dict], out: str) -> None:
@@ -35,6 +42,7 @@ def cmd_oracle(args: argparse.Namespace) -> int:
     from .metrics import binary_scores
     from .oracle import label_text
 
+    _refuse_overwriting_input(args)
     instances = _instances(args)
     records = []
     for index, instance in enumerate(instances):
@@ -75,6 +83,7 @@ def cmd_reference(args: argparse.Namespace) -> int:
     from .oracle import UnfaithfulFactsError, analyse_premise
     from .schema import CausalAnalysis
 
+    _refuse_overwriting_input(args)
     records = []
     for index, instance in enumerate(_instances(args)):
         try:
@@ -140,6 +149,26 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_prompt(args: argparse.Namespace) -> int:
+    from .backends import make_backend
+    from .conditions import get_condition
+    from .inspection import inspect_request
+
+    # The same parameters as `run`, so the printed request is the one a run with these flags sends.
+    config = _parameters(args, seeds=[args.seed], backend=args.backend or "reference").to_config()
+    instances = config.all_instances()
+    if not 0 <= args.row < len(instances):
+        raise ValueError(f"--row {args.row} is outside the data's rows 0..{len(instances) - 1}")
+    backend = make_backend(config.backend, **config.backend_arguments())
+    try:
+        inspected = inspect_request(get_condition(config.condition), backend, instances[args.row], args.turn,
+                                    decoding=config.decoding, probe=config.probe, cache_dir=config.cache_dir)
+    finally:
+        backend.close()
+    print(json.dumps(inspected.to_json(), indent=2, ensure_ascii=False))
+    return 0
+
+
 def _variable_count(text: str) -> int | str:
     if text == "all":
         return text
@@ -155,7 +184,7 @@ def cmd_book(args: argparse.Namespace) -> int:
                  and v not in (None, [], "")}
     if args.sample_variables:
         overrides["sample_variables"] = None if "all" in args.sample_variables else args.sample_variables
-    _parameters(argparse.Namespace(**overrides))  # every value is checked before any notebook starts
+    _parameters(argparse.Namespace(**overrides)).to_config()  # every value is checked before any notebook starts
     index = build(overrides, only=args.only)
     print(f"book: {index}")
     return 0
@@ -215,6 +244,7 @@ def build_parser() -> argparse.ArgumentParser:
         "run": (cmd_run, "run a condition over instances with a backend (resumable, cached)"),
         "book": (cmd_book, "execute every notebook with papermill and build the Jupyter Book"),
         "schema": (cmd_schema, "print the CausalAnalysis JSON schema or its decoding regex"),
+        "prompt": (cmd_prompt, "print one turn's request (messages, tools, tool choice) as JSON, probed or not"),
     }
     parsers = {}
     for name, (handler, help_text) in commands.items():
@@ -243,10 +273,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="switch the model's thinking off")
     run.add_argument("--chunk-size", type=int, help="instances per batched backend call (default: the backend's)")
     run.add_argument("--cache", dest="cache_dir",
-                     help=f"content-addressed cache of model calls (default {outputs_root() / 'cache'}, "
-                          f"or ${OUTPUTS_ENV}/cache)")
-    run.add_argument("--out", help=f"run folder (default: a folder named by the configuration under "
-                                   f"{outputs_root() / 'runs'}; with several seeds, one subfolder each)")
+                     help=f"content-addressed cache of model calls (default: {OUTPUTS_ROOT / 'cache'}, "
+                          f"or ${ENV_OUTPUTS}/cache)")
+    run.add_argument("--out", help=f"run folder (default: {OUTPUTS_ROOT / 'runs'}/<a name made from the "
+                                   f"configuration>, ${ENV_OUTPUTS} moves it; with several seeds, one subfolder each)")
     book = parsers["book"]
     _model_options(book, budgets="notebook defaults 512 and 128, sized for the CPU model; raise them for thinking models")
     book.add_argument("--limit", type=int, help="sample size (0: the whole split)")
@@ -259,6 +289,18 @@ def build_parser() -> argparse.ArgumentParser:
     schema = parsers["schema"]
     schema.add_argument("--variables", required=True, help="comma-separated names, e.g. A,B,C")
     schema.add_argument("--regex", action="store_true", help="print the constrained-decoding regex instead")
+    prompt = parsers["prompt"]
+    _data_options(prompt)
+    prompt.add_argument("--condition", required=True, help="structured, baseline_enhanced, twoturn_prose_pc, ...")
+    prompt.add_argument("--row", type=int, required=True, help="0-based row of the data")
+    prompt.add_argument("--turn", type=int, choices=[1, 2], default=1,
+                        help="2: turn 1 is answered first (from the call cache when a run made it)")
+    prompt.add_argument("--probe", help="a turn-2 probe of a tool condition (scramble_full, drop_premise, ...)")
+    prompt.add_argument("--seed", type=int, default=0, help="the run's decoding seed (it also seeds the probe)")
+    _model_options(prompt)  # --backend defaults to reference here
+    prompt.add_argument("--no-thinking", action="store_false", dest="thinking", default=None)
+    prompt.add_argument("--cache", dest="cache_dir", help="the call cache turn 1 is read from and written to "
+                        f"(default: {OUTPUTS_ROOT / 'cache'}, or ${ENV_OUTPUTS}/cache)")
     return parser
 
 

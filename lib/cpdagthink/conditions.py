@@ -3,6 +3,10 @@
 A condition only *builds* requests and *reads* answers; the runner executes them. Between the two turns
 of a tool condition, an :data:`Intervention` may replace the emitted object or drop the premise (the probes
 of §6 use it); the replacement is shown to the model both as its own tool call and as the tool result.
+A probed turn 2 is built exactly like an unprobed one: nothing in it says that a probe ran. Only the
+object's serialisations differ (the turn-1 call's arguments, the DOT view and the JSON in the tool result),
+and under ``drop_premise`` the premise text is deleted from the user turn (with the blank line after it).
+The probe's note goes to the run record only.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from .backends.base import Completion, Constraint, Request
 from .config import Decoding
 from .data import Instance
 from .premise import parse_premise
-from .prompts import render, used_files
+from .prompts import call_instruction, render, used_files
 from .schema import TOOL_NAME, CausalAnalysis, analysis_regex, parse_analysis, tool_definition
 
 
@@ -64,8 +68,11 @@ CONDITIONS: dict[str, Condition] = {
                   Flow.PROSE, "twoturn_prose_turn1_system", "twoturn_prose_turn1_user", "twoturn_prose_turn2_user"),
         Condition("singleturn_structured", "Single-turn structured-prompt diagnostic: graph vocabulary, no object (§4.2)",
                   Flow.ONE_TURN, "singleturn_structured_system", "question_user"),
-        replace(_STRUCTURED, name="minimal_instruction", system="minimal_turn1_system",
-                description="Ablation: minimal causal-analysis instruction instead of the PC prompt (§5)"),
+        Condition("baseline_no_thinking", "BaselineEnhanced with the model's thinking switched off (App. D, scale)",
+                  Flow.ONE_TURN, "baseline_enhanced_system", "question_user", thinking=False),
+        replace(_STRUCTURED, name="minimal_instruction", system="minimal_turn1_system", user="question_user",
+                description="Ablation: the whole turn-1 instruction (system and user) minimal, no PC content; "
+                            "same tool, schema and turn 2 (§5)"),
         replace(_STRUCTURED, name="no_thinking", thinking=False,
                 description="Ablation: Structured Thinking with the model's thinking switched off (§5)"),
         replace(_STRUCTURED, name="no_constrained_decoding", constrained=False,
@@ -89,17 +96,20 @@ class Turn2Input:
 
     analysis: CausalAnalysis | None
     include_premise: bool = True
-    note: str = ""
+    note: str = ""  # what the probe did: written to the run record, never shown to the model
 
 
 Intervention = Callable[[Instance, CausalAnalysis | None, random.Random], Turn2Input]
 
 
-def _first_messages(condition: Condition, instance: Instance) -> list[dict[str, Any]]:
-    fields = {"premise": instance.premise, "hypothesis": instance.hypothesis}
+def _first_messages(condition: Condition, instance: Instance, decoding: Decoding,
+                    include_premise: bool = True) -> list[dict[str, Any]]:
+    fields = {"premise": instance.premise if include_premise else "", "hypothesis": instance.hypothesis,
+              "call_instruction": call_instruction(decoding.tool_choice)}
+    # strip(): without the premise, the blank line that followed it goes too; with it, nothing changes.
     return [
-        {"role": "system", "content": render(condition.system, **fields)},
-        {"role": "user", "content": render(condition.user, **fields)},
+        {"role": "system", "content": render(condition.system, **fields).strip()},
+        {"role": "user", "content": render(condition.user, **fields).strip()},
     ]
 
 
@@ -123,7 +133,7 @@ def variables_of(instance: Instance) -> tuple[str, ...]:
 
 def first_request(condition: Condition, instance: Instance, decoding: Decoding) -> Request:
     """Turn 1 of any condition (the only turn of a one-turn condition)."""
-    messages = _first_messages(condition, instance)
+    messages = _first_messages(condition, instance, decoding)
     if condition.flow is not Flow.TOOL:
         return _request(condition, decoding, messages, decoding.one_turn_budget if condition.flow is Flow.ONE_TURN
                         else decoding.max_tokens_turn1)
@@ -160,19 +170,22 @@ def read_emitted(completion: Completion, instance: Instance) -> Emitted:
 def second_request(
     condition: Condition, instance: Instance, decoding: Decoding, turn1: Completion, given: Turn2Input | None = None
 ) -> Request:
-    """Turn 2 of a two-turn condition, built from turn 1's output (and an intervention's replacement)."""
-    messages = _first_messages(condition, instance)
+    """Turn 2 of a two-turn condition, built from turn 1's output (and an intervention's replacement).
+
+    ``given`` (a probe's output) changes only the object shown and whether the premise stays; its note is
+    never shown (module docstring)."""
     if condition.flow is Flow.PROSE:
+        if given is not None:
+            raise ValueError(f"probes replace a tool call's object; {condition.name!r} makes none")
+        messages = _first_messages(condition, instance, decoding)
         messages += [{"role": "assistant", "content": turn1.text}, {"role": "user", "content": render(condition.follow_up)}]
         return _request(condition, decoding, messages, decoding.max_tokens_answer)
     emitted = read_emitted(turn1, instance)
     given = given or Turn2Input(emitted.analysis)
-    if not given.include_premise:
-        messages[1] = {"role": "user", "content": f"Hypothesis: {instance.hypothesis}"}
+    messages = _first_messages(condition, instance, decoding, include_premise=given.include_premise)
     if given.analysis is not None:
         arguments = given.analysis.model_dump_json()
-        status = "as recorded" if given.analysis is emitted.analysis else f"as provided ({given.note})"
-        result = render(condition.follow_up, status=status, dot=given.analysis.to_dot(), analysis_json=arguments)
+        result = render(condition.follow_up, status="parsed", dot=given.analysis.to_dot(), analysis_json=arguments)
     else:
         arguments = emitted.arguments or "{}"
         result = render(condition.follow_up, status=f"not usable: {emitted.error}", dot="(none)",
@@ -187,6 +200,15 @@ def second_request(
     # called again: turn 2 answers in text.
     return _request(condition, decoding, messages, decoding.max_tokens_answer, tools=(tool_definition(),),
                     tool_choice="none")
+
+
+def intervene(intervention: Intervention | None, instance: Instance, emitted: CausalAnalysis | None,
+              seed: int) -> Turn2Input | None:
+    """Apply ``intervention`` to turn 1's parsed object with the instance's own random stream (seeded by the
+    run seed and the instance id, so a resumed run, or ``cpdagthink prompt``, draws the same replacement)."""
+    if intervention is None:
+        return None
+    return intervention(instance, emitted, random.Random(f"{seed}:{instance.id}"))
 
 
 _ANSWER = re.compile(r"^\W*answer\W*:?\W*(yes|no)\W*$", re.I | re.M)

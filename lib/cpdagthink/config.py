@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -25,16 +24,8 @@ from pydantic import (
     model_validator,
 )
 
-from .data import PROJECT_ROOT, Instance
-
-OUTPUTS_ENV = "CPDAGTHINK_OUTPUTS"
-
-
-def outputs_root() -> Path:
-    """Where runs and the call cache live: ``$CPDAGTHINK_OUTPUTS`` or ``<project>/outputs`` (never the
-    working directory, so a command run from elsewhere finds the same records and cache)."""
-    return Path(os.environ.get(OUTPUTS_ENV) or PROJECT_ROOT / "outputs").resolve()
-
+from .data import OUTPUTS_ROOT, Instance
+from .parameters import coerce_list
 
 class Sampling(BaseModel):
     """Sampling settings; temperature 0 is greedy, and the filters are off at top_p 1, top_k 0, min_p 0."""
@@ -97,8 +88,8 @@ class RunConfig(BaseModel):
     seeds: tuple[int, ...] = Field((0,), min_length=1)  # decoding seeds, one run folder each
     decoding: Decoding = Field(default_factory=Decoding)
     chunk_size: PositiveInt | None = None  # instances per batched call; None: the backend's preference
-    out_root: str = Field(default_factory=lambda: str(outputs_root() / "runs"))
-    cache_dir: str = Field(default_factory=lambda: str(outputs_root() / "cache"))
+    out_root: str = Field(default_factory=lambda: str(OUTPUTS_ROOT / "runs"))
+    cache_dir: str = Field(default_factory=lambda: str(OUTPUTS_ROOT / "cache"))
 
     @model_validator(mode="after")
     def _check(self) -> "RunConfig":
@@ -197,17 +188,7 @@ class RunConfig(BaseModel):
 _TRANSPORT_OPTIONS = frozenset({"base_url", "timeout", "retries", "max_retries", "max_concurrency", "api_key_env"})
 
 
-def _listed(value: Any) -> Any:
-    """A list parameter given as a JSON string (``papermill -p seeds '[0, 1]'``, a shell flag) becomes the list."""
-    if isinstance(value, str) and value.strip().startswith("["):
-        try:
-            return json.loads(value)
-        except json.JSONDecodeError as error:
-            raise ValueError(f"not a JSON list: {value!r} ({error.msg})") from None
-    return value
-
-
-_Listed = BeforeValidator(_listed)
+_Listed = BeforeValidator(coerce_list)  # papermill and shells deliver lists as text
 
 
 class RunParameters(BaseModel):

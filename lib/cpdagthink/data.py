@@ -18,8 +18,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from .errors import CpdagthinkError
-from .premise import split_input
-from .errors import CpdagthinkError
+from .premise import PremiseError, declared_variables, split_input
 
 HUB_REPO = "causalnlp/corr2cause"
 HUB_REVISION = "42ba12c769e11ff6427c9f52d7db58e3f9bf3e53"
@@ -31,6 +30,10 @@ HUB_FILES = {
 ENV_CSV = "CORR2CAUSE_CSV"
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 HUB_CACHE = PROJECT_ROOT / "data" / "hub"
+ENV_OUTPUTS = "CPDAGTHINK_OUTPUTS"
+# Run records, caches and generated sets: anchored to the project (or $CPDAGTHINK_OUTPUTS), never to the
+# working directory, so a command run from elsewhere finds the same cache instead of redoing every call.
+OUTPUTS_ROOT = Path(os.environ.get(ENV_OUTPUTS) or PROJECT_ROOT / "outputs").expanduser().resolve()
 
 
 class Fingerprint(BaseModel):
@@ -76,45 +79,73 @@ class Instance(BaseModel):
     source: str
 
     @property
-    def content_sha256(self) -> str:
-        """The row's identity by content (premise, hypothesis, label, variable count, template): two rows
-        with one id but other content (another file of the same name, an edited CSV) never pass for each other."""
-        fields = (self.premise, self.hypothesis, self.label, self.num_variables, self.template)
-        return hashlib.sha256(json.dumps(fields).encode()).hexdigest()
-
-    @property
     def text(self) -> str:
         """The row's ``input`` cell as the hub writes it."""
         return f"{self.premise}\nHypothesis: {self.hypothesis}"
 
+    @property
+    def content_sha256(self) -> str:
+        """What the row says, independent of where it was read from: a changed premise, hypothesis, label,
+        variable count or template changes it; a renamed file, another split name or row index does not."""
+        content = [self.premise, self.hypothesis, self.label, self.num_variables, self.template]
+        return hashlib.sha256(json.dumps(content).encode()).hexdigest()
+
+
+_COLUMNS = ("input", "label", "num_variables", "template")
+
 
 def read_csv(path: str | Path, split: str | None = None, source: str | None = None) -> list[Instance]:
-    """Read any Corr2Cause-format CSV (columns ``input,label,num_variables,template``, optional ``source``)."""
+    """Read any Corr2Cause-format CSV (columns ``input,label,num_variables,template``, optional ``source``).
+
+    UTF-8 with or without a byte-order mark. Raises :class:`DataError` naming the file and the row for
+    anything that is not such a CSV: other encodings, binary content, oversized fields, rows with too few or
+    too many fields, a label other than 0/1, or a ``num_variables`` the premise contradicts.
+    """
     path = Path(path)
     if not path.is_file():
         raise DataError(f"no such file: {path}")
     split = split or path.stem
     instances = []
-    with path.open(newline="", encoding="utf-8") as handle:
+    with path.open(newline="", encoding="utf-8-sig") as handle:
         reader = csv.DictReader(handle)
-        missing = {"input", "label", "num_variables", "template"} - set(reader.fieldnames or ())
-        if missing:
-            raise DataError(f"{path} lacks the Corr2Cause column(s) {sorted(missing)}")
-        for index, row in enumerate(reader):
-            premise, hypothesis = split_input(row["input"])
-            instances.append(
-                Instance(
-                    id=f"{split}-{index:05d}",
-                    premise=premise,
-                    hypothesis=hypothesis,
-                    num_variables=int(row["num_variables"]),
-                    template=row["template"],
-                    label=int(row["label"]),
-                    split=split,
-                    source=row.get("source") or source or str(path),
-                )
-            )
+        done = 0  # rows read so far; the one being read is row done + 1
+        try:
+            missing = set(_COLUMNS) - set(reader.fieldnames or ())
+            if missing:
+                raise DataError(f"{path} lacks the Corr2Cause column(s) {sorted(missing)}")
+            for row in reader:
+                instances.append(_instance(row, f"{split}-{done:05d}", split, row.get("source") or source or str(path)))
+                done += 1
+        except UnicodeDecodeError as error:
+            raise DataError(f"{path} is not UTF-8 text (row {done + 1}, near line {reader.line_num + 1}); "
+                            "save it as UTF-8") from error
+        except csv.Error as error:  # oversized field, NUL byte, bad quoting
+            raise DataError(f"{path}, row {done + 1} (line {reader.line_num}): not a readable CSV row ({error})") from error
+        except ValueError as error:
+            raise DataError(f"{path}, row {done + 1} (line {reader.line_num}): {error}") from error
     return instances
+
+
+def _instance(row: dict, instance_id: str, split: str, source: str) -> Instance:
+    """One row as an :class:`Instance`, or ValueError saying what is wrong with it."""
+    if None in row or any(row.get(c) is None for c in _COLUMNS):  # DictReader's marks for extra/missing fields
+        raise ValueError(f"the row has {'more' if None in row else 'fewer'} fields than the header "
+                         "(a comma outside quotes, or a cut line?)")
+    label = row["label"].strip()
+    if label not in ("0", "1"):
+        raise ValueError(f"label must be 0 or 1, got {row['label']!r}")
+    count = row["num_variables"].strip()
+    if not count.isdigit():
+        raise ValueError(f"num_variables must be a whole number, got {row['num_variables']!r}")
+    premise, hypothesis = split_input(row["input"])
+    try:
+        declared = len(declared_variables(premise))
+    except PremiseError:
+        declared = None  # an unreadable premise is the run's to report on its instance, not the loader's
+    if declared is not None and declared != int(count):
+        raise ValueError(f"num_variables is {count} but the premise names {declared} variables")
+    return Instance(id=instance_id, premise=premise, hypothesis=hypothesis, num_variables=int(count),
+                    template=row["template"], label=int(label), split=split, source=source)
 
 
 def fingerprint(instances: list[Instance]) -> Fingerprint:

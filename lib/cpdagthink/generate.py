@@ -15,9 +15,8 @@ from string import ascii_uppercase
 
 import networkx as nx
 
-from .config import outputs_root
 from .dag import independence_facts
-from .data import PROJECT_ROOT, Instance, load_split, read_csv
+from .data import OUTPUTS_ROOT, PROJECT_ROOT, Instance, load_split, read_csv
 from .oracle import analyse_facts, entailed
 from .premise import (
     HYPOTHESIS_WORDINGS,
@@ -238,6 +237,9 @@ def generate(family: str, *, seed: int = 0, graphs: int = 10, per_graph: int = 2
         if data is None:
             raise ValueError(f"--family {family} perturbs an existing split: pass --data PATH")
         return perturb(read_csv(data), family, seed)
+    for flag, value in (("--graphs", graphs), ("--per-graph", per_graph)):
+        if value < 1:
+            raise ValueError(f"{flag} must be at least 1 (got {value}): family {family} would write no rows")
     return stress_family(family, graphs, per_graph, seed)
 
 
@@ -255,7 +257,7 @@ def write_rows(rows: list[Row], path: str | Path) -> Path:
 
 def generated_split(family: str, seed: int = 0) -> Path:
     """A perturbed copy of the test split (``paraphrase`` or ``refactor``), written once under outputs/generated."""
-    path = outputs_root() / "generated" / f"{family}-of-test-seed{seed}.csv"
+    path = OUTPUTS_ROOT / "generated" / f"{family}-of-test-seed{seed}.csv"
     if not path.is_file():
         write_rows(perturb(load_split("test"), family, seed), path)
     return path
@@ -263,7 +265,7 @@ def generated_split(family: str, seed: int = 0) -> Path:
 
 def stress_csv(family: str, graphs: int, per_graph: int, seed: int) -> Path:
     """A generated stress set (``random7``, ``alarm7``, ``asia8``), written once under outputs/generated."""
-    path = outputs_root() / "generated" / f"{family}-g{graphs}-k{per_graph}-seed{seed}.csv"
+    path = OUTPUTS_ROOT / "generated" / f"{family}-g{graphs}-k{per_graph}-seed{seed}.csv"
     if not path.is_file():
         write_rows(generate(family, seed=seed, graphs=graphs, per_graph=per_graph), path)
     return path

@@ -14,11 +14,12 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
-import pandas as pd
-from scipy.stats import binomtest
+
+if TYPE_CHECKING:  # pandas and scipy are imported where used: `cpdagthink oracle` starts without them
+    import pandas as pd
 
 G = TypeVar("G", bound=Hashable)
 
@@ -240,6 +241,8 @@ def mcnemar_exact_p(b01: int, b10: int) -> float:
     """Exact two-sided McNemar p-value: binomial test of ``b01`` out of ``b01 + b10`` at 1/2; 1.0 if none."""
     if b01 + b10 == 0:
         return 1.0
+    from scipy.stats import binomtest
+
     return float(binomtest(b01, b01 + b10, 0.5, alternative="two-sided").pvalue)
 
 
@@ -384,4 +387,6 @@ def scores_table(named: Mapping[str, Scores]) -> pd.DataFrame:
         for rate in RATE_FIELDS:
             row[f"{rate}_pct"] = round(100 * row.pop(rate), 2)
         rows.append(row)
+    import pandas as pd
+
     return pd.DataFrame(rows, index=list(named), columns=TABLE_COLUMNS)

@@ -159,12 +159,8 @@ def _sentences(body: str) -> list[str]:
     return [s.strip() for s in re.split(r"\.(?:\s+|$)", body.strip()) if s.strip()]
 
 
-def parse_premise(text: str) -> Facts:
-    """Parse premise text into :class:`Facts`.
-
-    Accepts any single-letter variable names, any statement order and any number of variables.
-    Raises a :class:`PremiseError` subclass naming the offending sentence; nothing is guessed.
-    """
+def _header(text: str) -> tuple[tuple[str, ...], str]:
+    """The variables a premise declares (checked against the count it announces) and its statements."""
     header = _HEADER.match(text.strip())
     if header is None:
         raise UnparsableSentenceError("not a Corr2Cause premise header", text[:120])
@@ -172,6 +168,21 @@ def parse_premise(text: str) -> Facts:
     variables = _declared_variables(listing)
     if len(variables) != count:
         raise ContradictoryFactsError(f"header announces {count} variables but lists {len(variables)}", listing)
+    return variables, body
+
+
+def declared_variables(text: str) -> tuple[str, ...]:
+    """The variables a premise's header declares; raises a :class:`PremiseError` when it has none."""
+    return _header(text)[0]
+
+
+def parse_premise(text: str) -> Facts:
+    """Parse premise text into :class:`Facts`.
+
+    Accepts any single-letter variable names, any statement order and any number of variables.
+    Raises a :class:`PremiseError` subclass naming the offending sentence; nothing is guessed.
+    """
+    variables, body = _header(text)
     known = set(variables)
 
     def check(sentence: str, *names: str) -> None:
@@ -285,6 +296,7 @@ __all__ = [
     "UnknownVariableError",
     "UnparsableSentenceError",
     "all_pairs",
+    "declared_variables",
     "pair",
     "parse_hypothesis",
     "parse_premise",

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import platform
-import random
 import subprocess
 import time
 from dataclasses import dataclass, replace
@@ -24,6 +22,7 @@ from typing import Any, Iterable, Sequence
 from tqdm.auto import tqdm
 
 from .backends.base import Backend, BackendError, Completion, Request, RequestRejected
+from .cache import DEFAULT_CACHE, CallCache
 from .conditions import (
     Condition,
     Decoding,
@@ -33,11 +32,12 @@ from .conditions import (
     Turn2Input,
     describe,
     first_request,
+    intervene,
     parse_answer,
     read_emitted,
     second_request,
 )
-from .config import RunConfig, outputs_root
+from .config import RunConfig
 from .data import PROJECT_ROOT, Instance
 from .errors import CpdagthinkError
 from .oracle import UnfaithfulFactsError, label_text
@@ -45,7 +45,6 @@ from .premise import PremiseError
 from .records import SCHEMA_VERSION, InterventionRecord, RunRecord, RunSummary, ToolCallRecord, TurnRecord
 from .runfolder import CONFIG, METADATA, SUMMARY, RunFolder, read_records
 
-DEFAULT_CACHE = outputs_root() / "cache"
 ABORT_AFTER_REJECTIONS = 5
 _PACKAGES = ("cpdagthink", "llama_cpp_python", "outlines", "outlines_core", "openai", "vllm", "networkx", "pydantic")
 
@@ -58,27 +57,6 @@ class RunMismatchError(CpdagthinkError, ValueError):
 _RUN_IDENTITY = ("condition", "intervention", "backend", "decoding")
 
 
-class CallCache:
-    """A content-addressed store of completions: ``<dir>/<key[:2]>/<key>.json``, written atomically."""
-
-    def __init__(self, directory: str | Path = DEFAULT_CACHE):
-        self.directory = Path(directory)
-
-    def _path(self, key: str) -> Path:
-        return self.directory / key[:2] / f"{key}.json"
-
-    def get(self, key: str) -> Completion | None:
-        path = self._path(key)
-        if not path.is_file():
-            return None
-        return Completion.from_json(json.loads(path.read_text(encoding="utf-8")))
-
-    def put(self, key: str, completion: Completion) -> None:
-        path = self._path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_suffix(f".{os.getpid()}.tmp")
-        temporary.write_text(json.dumps(completion.to_json()), encoding="utf-8")
-        temporary.replace(path)
 
 
 @dataclass
@@ -260,6 +238,7 @@ def run_condition(
                         append(record)
                         finished[record.id] = record
                         bar.update(1)
+                        session.watch(record)
         except KeyboardInterrupt:
             status = "interrupted"
             raise
@@ -317,16 +296,10 @@ class _Session:
                 turn.append((request, *result))
         made = {inst.id: self._record(inst, oracle, t, e, g)
                 for (inst, _, oracle), t, e, g in zip(posed, turns, emitted, given)}
-        records = [made[i.id] if i.id in made else self._problem(i, problems[i.id]) for i in chunk]
-        for record in records:
-            self._watch(record)
-        return records
+        return [made[i.id] if i.id in made else self._problem(i, problems[i.id]) for i in chunk]
 
     def _intervene(self, instance: Instance, emitted: Emitted | None) -> Turn2Input | None:
-        if self.intervention is None:
-            return None
-        rng = random.Random(f"{self.decoding.seed}:{instance.id}")  # per instance: resuming never shifts draws
-        return self.intervention(instance, emitted.analysis if emitted else None, rng)
+        return intervene(self.intervention, instance, emitted.analysis if emitted else None, self.decoding.seed)
 
     def _base(self, instance: Instance) -> dict[str, Any]:
         return {"id": instance.id, "content_sha256": instance.content_sha256, "condition": self.condition.name,
@@ -352,7 +325,7 @@ class _Session:
     def _problem(self, instance: Instance, problem: str) -> RunRecord:
         return RunRecord(**self._base(instance), oracle_label=None, problem=problem)
 
-    def _watch(self, record: RunRecord) -> None:
+    def watch(self, record: RunRecord) -> None:
         """Stop the run when the service refused every one of its first ``abort_after`` fresh requests."""
         fresh = [t for t in record.turns if not t.cache_hit]
         if not fresh:

@@ -1,0 +1,64 @@
+"""The one run configuration: validation at every front door, folders derived from it, seeds and sampling."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from cpdagthink.config import Decoding, RunConfig, RunParameters
+
+
+@pytest.mark.parametrize("bad", [{"limit": -1}, {"limit": -5}, {"chunk_size": 0}, {"chunk_size": -2},
+                                 {"max_tokens_turn1": 0}, {"max_tokens_answer": -5}, {"temperature": -0.1},
+                                 {"top_p": 0}, {"sample_variables": [0]}, {"seeds": []}, {"timeout": 0},
+                                 {"retries": -1}, {"tool_choice": "sometimes"}, {"no_such_parameter": 1}])
+def test_bad_numbers_and_names_are_refused_up_front(bad):
+    with pytest.raises(ValidationError):
+        RunParameters(**bad)
+
+
+def test_unknown_condition_probe_and_backend_are_named():
+    for field, value in (("condition", "nosuch"), ("probe", "nosuch"), ("backend", "nosuch")):
+        with pytest.raises(ValidationError, match=f"unknown {field} 'nosuch'"):
+            RunParameters(**{field: value}).to_config()
+
+
+def test_several_seeds_under_greedy_decoding_are_refused():
+    with pytest.raises(ValidationError, match="copies of one output"):
+        RunParameters(backend="reference", seeds=[0, 1], sampling="greedy", temperature=0.0).to_config()
+    with pytest.raises(ValidationError, match="copies of one output"):
+        RunConfig(seeds=(0, 1))
+    sampled = RunParameters(backend="reference", seeds=[0, 1], temperature=0.7, top_p=0.8).to_config()
+    assert sampled.decoding.temperature == 0.7 and sampled.decoding.top_p == 0.8 and sampled.seeds == (0, 1)
+    assert RunParameters(backend="reference").to_config().decoding.greedy  # one seed: greedy by default
+
+
+def test_list_parameters_arrive_as_text_from_papermill_and_shells():
+    params = RunParameters(seeds="[0, 1]", sample_variables="[5, 6]", base_url="http://127.0.0.1:1/v1",
+                           backend="openai", model="m", temperature=1.0)
+    assert params.seeds == [0, 1] and params.sample_variables == [5, 6] and params.base_url == ["http://127.0.0.1:1/v1"]
+    config = params.to_config()
+    assert config.backend_options == {"base_url": "http://127.0.0.1:1/v1"} and config.sample_variables == (5, 6)
+
+
+def test_a_run_folder_is_named_by_what_makes_the_run(test_csv):
+    config = RunParameters(backend="reference", data=str(test_csv), limit=8).to_config()
+    rows = config.instances()
+    name = config.for_run("structured", 0).folder(rows).name
+    assert name.startswith("structured-reference-default-test-n8-") and "seed0-dec" in name
+    assert config.for_run("structured", 0, "drop_premise").folder(rows).name.endswith("probe-drop_premise")
+    hotter = RunParameters(backend="reference", data=str(test_csv), limit=8, temperature=0.5).to_config()
+    assert hotter.for_run(seed=0).folder(rows) != config.for_run(seed=0).folder(rows)
+    moved = RunParameters(backend="reference", data=str(test_csv), limit=8, timeout=5).to_config()
+    assert moved.for_run(seed=0).folder(rows) == config.for_run(seed=0).folder(rows)  # how to reach, not what
+    edited = [rows[0].model_copy(update={"hypothesis": "A directly causes B."}), *rows[1:]]
+    assert config.for_run(seed=0).folder(edited) != config.for_run(seed=0).folder(rows)
+
+
+def test_for_run_fixes_one_seed_and_carries_it_into_decoding():
+    config = RunParameters(backend="reference", seeds=[3, 4], temperature=0.8).to_config()
+    run = config.for_run("baseline_enhanced", 4)
+    assert run.seeds == (4,) and run.seed == 4 and run.decoding.seed == 4 and run.condition == "baseline_enhanced"
+    with pytest.raises(ValueError, match="use for_run"):
+        config.seed
+    assert Decoding(max_tokens_turn1=10, max_tokens_answer=5).one_turn_budget == 15

@@ -1,0 +1,45 @@
+"""inspect_request rebuilds a run's request: turn 2 from turn 1's output, probed with the runner's draw."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+
+from cpdagthink.backends.reference import ReferenceBackend
+from cpdagthink.conditions import CONDITIONS, Decoding
+from cpdagthink.data import read_csv, sample
+from cpdagthink.inspection import inspect_request
+from cpdagthink.interventions import PROBES
+from cpdagthink.runner import read_records, run_condition
+
+
+class Unreachable(ReferenceBackend):
+    def complete(self, request):
+        raise AssertionError("turn 1 should have come from the cache")
+
+
+def test_turn2_under_a_probe_is_the_request_the_probed_run_sent(test_csv, tmp_path):
+    instances = sample(read_csv(test_csv), 4, seed=5)
+    decoding = Decoding(seed=7)
+    run_condition(CONDITIONS["structured"], ReferenceBackend(), instances, tmp_path / "run", decoding=decoding,
+                  cache_dir=tmp_path / "cache", intervention=PROBES["scramble_skeleton"],
+                  intervention_name="scramble_skeleton", progress=False)
+    for instance, record in zip(instances, read_records(tmp_path / "run")):
+        inspected = inspect_request(CONDITIONS["structured"], Unreachable(), instance, 2, decoding=decoding,
+                                    probe="scramble_skeleton", cache_dir=tmp_path / "cache")
+        assert inspected.given.note == record.intervention.note == inspected.to_json()["probe"]["note"]
+        assert inspected.given.analysis == record.intervention.analysis
+        sent = json.dumps(inspected.request.to_json(), sort_keys=True).encode()
+        assert hashlib.sha256(sent).hexdigest() == record.turns[1].request_sha256  # the very request
+
+
+def test_refuses_turns_a_condition_does_not_have(test_csv):
+    instance = read_csv(test_csv)[0]
+    with pytest.raises(ValueError, match="no turn 2"):
+        inspect_request(CONDITIONS["baseline_enhanced"], ReferenceBackend(), instance, 2)
+    with pytest.raises(ValueError, match="turn 2 of a tool condition"):
+        inspect_request(CONDITIONS["twoturn_prose_pc"], ReferenceBackend(), instance, 2, probe="drop_premise")
+    with pytest.raises(ValueError, match="turn must be 1 or 2"):
+        inspect_request(CONDITIONS["structured"], ReferenceBackend(), instance, 3)
