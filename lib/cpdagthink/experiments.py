@@ -48,6 +48,20 @@ def _backend(name: str, arguments: str) -> Backend:
     return make_backend(name, **json.loads(arguments))
 
 
+def refusals(setup: RunConfig, conditions: Iterable[str]) -> dict[str, str]:
+    """The conditions this model cannot serve, each with the reason (e.g. ``no_thinking`` on a model that
+    always reasons); the chapters leave them out and say why."""
+    from pydantic import ValidationError
+
+    refused = {}
+    for condition in conditions:
+        try:
+            setup.for_run(condition)
+        except ValidationError as error:
+            refused[condition] = error.errors()[0]["msg"].removeprefix("Value error, ")
+    return refused
+
+
 def backend_of(setup: RunConfig) -> Backend:
     """The setup's backend, built once per process (loading a model is the expensive part)."""
     return _backend(setup.backend, json.dumps(setup.backend_arguments(), sort_keys=True))

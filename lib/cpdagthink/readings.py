@@ -304,8 +304,9 @@ def tool_choice_table(setup: ex.Setup, runs: Mapping, seeds: Sequence[int],
 
 
 def ablations(drops: pd.DataFrame, thinking_supported: bool, instances: Sequence[Instance],
-              seeds: Sequence[int]) -> Reading:
-    """Chapter 03: each one-factor removal's change in F1 against Structured Thinking."""
+              seeds: Sequence[int], refused: Mapping[str, str] | None = None) -> Reading:
+    """Chapter 03: each one-factor removal's change in F1 against Structured Thinking; ``refused`` names the
+    conditions this model cannot serve (:func:`experiments.refusals`), with the reason."""
     change = drops["change vs structured (pp)"]
     numbers = {f"change_{c}": float(change.get(c, math.nan))
                for c in ("minimal_instruction", "no_constrained_decoding", "no_thinking")}
@@ -314,6 +315,8 @@ def ablations(drops: pd.DataFrame, thinking_supported: bool, instances: Sequence
                               "ablation_9b_constrained_gain"])
     note = ("" if thinking_supported else "This model has no thinking mode, so the no-thinking row sends the same "
             "prompts as Structured Thinking: its difference is zero by construction, not a finding.")
+    if refused:
+        note = " ".join(f"`{c}` was not run: {why}." for c, why in refused.items())
     return Reading(numbers, sample_phrases(instances, seeds) | {"thinking_note": note})
 
 
