@@ -25,8 +25,9 @@ from typing import Any
 from cpdagthink.backends.base import Request
 from cpdagthink.backends.reference import ReferenceBackend
 
-GPT5_EFFORTS = ("minimal", "low", "medium", "high")
-REASONING_TOKENS = {"minimal": 8, "low": 128, "medium": 512, "high": 2048}
+GPT5_EFFORTS = ("minimal", "low", "medium", "high")  # gpt-5, -mini, -nano: default medium
+GPT51_EFFORTS = ("none", "low", "medium", "high", "xhigh")  # gpt-5.1 and later: default none
+REASONING_TOKENS = {"none": 0, "minimal": 8, "low": 128, "medium": 512, "high": 2048, "xhigh": 4096}
 
 
 def api_error(message: str, param: str, code: str) -> dict[str, Any]:
@@ -71,6 +72,7 @@ class ReasoningAPIServer:
 
     def __init__(self, *, efforts: tuple[str, ...] = GPT5_EFFORTS, latency_s: float = 0.0):
         self.efforts = efforts
+        self.default_effort = efforts[0] if efforts == GPT51_EFFORTS else "medium"
         self.latency_s = latency_s
         self.requests: list[dict[str, Any]] = []
         self.rejected = 0
@@ -122,7 +124,7 @@ class ReasoningAPIServer:
         request = Request(messages=tuple(body["messages"]), tools=tuple(body.get("tools") or ()),
                           tool_choice=None if body.get("tool_choice") == "none" else "auto")
         completion = self._reference.complete(request)
-        reasoning = REASONING_TOKENS[body.get("reasoning_effort") or "medium"]
+        reasoning = REASONING_TOKENS[body.get("reasoning_effort") or self.default_effort]
         message: dict[str, Any] = {"role": "assistant", "content": completion.text or None}
         if completion.tool_calls and body.get("tool_choice") != "none":
             message["tool_calls"] = [{"id": f"call_{i}", "type": "function",
