@@ -14,7 +14,7 @@ ifeq ($(origin CORR2CAUSE_CSV), undefined)
   endif
 endif
 
-.PHONY: setup test test-fast book oracle bench bench-book
+.PHONY: setup test test-fast test-vllm book oracle bench bench-book
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,20 @@ test: $(STAMP)
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow"
+
+# Opt-in, not part of `make test` or CI: the real vllm==0.33.0 in its own venv (it pins torch 2.14 and
+# transformers 5.x, several GB; no GPU needed). Checks that vLLM's own constructors and validators accept
+# what this project builds and that xgrammar/llguidance compile the turn-1 regex (docs/vllm-check.md).
+VLLM_VENV  := .venv-vllm
+VLLM_STAMP := $(VLLM_VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
+
+$(VLLM_STAMP): pyproject.toml
+	test -x $(VLLM_VENV)/bin/python || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/pip install --quiet -e '.[api,test,vllm]'
+	rm -f $(VLLM_VENV)/.installed-* && touch $@
+
+test-vllm: $(VLLM_STAMP)
+	$(VLLM_VENV)/bin/python -m pytest -q -p no:cacheprovider tests_vllm
 
 oracle: $(STAMP)
 	$(BIN)/cpdagthink oracle --split test --out outputs/oracle/test.jsonl

@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from analyses import make, run_record
+from cpdagthink import audit
 from cpdagthink.audit import (
     QUALITIES,
     accuracy_by_quality,
@@ -120,6 +121,22 @@ def test_accuracy_by_quality(audited):
     assert list(table["n"]) == [1, 1, 2, 1]
     assert list(table["accuracy"]) == [1.0, 0.0, 0.5, 1.0]
     assert list(table["accuracy_corrected"]) == [1.0, 1.0, 0.5, 0.0]
+
+
+def test_display_views_of_the_audit(audited):
+    """The book's views: rates transposed (one column per condition), violation shares and counts by kind,
+    accuracy by quality per condition."""
+    summary = audit.summary_frame(audited, ["structured"])
+    assert list(summary.columns) == ["structured"] and summary.loc["violation_rate", "structured"] == 0.5
+    assert "violation_kind_rates" not in summary.index
+    rates = audit.violation_rates(audited)
+    assert rates.loc["directed_cycle", "structured"] == 0.25 and rates.loc["not_a_cpdag", "structured"] == 0.25
+    counts = audit.violation_counts(audited).set_index("violation_kinds")["outputs"]
+    assert counts.to_dict() == {"directed_cycle": 1, "not_a_cpdag": 1, "v_structure_contradicts_edges": 1}
+    quality = audit.quality_frame(audited, ["structured"])
+    assert quality.loc[("structured", "violations"), "n"] == 2
+    clean = audited[audited["graph_quality"] == "exact"]
+    assert audit.violation_rates(clean).empty and audit.violation_counts(clean).empty
 
 
 def test_empty_and_non_tool_records():

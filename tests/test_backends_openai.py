@@ -19,10 +19,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from cpdagthink.backends import make_backend
-from cpdagthink.backends.base import BackendError, Constraint, Request
-from cpdagthink.backends.openai_api import chat_kwargs
+from cpdagthink.backends.base import BackendError, Constraint, Request, RequestRejected
+from cpdagthink.backends.openai_api import ServiceRejected, chat_kwargs, public_url, redact
+from cpdagthink.backends.profiles import profile_for, with_overrides
 from cpdagthink.backends.toolcalls import envelope_regex
 from cpdagthink.schema import TOOL_NAME, analysis_regex, tool_definition
+from reasoning_api_server import send_json
 
 SECRET = "sk-test-never-written-0123456789"
 ANSWER_TOOL = {
@@ -64,7 +66,8 @@ def test_chat_kwargs_tool_choice_and_constraints():
     assert kw["max_tokens"] == 7 and kw["seed"] == 3 and kw["model"] == "m" and "extra_body" not in kw
     assert note["constraint"] == "tool schema (forced tool call)"
     # vLLM: regex in structured_outputs, Hermes envelope, and the named choice downgraded to auto
-    kw, note = chat_kwargs(forced, "m", regex_mode="vllm", thinking_param="chat_template_kwargs")
+    kw, note = chat_kwargs(forced, "m", regex_mode="vllm",
+                           profile=with_overrides(profile_for("m"), reasoning_control="chat_template_kwargs"))
     assert kw["extra_body"]["structured_outputs"] == {"regex": envelope_regex(TOOL_NAME, rx)}
     assert kw["tool_choice"] == "auto" and note["tool_choice_requested"] == TOOL_NAME
     assert kw["extra_body"]["chat_template_kwargs"] == {"enable_thinking": True}
@@ -82,8 +85,61 @@ def test_chat_kwargs_tool_choice_and_constraints():
         assert kw["tool_choice"] == choice
     kw, _ = chat_kwargs(Request(messages=user("q"), tool_choice="auto"), "m")
     assert "tool_choice" not in kw  # no tools, no tool_choice
-    kw, _ = chat_kwargs(Request(messages=user("q")), "m", token_param="max_completion_tokens", send_seed=False)
+    kw, _ = chat_kwargs(Request(messages=user("q")), "m", send_seed=False,
+                        profile=with_overrides(profile_for("m"), token_param="max_completion_tokens"))
     assert "max_completion_tokens" in kw and "max_tokens" not in kw and "seed" not in kw
+
+
+def test_chat_kwargs_follow_the_model_profile():
+    req = Request(messages=user("q"), max_tokens=50, temperature=0.0, top_p=0.9, top_k=20, min_p=0.05)
+    # GPT-5: the completion budget parameter, no sampling, thinking off is the lowest effort
+    kw, note = chat_kwargs(req, "gpt-5-mini", reasoning_effort="high")
+    assert kw["max_completion_tokens"] == 50 and "max_tokens" not in kw
+    assert "temperature" not in kw and "top_p" not in kw and kw["reasoning_effort"] == "high"
+    assert note["sampling_not_sent"] == ["temperature=0.0", "top_p=0.9", "top_k=20", "min_p=0.05"]
+    kw, note = chat_kwargs(Request(messages=user("q"), thinking=False), "gpt-5-mini", reasoning_effort="high")
+    assert kw["reasoning_effort"] == "minimal" == note["reasoning_effort_sent"]
+    kw, _ = chat_kwargs(Request(messages=user("q"), thinking=False), "gpt-5.4-mini")
+    assert kw["reasoning_effort"] == "none"
+    kw, _ = chat_kwargs(Request(messages=user("q")), "gpt-5.4-mini")
+    assert "reasoning_effort" not in kw  # the service's default unless an effort is given
+    # a classic chat model takes max_tokens and sampling, and no reasoning control
+    kw, note = chat_kwargs(req, "gpt-4o")
+    assert kw["max_tokens"] == 50 and kw["temperature"] == 0.0 and kw["top_p"] == 0.9 and "reasoning_effort" not in kw
+    assert note["sampling_not_sent"] == ["top_k=20", "min_p=0.05"]  # the OpenAI API has no top_k / min_p
+    # Qwen3 on a vLLM server: top_k / min_p through extra_body, thinking through the chat template
+    kw, note = chat_kwargs(replace_thinking(req, False), "Qwen/Qwen3-8B", regex_mode="vllm")
+    assert kw["extra_body"]["top_k"] == 20 and kw["extra_body"]["min_p"] == 0.05 and "sampling_not_sent" not in note
+    assert kw["extra_body"]["chat_template_kwargs"] == {"enable_thinking": False} and kw["max_tokens"] == 50
+    # Mistral on a vLLM server: the constrained call uses the [TOOL_CALLS] envelope
+    rx = analysis_regex(["A", "B"])
+    tool_req = Request(messages=user("q"), tools=(tool_definition(["A", "B"]),), tool_choice="auto",
+                       constraint=Constraint(regex=rx, tool=TOOL_NAME))
+    kw, note = chat_kwargs(tool_req, "mistralai/Mistral-Small-3.1-24B-Instruct-2503", regex_mode="vllm")
+    assert kw["extra_body"]["structured_outputs"]["regex"] == envelope_regex(TOOL_NAME, rx, style="mistral")
+    assert note["constraint"] == "regex (mistral envelope)"
+
+
+def replace_thinking(request: Request, thinking: bool) -> Request:
+    from dataclasses import replace
+
+    return replace(request, thinking=thinking)
+
+
+def test_backend_options_override_the_profile_and_are_checked():
+    backend = make_backend("openai", model="gpt-5-mini", base_url="http://127.0.0.1:9/v1", token_param="max_tokens",
+                           send_sampling=True, reasoning_effort="low", revision="2025-08-07")
+    ident = backend.identity()
+    assert ident["profile"]["token_param"] == "max_tokens" and ident["profile"]["sampling"] is True
+    assert ident["reasoning_effort"] == "low" and ident["revision"] == "2025-08-07"
+    assert "overridden" in ident["profile"]["family"] and backend.thinking_supported
+    with pytest.raises(ValueError, match="use one of: minimal, low, medium, high"):
+        make_backend("openai", model="gpt-5-mini", base_url="http://127.0.0.1:9/v1", reasoning_effort="none")
+    with pytest.raises(ValueError, match="token_param must be one of"):
+        make_backend("openai", model="gpt-5-mini", base_url="http://127.0.0.1:9/v1", token_param="max_new_tokens")
+    o3 = make_backend("openai", model="o3-mini", base_url="http://127.0.0.1:9/v1")
+    assert not o3.thinking_supported and o3.timeout == 600  # reasons always; slow by nature
+    assert make_backend("openai", model="stub", base_url="http://127.0.0.1:9/v1").timeout == 60
 
 
 def test_assistant_tool_call_content_is_empty_string_not_null():
@@ -104,6 +160,7 @@ class Stub:
 
     def __init__(self, fail: int = 0, status: int = 503):
         self.fail, self.status = fail, status
+        self.error_message = "busy"
         self.hits: list[dict] = []
         self.lock = threading.Lock()
         stub = self
@@ -118,7 +175,7 @@ class Stub:
                     stub.hits.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": body})
                     n = len(stub.hits)
                 if n <= stub.fail:
-                    payload, code = {"error": {"message": "busy", "type": "server_error"}}, stub.status
+                    payload, code = {"error": {"message": stub.error_message, "type": "server_error"}}, stub.status
                 else:
                     payload, code = {
                         "id": f"chatcmpl-{n}", "object": "chat.completion", "created": 0,
@@ -128,12 +185,7 @@ class Stub:
                             "reasoning_content": "thought about it"}}],
                         "usage": {"prompt_tokens": 11, "completion_tokens": 3, "total_tokens": 14},
                     }, 200
-                data = json.dumps(payload).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                send_json(self, code, payload)
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
@@ -160,7 +212,7 @@ def stub_factory():
 
 def test_retries_503_then_succeeds(stub_factory):
     stub = stub_factory(fail=2, status=503)
-    backend = make_backend("openai", model="stub", base_url=stub.url, max_retries=3, backoff_base=0.01, timeout=5)
+    backend = make_backend("openai", model="stub", base_url=stub.url, retries=3, backoff_base=0.01, timeout=5)
     out = backend.complete(Request(messages=user("hello")))
     assert out.text == "echo: hello" and out.reasoning == "thought about it"
     assert len(stub.hits) == 3 and backend.attempts == 3 and out.meta["attempts"] == 3
@@ -174,7 +226,20 @@ def test_retries_503_then_succeeds(stub_factory):
 
 def test_client_error_is_not_retried(stub_factory):
     stub = stub_factory(fail=5, status=400)
-    backend = make_backend("openai", model="stub", base_url=stub.url, max_retries=3, backoff_base=0.01, timeout=5)
+    backend = make_backend("openai", model="stub", base_url=stub.url, retries=3, backoff_base=0.01, timeout=5)
+    with pytest.raises(ServiceRejected, match="rejected the request") as err:
+        backend.complete(Request(messages=user("hello")))
+    assert isinstance(err.value, RequestRejected) and err.value.status_code == 400
+    assert err.value.server_message == "busy"  # the service's own text
+    assert len(stub.hits) == 1
+    # in a batch the rejection comes back on its request, carrying the service's message
+    out = backend.complete_batch([Request(messages=user("a")), Request(messages=user("b"))])
+    assert [o.meta["rejected"] for o in out] == ["HTTP 400: busy"] * 2 and out[0].meta["rejected_status"] == 400
+
+
+def test_other_client_errors_fail_at_once(stub_factory):
+    stub = stub_factory(fail=5, status=401)
+    backend = make_backend("openai", model="stub", base_url=stub.url, retries=3, backoff_base=0.01, timeout=5)
     with pytest.raises(BackendError, match="not retryable"):
         backend.complete(Request(messages=user("hello")))
     assert len(stub.hits) == 1
@@ -182,7 +247,7 @@ def test_client_error_is_not_retried(stub_factory):
 
 def test_retries_exhausted_gives_backend_error(stub_factory):
     stub = stub_factory(fail=10, status=429)
-    backend = make_backend("openai", model="stub", base_url=stub.url, max_retries=2, backoff_base=0.01, timeout=5)
+    backend = make_backend("openai", model="stub", base_url=stub.url, retries=2, backoff_base=0.01, timeout=5)
     with pytest.raises(BackendError, match=r"after 3 attempts"):
         backend.complete(Request(messages=user("hello")))
     assert len(stub.hits) == 3
@@ -190,7 +255,7 @@ def test_retries_exhausted_gives_backend_error(stub_factory):
 
 def test_unreachable_endpoint_fails_fast_with_url():
     url = f"http://127.0.0.1:{free_port()}/v1"  # bound then closed: nothing listens
-    backend = make_backend("openai", model="x", base_url=url, max_retries=2, backoff_base=0.01, timeout=2)
+    backend = make_backend("openai", model="x", base_url=url, retries=2, backoff_base=0.01, timeout=2)
     start = time.perf_counter()
     with pytest.raises(BackendError) as err:
         backend.complete(Request(messages=user("hello")))
@@ -213,6 +278,177 @@ def test_missing_key_for_the_real_api(monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY")
     with pytest.raises(BackendError, match="OPENAI_API_KEY"):
         make_backend("openai", model="gpt-x")
+
+
+# ----------------------------------------------------------------------------------------- secrets
+def test_credentials_in_urls_and_error_bodies_are_never_recorded(stub_factory, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY")
+    url_key = "KEY-in-url-0123456789"
+    stub = stub_factory()
+    port = stub.url.split(":")[2].split("/")[0]
+    backend = make_backend("openai", model="stub", base_url=f"http://user:{url_key}@127.0.0.1:{port}/v1", timeout=5)
+    out = backend.complete(Request(messages=user("hello")))
+    assert stub.hits[0]["auth"] == f"Bearer {url_key}"  # the URL's password is the key the server gets ...
+    assert backend.identity()["base_urls"] == [stub.url] and out.meta["base_url"] == stub.url
+    for blob in (json.dumps(backend.identity()), json.dumps(out.to_json())):
+        assert url_key not in blob and "user" not in blob.split("/v1")[0]  # ... and is written nowhere
+    # a server that echoes the credentials in its error body: stored redacted
+    echo = stub_factory(fail=1, status=400)
+    echo_port = echo.url.split(":")[2].split("/")[0]
+    leaky = make_backend("openai", model="stub", base_url=f"http://u:{url_key}@127.0.0.1:{echo_port}/v1", timeout=5)
+    echo.error_message = f"bad request; headers were Authorization: Bearer {url_key}, api-key: sk-abcdef123456789"
+    [rejected] = leaky.complete_batch([Request(messages=user("x"))])
+    assert "REDACTED" in rejected.meta["rejected"] and url_key not in json.dumps(rejected.to_json())
+    assert "sk-abcdef123456789" not in rejected.meta["rejected"]
+    unreachable = make_backend("openai", model="x", base_url=f"http://u:{url_key}@127.0.0.1:{free_port()}/v1",
+                               retries=0, timeout=2)
+    with pytest.raises(BackendError) as err:
+        unreachable.complete(Request(messages=user("hello")))
+    assert url_key not in str(err.value) and "127.0.0.1" in str(err.value)
+
+
+def test_public_url_and_redact():
+    assert public_url("https://u:p@host.example:8443/v1?api-key=abc&x=1") == "https://host.example:8443/v1?api-key=REDACTED&x=1"
+    assert public_url(None) == "https://api.openai.com/v1"
+    text = redact('{"Authorization": "Bearer abcdefgh1234", "url": "http://a:b@h/v1"} api-key: zzz', ["zzz"])
+    assert "abcdefgh1234" not in text and "a:b@" not in text and "zzz" not in text
+
+
+# ----------------------------------------------------------------------------------------- hangs
+@pytest.fixture
+def silent_server():
+    """Accepts TCP connections (the kernel completes them from the backlog) and never answers."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(64)
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+
+
+def test_a_server_that_never_answers_fails_within_the_timeout(silent_server):
+    backend = make_backend("openai", model="stub", base_url=silent_server, timeout=1.0, retries=3)
+    start = time.perf_counter()
+    with pytest.raises(BackendError, match="did not answer within 1 s"):
+        backend.complete(Request(messages=user("hello")))
+    assert time.perf_counter() - start < 3  # one timeout, not (retries + 1) of them
+
+
+def test_ctrl_c_during_a_batch_stops_at_once(silent_server):
+    import _thread
+
+    backend = make_backend("openai", model="stub", base_url=silent_server, timeout=60, max_concurrency=5)
+    timer = threading.Timer(0.5, _thread.interrupt_main)
+    timer.start()
+    start = time.perf_counter()
+    with pytest.raises(KeyboardInterrupt):
+        backend.complete_batch([Request(messages=user(f"q{i}")) for i in range(20)])
+    assert time.perf_counter() - start < 3  # not the 60 s timeout
+    backend.close()
+
+
+def test_ctrl_c_stops_a_run_against_a_silent_server_and_keeps_its_folder(silent_server, test_csv, tmp_path):
+    import _thread
+
+    from cpdagthink.conditions import CONDITIONS
+    from cpdagthink.data import read_csv
+    from cpdagthink.runner import run_condition
+
+    backend = make_backend("openai", model="gpt-4o", base_url=silent_server, timeout=60)
+    timer = threading.Timer(0.5, _thread.interrupt_main)
+    timer.start()
+    start = time.perf_counter()
+    with pytest.raises(KeyboardInterrupt):
+        run_condition(CONDITIONS["baseline_enhanced"], backend, read_csv(test_csv)[:12], tmp_path / "run",
+                      cache_dir=tmp_path / "cache", progress=False)
+    assert time.perf_counter() - start < 3
+    assert json.loads((tmp_path / "run" / "metadata.json").read_text())["status"] == "interrupted"
+
+
+# ----------------------------------------------------------------------------------------- reasoning-model API
+@pytest.fixture
+def reasoning_server():
+    from reasoning_api_server import ReasoningAPIServer
+
+    with ReasoningAPIServer() as server:
+        yield server
+
+
+def test_the_reasoning_server_enforces_the_documented_rules(reasoning_server):
+    plain = Request(messages=user("Premise: A correlates with B.\nHypothesis: A directly causes B."), max_tokens=900)
+    forced_old = make_backend("openai", model="gpt-5-mini", base_url=reasoning_server.url, token_param="max_tokens")
+    with pytest.raises(ServiceRejected) as err:
+        forced_old.complete(plain)
+    assert err.value.server_message == ("Unsupported parameter: 'max_tokens' is not supported with this model. "
+                                        "Use 'max_completion_tokens' instead.")
+    sampled = make_backend("openai", model="gpt-5-mini", base_url=reasoning_server.url, send_sampling=True)
+    with pytest.raises(ServiceRejected) as err:
+        sampled.complete(plain)
+    assert err.value.server_message == ("Unsupported value: 'temperature' does not support 0.0 with this model. "
+                                        "Only the default (1) value is supported.")
+    profiled = make_backend("openai", model="gpt-5-mini", base_url=reasoning_server.url)
+    out = profiled.complete(plain)
+    assert out.text.endswith("Answer: NO") and out.meta["reasoning_tokens"] == 512
+    assert out.completion_tokens > 512 and reasoning_server.rejected == 2
+
+
+def test_concurrent_batches_share_the_concurrency_bound():
+    from reasoning_api_server import ReasoningAPIServer
+
+    with ReasoningAPIServer(latency_s=0.2) as server:
+        backend = make_backend("openai", model="gpt-5-mini", base_url=server.url, max_concurrency=3)
+        requests = [Request(messages=user(f"Hypothesis: A causes B{i}.")) for i in range(6)]
+        outs: list = []
+        threads = [threading.Thread(target=lambda: outs.append(backend.complete_batch(requests))) for _ in range(2)]
+        start = time.perf_counter()
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert len(outs) == 2 and all(len(o) == 6 and not o[0].meta.get("rejected") for o in outs)
+        assert server.peak_in_flight == 3  # never more than max_concurrency, though two batches ran at once
+        assert time.perf_counter() - start < 12 * 0.2  # yet the slots were shared, not taken in turn
+
+
+CONDITIONS_THROUGH_THE_API = ["structured", "baseline_enhanced", "singleturn_structured", "twoturn_prose_pc",
+                              "no_thinking"]
+
+
+@pytest.mark.parametrize("condition_name", CONDITIONS_THROUGH_THE_API)
+def test_conditions_run_end_to_end_through_the_reasoning_api(reasoning_server, test_csv, tmp_path, condition_name):
+    from cpdagthink.backends.profiles import check_condition
+    from cpdagthink.conditions import CONDITIONS, Decoding, Flow
+    from cpdagthink.data import read_csv
+    from cpdagthink.runner import run_condition
+
+    condition = CONDITIONS[condition_name]
+    backend = make_backend("openai", model="gpt-5-mini", base_url=reasoning_server.url, reasoning_effort="low")
+    check_condition(backend.profile, condition.thinking, model=backend.model)  # nothing to refuse here
+    rows = read_csv(test_csv)
+    items = [i for i in rows if i.num_variables == 3 and i.label == 1][:2] + [i for i in rows if i.num_variables == 4][:2]
+    result = run_condition(condition, backend, items, tmp_path / "run", decoding=Decoding(max_tokens_turn1=4096),
+                           cache_dir=tmp_path / "cache", chunk_size=3, progress=False)
+    assert reasoning_server.rejected == 0 and len(result.records) == len(items)
+    assert all("max_tokens" not in body and "temperature" not in body for body in reasoning_server.requests)
+    turns = 1 if condition.flow is Flow.ONE_TURN else 2
+    assert result.model_calls == turns * len(items) == len(reasoning_server.requests)
+    for record in result.records:
+        assert record.prediction == record.oracle_label and not record.unparsed  # the oracle, end to end
+        for turn in record.turns:
+            assert turn.rejected is None
+            effort = "minimal" if condition_name == "no_thinking" else "low"
+            assert turn.meta["reasoning_effort_sent"] == effort
+            assert turn.meta["reasoning_tokens"] == {"minimal": 8, "low": 128}[effort]
+            assert turn.completion_tokens > turn.meta["reasoning_tokens"]
+        if condition.flow is Flow.TOOL:
+            assert record.turns[0].tool_calls[0].name == TOOL_NAME and record.emitted is not None
+
+
+def test_no_thinking_is_refused_for_families_without_an_off_switch():
+    from cpdagthink.backends.profiles import ProfileError, check_condition
+
+    o3 = make_backend("openai", model="o3-mini", base_url="http://127.0.0.1:9/v1")
+    with pytest.raises(ProfileError, match="no off switch"):
+        check_condition(o3.profile, thinking=False, model=o3.model)
+    check_condition(o3.profile, thinking=True)
 
 
 # ----------------------------------------------------------------------------------------- real server (slow)
@@ -254,7 +490,7 @@ def llama_server(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def server_backend(llama_server):
-    backend = make_backend("openai", model="smollm2", base_url=llama_server, max_retries=1, timeout=120)
+    backend = make_backend("openai", model="smollm2", base_url=llama_server, retries=1, timeout=120)
     yield backend
     backend.close()
 
@@ -313,11 +549,11 @@ def test_structured_condition_through_the_server(server_backend, test_csv, tmp_p
     decoding = Decoding(tool_choice=tool_choice, max_tokens_turn1=200, max_tokens_answer=24)
     result = run_condition(CONDITIONS["structured"], server_backend, items, tmp_path / "run", decoding=decoding,
                            cache_dir=tmp_path / "cache", chunk_size=2, progress=False)
-    assert [r["id"] for r in result.records] == [i.id for i in items] and result.model_calls == 4
+    assert [r.id for r in result.records] == [i.id for i in items] and result.model_calls == 4
     for record in result.records:
-        first = record["turns"][0]
-        assert first["meta"]["tool_choice_sent"] == ("record_causal_analysis" if tool_choice == "forced" else "auto")
+        first = record.turns[0]
+        assert first.meta["tool_choice_sent"] == ("record_causal_analysis" if tool_choice == "forced" else "auto")
         if tool_choice == "forced":  # the server constrains a named call to the tool's schema
-            assert first["tool_calls"] and first["tool_calls"][0]["name"] == "record_causal_analysis"
-        assert first["parsed"] is not None or first["parse_error"]  # a truncated call is recorded, not raised
-        assert record["turns"][1]["prompt_tokens"] > 0 and record["answer"] in ("YES", "NO", None)
+            assert first.tool_calls and first.tool_calls[0].name == "record_causal_analysis"
+        assert record.emitted is not None or record.emitted_error  # a truncated call is recorded, not raised
+        assert record.turns[1].prompt_tokens > 0 and record.answer in ("YES", "NO", None)

@@ -9,8 +9,10 @@ import pytest
 from cpdagthink.backends import make_backend
 from cpdagthink.backends.base import BackendError, Constraint, Request, ToolCall
 from cpdagthink.backends.toolcalls import envelope_regex, envelope_text
+from cpdagthink.backends.profiles import profile_for, with_overrides
 from cpdagthink.backends.vllm_offline import (
     completion_from_text,
+    engine_kwargs,
     prompt_for,
     sampling_kwargs,
     template_supports_thinking,
@@ -31,11 +33,14 @@ class FakeTokenizer:
 
 def test_sampling_kwargs_wrap_tool_constraints_in_the_envelope():
     rx = analysis_regex(["A", "B"])
-    req = Request(messages=(), constraint=Constraint(regex=rx, tool=TOOL_NAME), temperature=0.0, seed=7, max_tokens=99)
+    req = Request(messages=(), constraint=Constraint(regex=rx, tool=TOOL_NAME), temperature=0.6, top_p=0.95,
+                  top_k=20, min_p=0.01, seed=7, max_tokens=99)
     assert sampling_kwargs(req) == {
-        "temperature": 0.0, "seed": 7, "max_tokens": 99,
+        "temperature": 0.6, "top_p": 0.95, "top_k": 20, "min_p": 0.01, "seed": 7, "max_tokens": 99,
         "structured_outputs": {"regex": envelope_regex(TOOL_NAME, rx)},
     }
+    mistral = sampling_kwargs(req, "mistral")["structured_outputs"]["regex"]
+    assert mistral == envelope_regex(TOOL_NAME, rx, style="mistral") and mistral.startswith(r"\[TOOL_CALLS\]")
     plain = Request(messages=(), constraint=Constraint(regex="(YES|NO)"), max_tokens=3)
     assert sampling_kwargs(plain)["structured_outputs"] == {"regex": "(YES|NO)"}
     assert "structured_outputs" not in sampling_kwargs(Request(messages=()))
@@ -76,6 +81,44 @@ def test_completion_from_text_splits_reasoning_and_tool_calls():
     assert started.reasoning == "thinking..." and started.text == "YES"
     plain = completion_from_text("NO", prompt_tokens=1, completion_tokens=1, finish_reason="stop", latency_s=0.1)
     assert plain.reasoning is None and plain.text == "NO"
+
+
+def test_engine_kwargs_take_the_family_reasoning_parser():
+    qwen = engine_kwargs("Qwen/Qwen3.5-27B", profile_for("Qwen/Qwen3.5-27B"), revision="abc123")
+    assert qwen["reasoning_parser"] == "qwen3" and qwen["revision"] == "abc123" and qwen["tensor_parallel_size"] == 2
+    assert engine_kwargs("Qwen/Qwen3-8B", profile_for("Qwen/Qwen3-8B"))["reasoning_parser"] == "qwen3"
+    off = with_overrides(profile_for("Qwen/Qwen3-8B"), reasoning_parser="")
+    assert "reasoning_parser" not in engine_kwargs("Qwen/Qwen3-8B", off)
+    assert "reasoning_parser" not in engine_kwargs("Qwen/Qwen2.5-7B-Instruct", profile_for("Qwen/Qwen2.5-7B-Instruct"))
+    assert engine_kwargs("m", profile_for("m"), enforce_eager=True)["enforce_eager"] is True
+
+
+def test_a_chunk_keeps_per_request_token_counts():
+    """One generate() call over a chunk; each completion carries its own prompt and completion counts."""
+    from types import SimpleNamespace
+
+    from cpdagthink.backends.vllm_offline import VLLMBackend
+
+    class FakeLLM:
+        def __init__(self):
+            self.calls = 0
+
+        def generate(self, prompts, params, use_tqdm=False):
+            self.calls += 1
+            return [SimpleNamespace(prompt_token_ids=list(range(10 + i)),
+                                    outputs=[SimpleNamespace(text="Answer: YES", token_ids=list(range(3 + 2 * i)),
+                                                             finish_reason="stop")])
+                    for i, _ in enumerate(prompts)]
+
+    backend = VLLMBackend.__new__(VLLMBackend)  # no engine: the batching and bookkeeping are under test
+    backend.tokenizer, backend.llm, backend.thinking_supported = FakeTokenizer(), FakeLLM(), False
+    backend.profile, backend.reasoning_parser = profile_for("Qwen/Qwen2.5-7B-Instruct"), None
+    backend._vllm = SimpleNamespace(SamplingParams=lambda **kw: kw)
+    backend._structured = dict
+    outs = backend.complete_batch([Request(messages=({"role": "user", "content": str(i)},)) for i in range(3)])
+    assert backend.llm.calls == 1
+    assert [(o.prompt_tokens, o.completion_tokens) for o in outs] == [(10, 3), (11, 5), (12, 7)]
+    assert all(o.text == "Answer: YES" and o.meta["batch_size"] == 3 for o in outs)
 
 
 def test_missing_vllm_gives_the_install_command(monkeypatch):

@@ -9,9 +9,11 @@ from __future__ import annotations
 import re
 import shutil
 
+import nbformat
 import pytest
 
 from cpdagthink.book import NOTEBOOKS, build, build_single_file, notebook_parameters, select_notebooks
+from cpdagthink.tables import paper
 from cpdagthink.data import PROJECT_ROOT
 
 CHAPTERS = ["01_main_results", "02_complexity", "03_ablations", "04_probes", "05_audit", "06_failure_gallery"]
@@ -37,30 +39,90 @@ def test_an_unknown_backend_is_refused_before_any_notebook_runs(tmp_path):
     assert not (tmp_path / "book").exists()
 
 
+def test_notebooks_are_thin_and_tag_their_code():
+    """Parameters and setup cells hide their code, analysis cells collapse it, and no notebook holds more
+    than about 40 lines of code besides its parameters (the gallery's explorer cells, chapter 06, excepted)."""
+    for name in CHAPTERS:
+        cells = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4).cells
+        code = [c for c in cells if c.cell_type == "code"]
+        tags = [set(c.metadata.get("tags", [])) for c in code]
+        assert {"parameters", "remove-input"} <= tags[0], name
+        setup = next(t for c, t in zip(code, tags) if "setup = ex.setup_from_parameters(globals())" in c.source)
+        assert "remove-input" in setup, name
+        assert all(t & {"remove-input", "remove-cell", "hide-input"} for t in tags), name
+        lines = sum(len(c.source.splitlines()) for c, t in zip(code, tags) if "parameters" not in t)
+        assert name == "06_failure_gallery" or lines <= 40, (name, lines)
+        summary = next(i for i, c in enumerate(cells) if c.cell_type == "markdown" and c.source.startswith("## Summary"))
+        assert all("hide-input" not in c.metadata.get("tags", []) for c in cells[:summary]), name
+
+
 @pytest.mark.slow
 def test_book_builds_with_tables_and_figures(test_csv, tmp_path, monkeypatch):
     monkeypatch.setenv("CORR2CAUSE_CSV", str(test_csv))
-    for name in ("_config.yml", "_toc.yml"):
-        shutil.copy(PROJECT_ROOT / name, tmp_path / name)
-    (tmp_path / "book").mkdir()
-    shutil.copy(PROJECT_ROOT / "book" / "intro.md", tmp_path / "book" / "intro.md")
-    # Beyond the CPU defaults: a stress set and the validity-preserving probes, so those paths are built too.
+    for name in ("_config.yml", "_toc.yml", "_static", "data/paper_reported.csv", "book/intro.md",
+                 "book/paper_figures.md"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        copy = shutil.copytree if (PROJECT_ROOT / name).is_dir() else shutil.copy
+        copy(PROJECT_ROOT / name, tmp_path / name)
+    # Beyond the CPU defaults: a stress set, an OOD split and the validity-preserving probes, so those paths
+    # are built too.
     overrides = {"backend": "reference", "limit": 12, "out_root": str(tmp_path / "runs"),
                  "cache_dir": str(tmp_path / "cache"), "stress_families": ["alarm7"],
-                 "probes": ["scramble_full", "drop_premise", "swap_valid_cpdag"]}
+                 "ood_split": "generated:paraphrase", "probes": ["scramble_full", "drop_premise", "swap_valid_cpdag"]}
     index = build(overrides, root=tmp_path)
     assert index.is_file()
-    html = {name: (tmp_path / "_build" / "html" / "book" / f"{name}.html").read_text() for name in CHAPTERS}
+    pages = tmp_path / "_build" / "html" / "book"
+    html = {name: (pages / f"{name}.html").read_text() for name in CHAPTERS}
     for name, page in html.items():
         assert "<table" in page, name
         assert "sample of 12 instances" in page, name
-        assert "Traceback" not in page, name
+        assert "Traceback" not in page and "nan" not in re.sub(r"<[^>]+>", " ", page).split(), name
+        check_results_before_code(name, page)
+        check_captions(name, page)
+        check_tables_fit(name, page)
     for name in ("01_main_results", "02_complexity", "03_ablations", "04_probes"):
         assert "data:image/png" in html[name] or ".png" in html[name], name
-    assert "paper" in html["01_main_results"] and "86.36" in html["01_main_results"]
+    main = html["01_main_results"]
+    assert "86.36" in main and "74.53" in main and "75.92" in main
+    assert "each seed’s gain has its own CI" in main or "each seed's gain has its own CI" in main
     assert "<strong>18</strong> rows" in html["05_audit"]
-    assert "alarm7: structured" in html["02_complexity"]  # the reading's line, not the code that writes it
-    assert re.search(r"valid-CPDAG swap changes it by [+-]\d", html["04_probes"])
+    assert "alarm7 structured:" in html["02_complexity"]  # the reading's line, not the code that writes it
+    assert "On <code" in html["02_complexity"] and "generated:paraphrase" in html["02_complexity"]
+    assert re.search(r"swap_valid_cpdag</span></code> [+-]\d", html["04_probes"])
+    appendix = (pages / "paper_figures.html").read_text()
+    for key in paper()["key"]:
+        assert f">{key}<" in appendix, key
+
+
+def check_results_before_code(name: str, page: str) -> None:
+    """The banner and the summary come before any code; setup and parameters cells show no code at all."""
+    summary = page.index('id="summary"')
+    assert page.index("This run:") < summary, name
+    first_code = page.find('class="cell_input')
+    assert first_code == -1 or summary < first_code, name
+    assert "injected-parameters" not in page or "tag_injected-parameters" in page, name
+    for cell in re.findall(r'<div class="cell tag_[^"]*remove-input[^"]*".*?</div>', page, flags=re.S):
+        assert "cell_input" not in cell, name
+    assert "make_setup" not in page and "setup_from_parameters" not in page, name
+
+
+def check_captions(name: str, page: str) -> None:
+    """Every figure is numbered and its caption says whose numbers it shows and on how many instances."""
+    figures = re.findall(r"<figure.*?</figure>", page, flags=re.S)
+    assert figures, name
+    for figure in figures:
+        caption = re.sub(r"<[^>]+>", "", re.search(r"<figcaption>(.*?)</figcaption>", figure, flags=re.S).group(1))
+        assert re.search(r"Fig\. \d+", caption), (name, caption)
+        assert "this run" in caption.lower() or "paper" in caption.lower(), (name, caption)
+        assert re.search(r"\b\d+ (instances|hypothes[ie]s)\b|no stress set ran", caption), (name, caption)
+
+
+def check_tables_fit(name: str, page: str, most: int = 9) -> None:
+    """No table is wider than the page can show without scrolling: at most ``most`` columns, index included."""
+    for table in re.findall(r"<table.*?</table>", page, flags=re.S):
+        header = re.search(r"<tr.*?</tr>", table, flags=re.S).group(0)
+        columns = sum(int(span or 1) for span in re.findall(r"<t[hd](?:[^>]*colspan=\"(\d+)\")?[^>]*>", header))
+        assert columns <= most, (name, columns, header[:300])
 
 
 def test_single_file_book_holds_every_chapter(browser, tmp_path):

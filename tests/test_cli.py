@@ -176,3 +176,33 @@ def test_prompt_command_refuses_what_does_not_exist(test_csv, tmp_path, monkeypa
         args = ("prompt", "--data", str(test_csv), "--row", "0", *extra)
         result = run(*args)
         assert result.returncode == 2 and message in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("extra", [[], ["--tool-choice", "forced"], ["--condition", "baseline_enhanced"],
+                                   ["--condition", "no_thinking"], ["--seeds", "0", "1", "2"]])
+def test_the_readme_api_commands_run_against_a_reasoning_model_api(test_csv, tmp_path, monkeypatch, capsys, extra):
+    """The README's `cpdagthink run ... --backend openai --model gpt-5.4-mini` commands, as written but for the
+    endpoint and sample size, against a server that enforces the reasoning-model rules (HTTP 400 for
+    max_tokens or a temperature; reasoning tokens in usage)."""
+    from reasoning_api_server import GPT51_EFFORTS, ReasoningAPIServer
+
+    from cpdagthink.cli import main
+    from cpdagthink.runfolder import read_records
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    args = ["run", "--condition", "structured", "--backend", "openai", "--model", "gpt-5.4-mini",
+            "--reasoning-effort", "medium", "--max-tokens-turn1", "8192", "--max-tokens-answer", "4096", "--limit", "6",
+            "--data", str(test_csv), "--cache", str(tmp_path / "cache"), "--out", str(tmp_path / "run"), *extra]
+    with ReasoningAPIServer(efforts=GPT51_EFFORTS) as server:
+        assert main([*args, "--base-url", server.url]) == 0, capsys.readouterr().err
+    assert server.rejected == 0 and server.requests
+    assert all("max_tokens" not in body and "temperature" not in body for body in server.requests)
+    thinking_off = extra[-1:] == ["no_thinking"]
+    assert {body.get("reasoning_effort") for body in server.requests} == {"none" if thinking_off else "medium"}
+    folders = [tmp_path / "run"] if "--seeds" not in extra else [tmp_path / "run" / f"seed{s}" for s in (0, 1, 2)]
+    for folder in folders:
+        records = read_records(folder)
+        assert len(records) == 6 and all(r.answer and not r.rejected for r in records)
+        assert all((t.meta.get("reasoning_tokens", 0) > 0) != thinking_off for r in records for t in r.turns)
+    out = capsys.readouterr().out
+    assert out.count("6 of 6 instances") == len(folders)

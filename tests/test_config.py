@@ -62,3 +62,30 @@ def test_for_run_fixes_one_seed_and_carries_it_into_decoding():
     with pytest.raises(ValueError, match="use for_run"):
         config.seed
     assert Decoding(max_tokens_turn1=10, max_tokens_answer=5).one_turn_budget == 15
+
+
+def test_no_thinking_is_refused_for_a_model_that_always_reasons_and_chapters_leave_it_out():
+    with pytest.raises(ValidationError, match="no off switch"):
+        RunParameters(backend="openai", model="o3", condition="no_thinking").to_config()
+    RunParameters(backend="openai", model="gpt-5.4-mini", condition="no_thinking").to_config()  # effort "none"
+    from cpdagthink import experiments as ex
+
+    setup = RunParameters(backend="openai", model="o4-mini").to_config()
+    refused = ex.refusals(setup, ["structured", "no_thinking", "baseline_no_thinking"])
+    assert set(refused) == {"no_thinking", "baseline_no_thinking"} and "no off switch" in refused["no_thinking"]
+
+
+def test_a_service_without_sampling_parameters_is_recorded_with_its_own_sampling():
+    config = RunParameters(backend="openai", model="gpt-5.4-mini", seeds=[0, 1, 2]).to_config()
+    assert config.decoding.temperature == 1.0 and config.seeds == (0, 1, 2)  # the API samples at temperature 1
+    with pytest.raises(ValueError, match="takes no sampling parameters"):
+        RunParameters(backend="openai", model="gpt-5.4-mini", temperature=0.3).to_config()
+
+
+def test_several_seeds_take_the_publishers_recommended_sampling():
+    config = RunParameters(backend="vllm", model="Qwen/Qwen3.5-27B", seeds=[0, 1, 2]).to_config()
+    assert (config.decoding.temperature, config.decoding.top_p, config.decoding.top_k) == (1.0, 0.95, 20)
+    chosen = RunParameters(backend="vllm", model="Qwen/Qwen3.5-27B", seeds=[0, 1], temperature=0.6).to_config()
+    assert chosen.decoding.temperature == 0.6 and chosen.decoding.top_p == 0.95  # explicit values win
+    with pytest.raises(ValueError, match="no recommended sampling is known"):
+        RunParameters(backend="reference", seeds=[0, 1]).to_config()

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from cpdagthink import audit, experiments as ex, failures
+from cpdagthink import audit, experiments as ex, failures, tables
 from cpdagthink.oracle import analyse_premise
 from cpdagthink.probes import PROBES, probe_table
 from cpdagthink.schema import CausalAnalysis
@@ -32,9 +32,9 @@ def now(test_csv, tmp_path_factory) -> dict:
                                       "out_root": str(root / "runs"), "cache_dir": str(root / "cache")})
     instances = setup.instances()
     runs = ex.run_grid(setup, CONDITIONS, [0], instances)
-    scores = ex.scores_frame(runs).drop(columns=["cut off"])
-    paired = ex.paired_frame(runs, "structured", [c for c in CONDITIONS if c != "structured"], n_resamples=2000)
-    by_variables, omitted = ex.by_variables_frame(runs)
+    scores = tables.scores_frame(runs).drop(columns=["cut off"])
+    paired = tables.paired_frame(runs, "structured", [c for c in CONDITIONS if c != "structured"], n_resamples=2000)
+    by_variables, omitted = tables.by_variables_frame(runs)
     probed = {p: ex.run(setup, "structured", 0, instances, probe=p, progress=False) for p in PROBE_NAMES}
     probes = probe_table(runs[("structured", 0)], probed).reset_index()
     by_id = {i.id: i for i in instances}

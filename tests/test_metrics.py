@@ -16,7 +16,9 @@ from cpdagthink.metrics import (
     bootstrap_f1_deltas,
     bootstrap_indices,
     cost_summary,
+    counted,
     mcnemar_exact_p,
+    paired_by_group,
     paired_comparison,
     percentile_interval,
     scores_against,
@@ -218,6 +220,7 @@ def test_scores_by_group_omits_groups_with_few_positives():
     dropped = omitted[0]
     assert (dropped.group, dropped.n, dropped.positives) == (2, 4, 1)
     assert "group 2" in dropped.reason and "too few positives" in dropped.reason
+    assert "1 gold positive in 4 instances" in dropped.reason  # no "positive(s)"
 
 
 def test_scores_by_group_keeps_all_with_zero_threshold_in_sorted_order():
@@ -225,6 +228,28 @@ def test_scores_by_group_keeps_all_with_zero_threshold_in_sorted_order():
     assert list(scored) == [3, 4, 5]
     assert omitted == []
     assert scored[4].fp == 1
+
+
+def test_paired_by_group_compares_within_each_scored_group():
+    a, b, gold = synthetic(n=80, seed=3)
+    groups = [4 if i < 10 else 5 + (i % 2) for i in range(80)]
+    compared, omitted = paired_by_group(a, b, gold, groups, min_positives=5, n_resamples=300, seed=2)
+    scored, dropped = scores_by_group(b, gold, groups, min_positives=5)
+    assert list(compared) == list(scored) and omitted == dropped
+    for group, comparison in compared.items():
+        members = [i for i, g in enumerate(groups) if g == group]
+        expected = paired_comparison([a[i] for i in members], [b[i] for i in members], [gold[i] for i in members],
+                                     n_resamples=300, seed=2)
+        assert comparison == expected
+    with pytest.raises(ValueError, match="pred_a"):
+        paired_by_group([2] * 80, b, gold, groups)
+
+
+def test_counted_uses_the_right_number():
+    assert [counted(n, "gold positive") for n in (0, 1, 2)] == ["0 gold positives", "1 gold positive",
+                                                                 "2 gold positives"]
+    assert counted(1, "hypothesis", "hypotheses") == "1 hypothesis"
+    assert counted(3, "hypothesis", "hypotheses") == "3 hypotheses"
 
 
 # cost_summary

@@ -175,6 +175,42 @@ def accuracy_by_quality(df: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("graph_quality")
 
 
+def summary_frame(audited: pd.DataFrame, conditions: Sequence[str]) -> pd.DataFrame:
+    """:func:`audit_summary` per condition, transposed for reading: one row per rate, one column per
+    condition (the per-kind violation shares are in :func:`violation_rates`)."""
+    return pd.DataFrame({c: {k: v for k, v in audit_summary(audited[audited["condition"] == c]).items()
+                             if k != "violation_kind_rates"} for c in conditions})
+
+
+def violation_kinds(audited: pd.DataFrame) -> pd.DataFrame:
+    """One row per (parsed output, violation kind it shows)."""
+    parsed = audited[audited["graph_quality"] != "unparsed"] if len(audited) else audited
+    if parsed.empty:
+        return pd.DataFrame(columns=["condition", "violation_kinds"])
+    return parsed.explode("violation_kinds").dropna(subset=["violation_kinds"])
+
+
+def violation_counts(audited: pd.DataFrame) -> pd.DataFrame:
+    """Per condition and violation kind, the number of parsed outputs showing it (long form, for a plot)."""
+    counts = violation_kinds(audited).groupby(["condition", "violation_kinds"]).size()
+    return counts.rename("outputs").reset_index()
+
+
+def violation_rates(audited: pd.DataFrame) -> pd.DataFrame:
+    """Share of each condition's parsed outputs showing each violation kind (rows: kinds; empty if none)."""
+    kinds = violation_kinds(audited)
+    if kinds.empty:
+        return pd.DataFrame()
+    parsed = audited[audited["graph_quality"] != "unparsed"].groupby("condition").size()
+    return (kinds.groupby(["condition", "violation_kinds"]).size() / parsed).unstack(0).fillna(0)
+
+
+def quality_frame(audited: pd.DataFrame, conditions: Sequence[str]) -> pd.DataFrame:
+    """:func:`accuracy_by_quality` for each condition, stacked (index: condition, graph quality)."""
+    return pd.concat({c: accuracy_by_quality(audited[audited["condition"] == c]) for c in conditions},
+                     names=["condition"])
+
+
 # ------------------------------------------------------------------------------------ dataset audit
 
 
@@ -270,5 +306,10 @@ __all__ = [
     "gold_errors",
     "graph_quality",
     "later_causes_earlier",
+    "quality_frame",
     "shortcut_table",
+    "summary_frame",
+    "violation_counts",
+    "violation_kinds",
+    "violation_rates",
 ]

@@ -43,7 +43,21 @@ def execute(notebook: Path, overrides: dict[str, Any], output_dir: Path) -> Path
           + (f" (not a parameter here: {sorted(unknown)})" if unknown else ""), flush=True)
     papermill.execute_notebook(str(notebook), str(output), parameters=parameters, cwd=str(PROJECT_ROOT),
                                kernel_name="python3", progress_bar=False, log_output=False)
+    hide_injected_parameters(output)
     return output
+
+
+def hide_injected_parameters(path: Path) -> None:
+    """Give papermill's injected-parameters cell the ``remove-input`` tag of the parameters cell it follows
+    (papermill tags it ``injected-parameters`` only, so the book would show its code)."""
+    import nbformat
+
+    nb = nbformat.read(path, as_version=4)
+    for cell in nb.cells:
+        tags = cell.metadata.setdefault("tags", [])
+        if "injected-parameters" in tags and "remove-input" not in tags:
+            tags.append("remove-input")
+    nbformat.write(nb, path)
 
 
 def build_html(root: Path = PROJECT_ROOT) -> Path:

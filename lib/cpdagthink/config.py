@@ -108,6 +108,12 @@ class RunConfig(BaseModel):
             raise ValueError(f"unknown backend {self.backend!r}; choose one of {', '.join(sorted(BACKENDS))}")
         if len(set(self.seeds)) != len(self.seeds):
             raise ValueError(f"seeds repeat: {list(self.seeds)}")
+        if self.backend in _PROFILED_BACKENDS and self.model:
+            from .backends.profiles import check_condition, profile_for
+
+            thinking = CONDITIONS[self.condition].thinking and self.decoding.thinking
+            check_condition(profile_for(self.model), thinking, model=self.model,
+                            effort=self.backend_options.get("reasoning_effort"))
         if len(self.seeds) > 1 and self.decoding.greedy:
             raise ValueError(
                 f"{len(self.seeds)} seeds under greedy decoding (temperature 0) would be copies of one output; "
@@ -235,17 +241,24 @@ class RunParameters(BaseModel):
         return None if value == "" else value
 
     def sampling_settings(self) -> Sampling:
-        """Greedy for one seed, the model's recommended sampling for several (``auto``); explicit values win."""
+        """Greedy for one seed, the model's recommended sampling for several (``auto``); explicit values win.
+        A service that takes no sampling parameters is recorded with the sampling it applies itself."""
+        explicit = {k: getattr(self, k) for k in Sampling.model_fields if getattr(self, k) is not None}
+        fixed = service_sampling(self.backend, self.model)
+        if fixed is not None:
+            if any(explicit[k] != getattr(fixed, k) for k in explicit):
+                raise ValueError(f"{self.model} takes no sampling parameters (it always samples at temperature 1); "
+                                 "leave --temperature/--top-p unset for it")
+            return fixed
         base = Sampling()
         wants_recommended = self.sampling == "recommended" or (self.sampling == "auto" and len(self.seeds) > 1)
         if wants_recommended:
-            found = recommended_sampling(self.backend, self.model)
+            found = recommended_sampling(self.backend, self.model, self.thinking)
             if found is None and self.temperature is None:
                 raise ValueError(
                     f"no recommended sampling is known for {self.backend}:{self.model or 'default'}; "
                     "set --temperature (and --top-p/--top-k/--min-p) for a run with several seeds")
             base = found or base
-        explicit = {k: getattr(self, k) for k in Sampling.model_fields if getattr(self, k) is not None}
         return base.model_copy(update=explicit)
 
     def to_config(self) -> RunConfig:
@@ -266,6 +279,31 @@ class RunParameters(BaseModel):
 _BACKEND_OPTIONS = ("regex_mode", "reasoning_effort", "reasoning_parser", "token_param", "revision", "timeout", "retries")
 
 
-def recommended_sampling(backend: str, model: str | None) -> Sampling | None:
-    """The publisher's recommended sampling for a model, where the registry or the model profiles know it."""
+_PROFILED_BACKENDS = ("openai", "vllm")
+
+
+def recommended_sampling(backend: str, model: str | None, thinking: bool = True) -> Sampling | None:
+    """The publisher's recommended sampling for a model, where the local registry or the model profiles know
+    it (their ``source`` says where it was read); None where nothing is recorded."""
+    if backend == "local":
+        from .backends.models import recommended_sampling as local
+
+        found = local(model)
+    elif backend in _PROFILED_BACKENDS and model:
+        from .backends.profiles import recommended_sampling as profiled
+
+        found = profiled(model, thinking)
+    else:
+        return None
+    return None if found is None else Sampling(**{k: getattr(found, k) for k in Sampling.model_fields})
+
+
+def service_sampling(backend: str, model: str | None) -> Sampling | None:
+    """For a model whose service takes no sampling parameters (OpenAI reasoning models), the sampling it
+    applies itself: temperature 1, top_p 1. None where sampling parameters are sent."""
+    if backend in _PROFILED_BACKENDS and model:
+        from .backends.profiles import profile_for
+
+        if not profile_for(model).sampling:
+            return Sampling(temperature=1.0)
     return None

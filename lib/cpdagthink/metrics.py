@@ -331,14 +331,46 @@ def scores_by_group(
                     n=len(members),
                     positives=positives,
                     reason=(
-                        f"group {group!r} omitted: {positives} gold positive(s) in {len(members)} instances, "
-                        f"fewer than min_positives={min_positives}; too few positives for an informative F1"
+                        f"group {group!r} omitted: {counted(positives, 'gold positive')} in "
+                        f"{counted(len(members), 'instance')}, fewer than min_positives={min_positives}; "
+                        "too few positives for an informative F1"
                     ),
                 )
             )
         else:
             scored[group] = binary_scores([pred[i] for i in members], group_gold)
     return scored, omitted
+
+
+def paired_by_group(
+    pred_a: Sequence[Prediction],
+    pred_b: Sequence[Prediction],
+    gold: Sequence[int],
+    groups: Sequence[G],
+    min_positives: int = 5,
+    n_resamples: int = 10_000,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> tuple[dict[G, PairedComparison], list[OmittedGroup]]:
+    """:func:`paired_comparison` of ``b`` against ``a`` within each group (e.g. number of variables, paper
+    Figure 2), in sorted group order. Groups are omitted by the rule of :func:`scores_by_group` (it depends
+    on the gold labels only), so per-group scores and per-group gains always cover the same groups."""
+    _check_lengths(pred_a=pred_a, pred_b=pred_b, gold=gold, groups=groups)
+    _pred_array(pred_a, "pred_a")
+    kept, omitted = scores_by_group(pred_b, gold, groups, min_positives=min_positives)
+    compared = {}
+    for group in kept:
+        members = [i for i, g in enumerate(groups) if g == group]
+        compared[group] = paired_comparison(
+            [pred_a[i] for i in members], [pred_b[i] for i in members], [gold[i] for i in members],
+            n_resamples=n_resamples, seed=seed, confidence=confidence,
+        )
+    return compared, omitted
+
+
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """``n`` with its noun in the right number: ``1 gold positive``, ``2 gold positives``, ``0 instances``."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
 
 
 def cost_summary(records_by_condition: Mapping[str, Sequence[Usage]], baseline: str) -> list[CostRow]:

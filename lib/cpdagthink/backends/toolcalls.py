@@ -1,13 +1,17 @@
-"""The Hermes tool-call envelope shared by chat-template backends (llama.cpp, vLLM offline, raw servers).
+"""Tool-call envelopes shared by chat-template backends (llama.cpp, vLLM offline, raw servers).
 
-Qwen-style templates write a call as::
+Hermes/Qwen-style templates write a call as (``style="hermes"``, vLLM's ``hermes`` tool parser)::
 
     <tool_call>
     {"name": "record_causal_analysis", "arguments": {...}}
     </tool_call>
 
+and Mistral's as (``style="mistral"``, vLLM's ``mistral`` tool parser)::
+
+    [TOOL_CALLS][{"name": "record_causal_analysis", "arguments": {...}}]
+
 :func:`envelope_regex` wraps an *arguments* regex in exactly that text, so a regex-constrained decoder emits
-a call the template (and vLLM's ``hermes`` tool parser) recognises. :func:`parse_tool_calls` takes raw model
+a call the template and the server's tool parser recognise. :func:`parse_tool_calls` takes raw model
 text apart again without ever raising: a call whose JSON is malformed keeps its raw arguments text so the
 caller can record the parse error. :func:`split_reasoning` separates a ``<think>...</think>`` block, and
 :func:`chat_messages` normalises OpenAI-style messages for templates and APIs.
@@ -22,6 +26,8 @@ from typing import Any, Iterable
 from .base import Completion, ToolCall
 
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
+MISTRAL_OPEN = "[TOOL_CALLS]"
+ENVELOPES = ("hermes", "mistral")
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 
 # Characters with a meaning in regex syntax; escaping only these keeps the pattern valid for Python ``re``,
@@ -44,21 +50,31 @@ def regex_escape(text: str) -> str:
     return "".join(out)
 
 
-def envelope_text(name: str, arguments: str) -> str:
-    """One call as the Hermes/Qwen template writes it (``arguments`` is JSON text, inserted verbatim)."""
-    return f'{OPEN}\n{{"name": {json.dumps(name)}, "arguments": {arguments}}}\n{CLOSE}'
+def _envelope_parts(style: str) -> tuple[str, str]:
+    """The text before ``{"name": ...`` and after the call's closing brace, for an envelope style."""
+    if style == "hermes":
+        return OPEN + "\n", "\n" + CLOSE
+    if style == "mistral":
+        return MISTRAL_OPEN + "[", "]"
+    raise ValueError(f"unknown tool-call envelope {style!r}; choose one of {', '.join(ENVELOPES)}")
 
 
-def envelope_regex(tool_name: str, arguments_regex: str) -> str:
-    """Regex for ``<tool_call>\\n{"name": "<tool_name>", "arguments": ARGS}\\n</tool_call>``."""
-    name = regex_escape(json.dumps(tool_name))
+def envelope_text(name: str, arguments: str, *, style: str = "hermes") -> str:
+    """One call as the template writes it (``arguments`` is JSON text, inserted verbatim)."""
+    before, after = _envelope_parts(style)
+    return f'{before}{{"name": {json.dumps(name)}, "arguments": {arguments}}}{after}'
+
+
+def envelope_regex(tool_name: str, arguments_regex: str, *, style: str = "hermes") -> str:
+    """Regex for one call in the envelope ``style``, e.g. hermes:
+    ``<tool_call>\\n{"name": "<tool_name>", "arguments": ARGS}\\n</tool_call>``."""
+    before, after = _envelope_parts(style)
     return (
-        regex_escape(OPEN + "\n")
-        + regex_escape('{"name": ')
-        + name
+        regex_escape(before + '{"name": ')
+        + regex_escape(json.dumps(tool_name))
         + regex_escape(', "arguments": ')
         + f"(?:{arguments_regex})"
-        + regex_escape("}\n" + CLOSE)
+        + regex_escape("}" + after)
     )
 
 
@@ -90,14 +106,34 @@ def _parse_block(body: str) -> ToolCall:
     return ToolCall(name=_unquote(name.group(1)) if name else "", arguments=body.strip())
 
 
+def _parse_mistral(body: str) -> list[ToolCall]:
+    """Calls after ``[TOOL_CALLS]``: a JSON list of ``{"name", "arguments"}`` objects (v3 tokenizers), or
+    ``name[ARGS]{...}`` (v11+ tokenizers). Arguments stay raw text where the JSON does not parse."""
+    body = body.strip()
+    if "[ARGS]" in body and not body.startswith("["):
+        name, _, arguments = body.partition("[ARGS]")
+        return [ToolCall(name=name.strip(), arguments=arguments.strip())]
+    try:
+        calls, _ = json.JSONDecoder().raw_decode(body)
+    except ValueError:
+        return [_parse_block(body.lstrip("[").rstrip("]"))]
+    calls = calls if isinstance(calls, list) else [calls]
+    return [ToolCall(name=str(c.get("name", "")), arguments=json.dumps(c.get("arguments", {})))
+            for c in calls if isinstance(c, dict)]
+
+
 def parse_tool_calls(text: str | None) -> tuple[str, list[ToolCall]]:
     """Split raw text into (visible text, tool calls). Never raises.
 
     Every ``<tool_call>...</tool_call>`` block becomes a :class:`ToolCall` (an unterminated final block, as
-    left by ``max_tokens``, too); blocks are removed from the visible text, which is stripped.
+    left by ``max_tokens``, too); blocks are removed from the visible text, which is stripped. A Mistral
+    ``[TOOL_CALLS]`` section (to the end of the text) is read the same way.
     """
     if not text:
         return "", []
+    if MISTRAL_OPEN in text and OPEN not in text:
+        visible, _, body = text.partition(MISTRAL_OPEN)
+        return visible.strip(), _parse_mistral(body)
     calls: list[ToolCall] = []
     pieces: list[str] = []
     last = 0

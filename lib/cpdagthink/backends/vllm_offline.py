@@ -2,13 +2,15 @@
 
 Prompts come from the model tokenizer's own chat template (``apply_chat_template(messages, tools=...,
 add_generation_prompt=True, enable_thinking=request.thinking, tokenize=False)``); a constraint naming a
-tool is wrapped in the Hermes ``<tool_call>`` envelope, and tool calls and ``<think>`` reasoning are parsed
-from the generated text. vLLM is imported lazily, so everything except :class:`VLLMBackend` itself
-(:func:`sampling_kwargs`, :func:`prompt_for`, :func:`completion_from_text`) works without it.
+tool is wrapped in the family's envelope (Hermes ``<tool_call>`` for Qwen, ``[TOOL_CALLS]`` for Mistral;
+see :mod:`.profiles`), and tool calls and ``<think>`` reasoning are parsed from the generated text. vLLM is
+imported lazily, so everything except :class:`VLLMBackend` itself (:func:`sampling_kwargs`,
+:func:`engine_kwargs`, :func:`prompt_for`, :func:`completion_from_text`) works without it.
 
-Thinking and constraints: a regex over the whole output would forbid the ``<think>`` block. Give
-``reasoning_parser`` (e.g. ``"qwen3"``, ``"deepseek_r1"``) so vLLM applies the constraint only after the
-reasoning ends; without one, a thinking request with a constraint on a thinking template is refused.
+Thinking and constraints: a regex over the whole output would forbid the ``<think>`` block. The family's
+``reasoning_parser`` (Qwen3/3.5: ``qwen3``; override with the option, ``""`` for none) makes vLLM apply the
+constraint only after the reasoning ends; without one, a thinking request with a constraint on a thinking
+template is refused.
 """
 
 from __future__ import annotations
@@ -17,30 +19,63 @@ import time
 from typing import Any, Sequence
 
 from .base import Backend, BackendError, Completion, Request
+from .profiles import ModelProfile, profile_for, with_overrides
 from .toolcalls import chat_messages, completion_from_text, envelope_regex, render_unparsed_calls
 
 INSTALL_HINT = "pip install -e '.[vllm]'  (or a separate GPU env: conda env create -f environment-vllm.yml)"
 
 
-def constraint_regex(request: Request) -> str | None:
-    """The regex the generated text must match (Hermes envelope when the constraint names a tool)."""
+def constraint_regex(request: Request, envelope: str = "hermes") -> str | None:
+    """The regex the generated text must match (in the ``envelope`` when the constraint names a tool)."""
     c = request.constraint
     if c is None:
         return None
-    return envelope_regex(c.tool, c.regex) if c.tool else c.regex
+    return envelope_regex(c.tool, c.regex, style=envelope) if c.tool else c.regex
 
 
-def sampling_kwargs(request: Request) -> dict[str, Any]:
+def sampling_kwargs(request: Request, envelope: str = "hermes") -> dict[str, Any]:
     """Keyword arguments for ``vllm.SamplingParams`` (``structured_outputs`` as a plain dict here)."""
     kwargs: dict[str, Any] = {
         "temperature": request.temperature,
+        "top_p": request.top_p,
+        "top_k": request.top_k,
+        "min_p": request.min_p,
         "seed": request.seed,
         "max_tokens": request.max_tokens,
     }
-    regex = constraint_regex(request)
+    regex = constraint_regex(request, envelope)
     if regex is not None:
         kwargs["structured_outputs"] = {"regex": regex}
     return kwargs
+
+
+def engine_kwargs(
+    model: str,
+    profile: ModelProfile,
+    *,
+    tensor_parallel_size: int = 2,
+    gpu_memory_utilization: float = 0.88,
+    max_model_len: int | None = 16384,
+    revision: str | None = None,
+    dtype: str = "auto",
+    seed: int = 0,
+    **llm_kwargs: Any,
+) -> dict[str, Any]:
+    """Keyword arguments for ``vllm.LLM`` (and ``vllm.engine.arg_utils.EngineArgs``); the profile's reasoning
+    parser goes in ``reasoning_parser``, which vLLM passes on to its structured-output config."""
+    options: dict[str, Any] = dict(
+        model=model,
+        revision=revision,
+        tensor_parallel_size=tensor_parallel_size,
+        gpu_memory_utilization=gpu_memory_utilization,
+        max_model_len=max_model_len,
+        dtype=dtype,
+        seed=seed,
+    )
+    if profile.reasoning_parser:
+        options["reasoning_parser"] = profile.reasoning_parser
+    options.update(llm_kwargs)
+    return options
 
 
 def template_supports_thinking(tokenizer: Any) -> bool:
@@ -57,8 +92,6 @@ def prompt_for(tokenizer: Any, request: Request) -> str:
         enable_thinking=request.thinking,
         tokenize=False,
     )
-
-
 
 
 def import_vllm() -> Any:
@@ -88,6 +121,7 @@ class VLLMBackend(Backend):
         seed: int = 0,
         **llm_kwargs: Any,
     ):
+        """``reasoning_parser``: None takes the family's (:mod:`.profiles`), ``""`` switches it off."""
         vllm = import_vllm()
         from vllm.sampling_params import StructuredOutputsParams
 
@@ -97,20 +131,12 @@ class VLLMBackend(Backend):
         self.revision = revision
         self.tensor_parallel_size = tensor_parallel_size
         self.max_model_len = max_model_len
-        self.reasoning_parser = reasoning_parser
+        self.profile = with_overrides(profile_for(model), reasoning_parser=reasoning_parser)
+        self.reasoning_parser = self.profile.reasoning_parser
         self.dtype = dtype
-        options: dict[str, Any] = dict(
-            model=model,
-            revision=revision,
-            tensor_parallel_size=tensor_parallel_size,
-            gpu_memory_utilization=gpu_memory_utilization,
-            max_model_len=max_model_len,
-            dtype=dtype,
-            seed=seed,
-        )
-        if reasoning_parser:
-            options["structured_outputs_config"] = {"reasoning_parser": reasoning_parser}
-        options.update(llm_kwargs)
+        options = engine_kwargs(model, self.profile, tensor_parallel_size=tensor_parallel_size,
+                                gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len,
+                                revision=revision, dtype=dtype, seed=seed, **llm_kwargs)
         try:
             self.llm = vllm.LLM(**options)
         except Exception as exc:  # noqa: BLE001
@@ -128,11 +154,12 @@ class VLLMBackend(Backend):
             "max_model_len": self.max_model_len,
             "dtype": self.dtype,
             "reasoning_parser": self.reasoning_parser,
+            "profile": {"family": self.profile.family, "tool_envelope": self.profile.tool_envelope},
             "thinking": "supported" if self.thinking_supported else "unsupported",
         }
 
     def _params(self, request: Request) -> Any:
-        kwargs = sampling_kwargs(request)
+        kwargs = sampling_kwargs(request, self.profile.tool_envelope)
         thinking = bool(request.thinking and self.thinking_supported)
         if "structured_outputs" in kwargs:
             if thinking and not self.reasoning_parser:

@@ -1,0 +1,221 @@
+"""Model profiles: each model family's request rules, so a paper-scale run is accepted on first use.
+
+A :class:`ModelProfile` says which token-budget parameter a family takes, whether sampling parameters may
+be sent, how its reasoning is controlled (``reasoning_effort`` values, the chat template's
+``enable_thinking``, or not at all) and how it is switched off, which vLLM reasoning and tool-call parsers
+serve it, which tool-call envelope a regex-constrained call is wrapped in, and the sampling its publisher
+recommends (with the source). :func:`profile_for` matches a model name against :data:`PROFILES` (first
+match wins; the last entry is the conservative default). Backends apply the profile; every rule can be
+overridden by a backend option (see :func:`with_overrides`).
+
+:func:`check_condition` refuses early what a family cannot do: a condition that asks for thinking off
+(``no_thinking``) on a family whose reasoning cannot be switched off.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Literal
+
+from ..errors import CpdagthinkError
+
+TokenParam = Literal["max_tokens", "max_completion_tokens"]
+ReasoningControl = Literal["reasoning_effort", "chat_template_kwargs", "none"]
+ToolEnvelope = Literal["hermes", "mistral"]
+# switchable: on/off per request; always_on: reasons and cannot stop; absent: never reasons;
+# unknown: a model no profile knows (its thinking cannot be switched off by a known parameter).
+ThinkingSwitch = Literal["switchable", "always_on", "absent", "unknown"]
+
+TOKEN_PARAMS = ("max_tokens", "max_completion_tokens")
+REASONING_CONTROLS = ("reasoning_effort", "chat_template_kwargs", "none")
+# OpenAI's documented reasoning_effort values (chat completions API reference, ReasoningEffort).
+OPENAI_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
+
+
+class ProfileError(CpdagthinkError, ValueError):
+    """A request, option or condition that the model family's rules do not allow."""
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """Recommended sampling for a mode, and where the recommendation comes from."""
+
+    temperature: float
+    top_p: float
+    top_k: int = 0
+    min_p: float = 0.0
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class ModelProfile:
+    """One model family's request rules (see the module docstring)."""
+
+    family: str
+    pattern: str  # regular expression matched at the start of the model name, case-insensitive
+    token_param: TokenParam = "max_tokens"
+    sampling: bool = True  # may temperature / top_p (and top_k / min_p on vLLM) be sent
+    reasoning_control: ReasoningControl = "none"
+    efforts: tuple[str, ...] = ()  # allowed reasoning_effort values (reasoning_control "reasoning_effort")
+    effort_off: str | None = None  # the reasoning_effort value that switches reasoning off, if any
+    thinking: ThinkingSwitch = "absent"
+    reasoning_parser: str | None = None  # vLLM --reasoning-parser / structured_outputs_config
+    tool_envelope: ToolEnvelope = "hermes"  # text envelope of a regex-constrained tool call
+    tool_call_parser: str | None = None  # vLLM --tool-call-parser that reads that envelope back
+    recommended: dict[str, Sampling] = field(default_factory=dict)  # by mode: "thinking" / "non_thinking"
+    notes: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @property
+    def off_switch(self) -> str | None:
+        """What a request sends to switch reasoning off (None: there is no such switch)."""
+        if self.reasoning_control == "chat_template_kwargs":
+            return "chat_template_kwargs.enable_thinking=false"
+        if self.reasoning_control == "reasoning_effort" and self.effort_off:
+            return f"reasoning_effort={self.effort_off}"
+        return None
+
+
+_QWEN3_SOURCE = "Qwen3 model card (huggingface.co/Qwen/Qwen3-8B), Best Practices"
+_QWEN35_SOURCE = "Qwen3.5 model card (huggingface.co/Qwen/Qwen3.5-27B), recommended sampling parameters"
+_REASONING_NOTE = ("OpenAI reasoning model: temperature/top_p other than the default 1 and max_tokens are "
+                   "rejected with HTTP 400; the budget covers reasoning and visible tokens.")
+
+PROFILES: tuple[ModelProfile, ...] = (
+    ModelProfile(
+        "gpt-5-pro", r"gpt-5(\.\d+)?-pro", token_param="max_completion_tokens", sampling=False,
+        reasoning_control="reasoning_effort", efforts=("high",), thinking="always_on",
+        notes=_REASONING_NOTE + " gpt-5-pro defaults to and only supports reasoning_effort=high."),
+    ModelProfile(
+        # gpt-5.1 and later default to "none" (no reasoning) and do not take "minimal".
+        "gpt-5.1+", r"gpt-5\.\d+", token_param="max_completion_tokens", sampling=False,
+        reasoning_control="reasoning_effort", efforts=("none", "low", "medium", "high", "xhigh"),
+        effort_off="none", thinking="switchable",
+        notes=_REASONING_NOTE + " gpt-5.1 and later default to reasoning_effort=none (no reasoning); "
+              "xhigh only after gpt-5.1-codex-max. Send reasoning_effort to make them reason."),
+    ModelProfile(
+        "gpt-5", r"gpt-5(?![.\d])", token_param="max_completion_tokens", sampling=False,
+        reasoning_control="reasoning_effort", efforts=("minimal", "low", "medium", "high"),
+        effort_off="minimal", thinking="switchable",
+        notes=_REASONING_NOTE + " Models before gpt-5.1 default to medium and do not support none; "
+              "minimal is the lowest effort (a few reasoning tokens may remain). gpt-5-chat-* is not a "
+              "reasoning model: pass token_param/reasoning options to override."),
+    ModelProfile(
+        "o-series", r"o[134](-|$)", token_param="max_completion_tokens", sampling=False,
+        reasoning_control="reasoning_effort", efforts=("low", "medium", "high"), thinking="always_on",
+        notes=_REASONING_NOTE + " o1/o3/o4 reason at every effort: no off switch."),
+    ModelProfile(
+        "gpt-4", r"(chatgpt-4|gpt-4)", notes="Classic chat model: max_tokens and sampling parameters accepted."),
+    ModelProfile(
+        "qwen3.5", r"(qwen/)?qwen3\.[5-9]", reasoning_control="chat_template_kwargs", thinking="switchable",
+        reasoning_parser="qwen3", tool_envelope="hermes", tool_call_parser="hermes",
+        recommended={
+            "thinking": Sampling(1.0, 0.95, 20, 0.0, _QWEN35_SOURCE + " (thinking, general; presence_penalty 1.5)"),
+            "non_thinking": Sampling(0.7, 0.8, 20, 0.0, _QWEN35_SOURCE + " (instruct, general; presence_penalty 1.5)"),
+        },
+        notes="Qwen3.5/3.6 templates write tool calls as XML (<function=...>, vLLM parser qwen3_coder); the "
+              "constrained call is the Hermes JSON envelope, which the hermes parser reads back."),
+    ModelProfile(
+        "qwen3", r"(qwen/)?qwen3(?![.\d])", reasoning_control="chat_template_kwargs", thinking="switchable",
+        reasoning_parser="qwen3", tool_envelope="hermes", tool_call_parser="hermes",
+        recommended={
+            "thinking": Sampling(0.6, 0.95, 20, 0.0, _QWEN3_SOURCE + " (thinking mode; do not use greedy)"),
+            "non_thinking": Sampling(0.7, 0.8, 20, 0.0, _QWEN3_SOURCE + " (non-thinking mode)"),
+        },
+        notes="Hybrid thinking switched by the chat template's enable_thinking."),
+    ModelProfile(
+        "qwen2.5", r"(qwen/)?qwen2\.5", tool_envelope="hermes", tool_call_parser="hermes",
+        recommended={"non_thinking": Sampling(0.7, 0.8, 20, 0.0,
+                                              "Qwen2.5 generation_config.json (repetition_penalty 1.05)")},
+        notes="No thinking mode; Qwen's docs name hermes as the vLLM tool parser for Qwen2.5."),
+    ModelProfile(
+        "mistral", r"mistralai/", tool_envelope="mistral", tool_call_parser="mistral",
+        recommended={"non_thinking": Sampling(0.15, 1.0, 0, 0.0,
+                                              "Mistral-Small-3.1-24B-Instruct-2503 model card (temperature 0.15)")},
+        notes="Tool calls as [TOOL_CALLS][{...}]; vLLM serves Mistral checkpoints with --tokenizer-mode mistral "
+              "--tool-call-parser mistral. Magistral (reasoning) models: override reasoning_parser=mistral."),
+    ModelProfile(
+        "default", r"", thinking="unknown",
+        notes="Unknown family: max_tokens, sampling sent, no reasoning control; no_thinking is refused until "
+              "a reasoning control is given (reasoning_effort or thinking_param=chat_template_kwargs)."),
+)
+
+
+def profile_for(model: str) -> ModelProfile:
+    """The first profile whose pattern matches the start of ``model`` (case-insensitive); the default last."""
+    for profile in PROFILES:
+        if re.match(profile.pattern, model, re.IGNORECASE):
+            return profile
+    return PROFILES[-1]
+
+
+def recommended_sampling(model: str, thinking: bool = True) -> Sampling | None:
+    """The publisher's recommended sampling for ``model`` in the thinking or non-thinking mode (a family
+    with one mode only answers with it); None where no recommendation is recorded."""
+    found = profile_for(model).recommended
+    order = ("thinking", "non_thinking") if thinking else ("non_thinking", "thinking")
+    return next((found[mode] for mode in order if mode in found), None)
+
+
+def with_overrides(
+    profile: ModelProfile,
+    *,
+    token_param: str | None = None,
+    reasoning_control: str | None = None,
+    reasoning_parser: str | None = None,
+    sampling: bool | None = None,
+) -> ModelProfile:
+    """``profile`` with the backend options that override its rules (None keeps the rule)."""
+    changes: dict[str, Any] = {}
+    if token_param is not None:
+        if token_param not in TOKEN_PARAMS:
+            raise ProfileError(f"token_param must be one of {', '.join(TOKEN_PARAMS)}, got {token_param!r}")
+        changes["token_param"] = token_param
+    if reasoning_control is not None:
+        if reasoning_control not in REASONING_CONTROLS:
+            raise ProfileError(f"thinking_param must be one of {', '.join(REASONING_CONTROLS)}, got {reasoning_control!r}")
+        changes["reasoning_control"] = reasoning_control
+        if reasoning_control == "chat_template_kwargs":
+            changes["thinking"] = "switchable"
+        elif reasoning_control == "reasoning_effort" and not profile.efforts:
+            changes["efforts"] = OPENAI_EFFORTS
+    if reasoning_parser is not None:
+        changes["reasoning_parser"] = reasoning_parser or None
+    if sampling is not None:
+        changes["sampling"] = bool(sampling)
+    if not changes:
+        return profile
+    return replace(profile, family=f"{profile.family} (overridden: {', '.join(sorted(changes))})", **changes)
+
+
+def check_effort(profile: ModelProfile, effort: str | None) -> None:
+    """Refuse a ``reasoning_effort`` the family does not take, naming the ones it does."""
+    if effort is None:
+        return
+    if profile.reasoning_control != "reasoning_effort":
+        raise ProfileError(f"{profile.family} models take no reasoning_effort (their reasoning control is "
+                           f"{profile.reasoning_control}); pass thinking_param=reasoning_effort to send it anyway")
+    if profile.efforts and effort not in profile.efforts:
+        raise ProfileError(f"reasoning_effort={effort!r} is not supported by {profile.family} models; "
+                           f"use one of: {', '.join(profile.efforts)}")
+
+
+def check_condition(profile: ModelProfile, thinking: bool, *, model: str = "", effort: str | None = None) -> None:
+    """Refuse early a condition the family cannot serve: thinking off (``no_thinking``) where reasoning
+    cannot be switched off. ``effort``: a user's reasoning_effort override (a value that is itself an off
+    switch, e.g. ``minimal``, makes every request of the run thinking-off)."""
+    check_effort(profile, effort)
+    if thinking:
+        return
+    name = model or profile.family
+    if profile.off_switch is not None or profile.thinking == "absent":
+        return
+    if profile.thinking == "always_on":
+        raise ProfileError(f"{name} ({profile.family}) reasons on every request and has no off switch, so the "
+                           "no_thinking condition cannot be run on it; leave it out for this model")
+    raise ProfileError(f"no known way to switch thinking off for {name}: no profile matches it. Pass "
+                       "thinking_param=chat_template_kwargs (vLLM chat templates with enable_thinking) or "
+                       "thinking_param=reasoning_effort with a family that has an off value")

@@ -1,0 +1,78 @@
+"""Model profiles: which family a model name falls in, the rules it gets, overrides and early refusals."""
+
+from __future__ import annotations
+
+import pytest
+
+from cpdagthink.backends.profiles import (
+    PROFILES,
+    ProfileError,
+    check_condition,
+    profile_for,
+    recommended_sampling,
+    with_overrides,
+)
+
+
+@pytest.mark.parametrize("model, family", [
+    ("gpt-5", "gpt-5"), ("gpt-5-mini", "gpt-5"), ("gpt-5-nano-2025-08-07", "gpt-5"),
+    ("gpt-5.1", "gpt-5.1+"), ("gpt-5.4-mini", "gpt-5.1+"), ("gpt-5-pro", "gpt-5-pro"), ("gpt-5.2-pro", "gpt-5-pro"),
+    ("o1", "o-series"), ("o3-mini", "o-series"), ("o4-mini-2025-04-16", "o-series"),
+    ("gpt-4o", "gpt-4"), ("gpt-4.1-mini", "gpt-4"),
+    ("Qwen/Qwen3-8B", "qwen3"), ("Qwen3-32B", "qwen3"), ("Qwen/Qwen3.5-27B", "qwen3.5"), ("qwen3.6-35b-a3b", "qwen3.5"),
+    ("Qwen/Qwen2.5-7B-Instruct", "qwen2.5"), ("mistralai/Mistral-Small-3.1-24B-Instruct-2503", "mistral"),
+    ("smollm2", "default"), ("omni-model", "default"), ("gpt-50", "default"),
+])
+def test_model_names_fall_in_their_family(model, family):
+    assert profile_for(model).family == family
+
+
+def test_the_rules_of_each_family():
+    gpt5, gpt51, o3, gpt4 = (profile_for(m) for m in ("gpt-5-mini", "gpt-5.4-mini", "o3", "gpt-4o"))
+    assert gpt5.token_param == gpt51.token_param == o3.token_param == "max_completion_tokens"
+    assert not (gpt5.sampling or gpt51.sampling or o3.sampling) and gpt4.sampling and gpt4.token_param == "max_tokens"
+    assert gpt5.off_switch == "reasoning_effort=minimal" and gpt51.off_switch == "reasoning_effort=none"
+    assert o3.off_switch is None and gpt4.off_switch is None
+    qwen3, qwen35 = profile_for("Qwen/Qwen3-8B"), profile_for("Qwen/Qwen3.5-27B")
+    for qwen in (qwen3, qwen35):
+        assert qwen.reasoning_parser == "qwen3" and qwen.tool_call_parser == "hermes" and qwen.tool_envelope == "hermes"
+        assert qwen.off_switch == "chat_template_kwargs.enable_thinking=false"
+        assert qwen.recommended["thinking"].source and qwen.recommended["non_thinking"].top_k == 20
+    assert qwen3.recommended["thinking"].temperature == 0.6
+    mistral = profile_for("mistralai/Mistral-Small-3.1-24B-Instruct-2503")
+    assert mistral.tool_envelope == "mistral" == mistral.tool_call_parser
+    assert PROFILES[-1].family == "default" and PROFILES[-1].pattern == ""
+
+
+def test_overrides_replace_one_rule_and_say_so():
+    p = with_overrides(profile_for("gpt-5-mini"), token_param="max_tokens", sampling=True)
+    assert p.token_param == "max_tokens" and p.sampling and p.effort_off == "minimal"
+    assert p.family == "gpt-5 (overridden: sampling, token_param)"
+    assert with_overrides(profile_for("gpt-4o")) == profile_for("gpt-4o")
+    switched = with_overrides(profile_for("some/local-model"), reasoning_control="chat_template_kwargs")
+    assert switched.off_switch and switched.thinking == "switchable"
+    assert with_overrides(profile_for("Qwen/Qwen3-8B"), reasoning_parser="deepseek_r1").reasoning_parser == "deepseek_r1"
+    with pytest.raises(ProfileError, match="thinking_param must be one of"):
+        with_overrides(profile_for("x"), reasoning_control="think_harder")
+
+
+def test_check_condition_refuses_no_thinking_where_reasoning_cannot_be_switched_off():
+    for model in ("gpt-5-mini", "gpt-5.4", "Qwen/Qwen3.5-27B", "gpt-4o", "Qwen/Qwen2.5-7B-Instruct"):
+        check_condition(profile_for(model), thinking=False, model=model)  # an off switch, or nothing to switch
+    with pytest.raises(ProfileError, match="o3 .*no off switch, so the no_thinking condition cannot be run"):
+        check_condition(profile_for("o3"), thinking=False, model="o3")
+    with pytest.raises(ProfileError, match="no known way to switch thinking off for my-model"):
+        check_condition(profile_for("my-model"), thinking=False, model="my-model")
+    with pytest.raises(ProfileError, match="use one of: none, low, medium, high, xhigh"):
+        check_condition(profile_for("gpt-5.4"), thinking=True, effort="minimal")
+    with pytest.raises(ProfileError, match="take no reasoning_effort"):
+        check_condition(profile_for("Qwen/Qwen3-8B"), thinking=True, effort="high")
+    check_condition(profile_for("my-model"), thinking=True)
+
+
+def test_recommended_sampling_by_mode():
+    assert recommended_sampling("Qwen/Qwen3-8B").temperature == 0.6
+    assert recommended_sampling("Qwen/Qwen3-8B", thinking=False).temperature == 0.7
+    assert recommended_sampling("Qwen/Qwen2.5-7B-Instruct", thinking=True).top_p == 0.8  # its only mode
+    assert "Mistral-Small-3.1" in recommended_sampling("mistralai/Mistral-Small-3.1-24B-Instruct-2503").source
+    assert recommended_sampling("gpt-5-mini") is None

@@ -1,0 +1,141 @@
+"""Chapter readings: the numbers the prose quotes come from the tables, and the generated sentences read right."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from cpdagthink import readings, tables
+from cpdagthink.data import Instance
+from cpdagthink.metrics import OmittedGroup
+
+from test_tables import GOLD, two_seed_grid
+
+
+def instances(labels):
+    return [Instance(id=f"r{i}", premise="", hypothesis="", label=g, num_variables=5, template="t", split="test",
+                     source="test") for i, g in enumerate(labels)]
+
+
+@pytest.fixture()
+def grid():
+    return two_seed_grid()
+
+
+def paired_rows(*rows):
+    return pd.DataFrame([{"comparison": "structured vs baseline_enhanced", "seed": s,
+                          "gain (pp)": g, "CI low": lo, "CI high": hi, "McNemar p": p} for s, g, lo, hi, p in rows])
+
+
+def test_signed_never_prints_negative_zero():
+    assert [readings.signed(v) for v in (1.26, -0.04, 0.0, -3.0)] == ["+1.3", "+0.0", "+0.0", "-3.0"]
+    assert readings.signed(math.nan) == "n/a"
+
+
+def test_verdict_counts_seeds_by_their_own_intervals():
+    one = paired_rows((0, 2.0, -1.0, 5.0, 0.4))
+    assert readings.verdict(one, "structured vs baseline_enhanced") == (
+        "On its 1 seed the interval contains zero: this run cannot separate the two conditions.")
+    mixed = paired_rows((0, 8.0, 1.0, 15.0, 0.01), (1, 3.0, -2.0, 9.0, 0.3), (2, 9.0, 2.0, 16.0, 0.02))
+    assert readings.verdict(mixed, "structured vs baseline_enhanced") == (
+        "By their own intervals, 2 of 3 seeds favour Structured Thinking.")
+    text = readings.per_seed_gains(mixed, "structured vs baseline_enhanced")
+    assert text.startswith("seed 0: +8.0 pp (95% CI [+1.0, +15.0], McNemar p = 0.01); seed 1:")
+
+
+def test_main_reading_averages_gains_and_keeps_each_seeds_interval(grid):
+    scores = tables.scores_frame(grid)
+    paired = tables.paired_frame(grid, "structured", ["baseline_enhanced"], n_resamples=300)
+    reading = readings.main_results(scores, paired, instances(GOLD), [0, 1])
+    assert reading.numbers["gain_mean"] == pytest.approx(paired["gain (pp)"].mean())
+    assert reading.numbers["gain_sd"] == pytest.approx(paired["gain (pp)"].std(ddof=1))
+    assert reading.numbers["f1_structured"] == pytest.approx(tables.seed_frame(scores).set_index("condition")
+                                                             .loc["structured", "F1 mean"])
+    for _, row in paired.iterrows():  # each seed's own interval and p appear, none averaged
+        assert f"[{readings.signed(row['CI low'])}, {readings.signed(row['CI high'])}]" in reading.phrases["seed_gains"]
+    assert not any(k.startswith(("ci_", "p_")) for k in reading.numbers)
+    assert reading.phrases["sample_positives"] == "5 gold positives" and reading.phrases["seed_count"] == "2 seeds"
+    assert reading.numbers["paper_main_f1_structured"] == 86.36
+    summary = reading.tables["summary_table"]
+    assert summary.loc["singleturn_structured", "paper Qwen3.6-27B"] == 74.53
+    assert summary.loc["baseline_enhanced", "paper Qwen3.6-27B"] == 75.92
+    assert math.isnan(summary.loc["singleturn_structured", "paper Qwen3.5-27B"])
+
+
+def test_single_seed_reading_says_there_is_no_spread(grid):
+    one = {k: v for k, v in grid.items() if k[1] == 0}
+    reading = readings.main_results(tables.scores_frame(one), tables.paired_frame(one, "structured",
+                                    ["baseline_enhanced"], n_resamples=100), instances(GOLD), [0])
+    assert reading.phrases["seed_spread"] == "a single seed, so no spread across seeds"
+    assert reading.tables["summary_table"]["sd"].isna().all()  # a dash on the page, not a spread of 0
+    assert reading.phrases["seed_count"] == "1 seed"
+
+
+def test_budget_note_names_what_was_lost(grid):
+    scores = tables.scores_frame(grid)
+    assert "structured: 0 of 20 answers cut off by the token budget, 1 without a parsable answer" in \
+        readings.budget_note(scores)
+    clean = tables.scores_frame({("structured", 0): grid[("structured", 0)]})
+    assert readings.budget_note(clean).startswith("No answer was cut off")
+
+
+def test_omission_sentence_is_computed_from_what_was_omitted():
+    three = OmittedGroup(group=3, n=6, positives=1, reason="")
+    four = OmittedGroup(group=4, n=8, positives=2, reason="")
+    six = OmittedGroup(group=6, n=2, positives=0, reason="")
+    same = readings.omission_sentence([three, four], [5, 6], 3)
+    assert same == ("F1 and the paired gain are scored for n = 5, n = 6. Omitted, with fewer than 3 gold positives: "
+                    "n = 3 (1 gold positive in 6 instances); n = 4 (2 gold positives in 8 instances); the same cut "
+                    "as the paper's n ≤ 4.")
+    other = readings.omission_sentence([six], [3, 5], 1)
+    assert "n = 6 (0 gold positives in 2 instances)" in other and "fewer than 1 gold positive:" in other
+    assert "the paper instead omits n ≤ 4" in other
+    assert "no bin is omitted" in readings.omission_sentence([], [5], 3)
+
+
+def test_complexity_reading_quotes_bin_gains_and_ood(grid):
+    gains, omitted = tables.bin_gain_frame(grid, "structured", "baseline_enhanced", min_positives=2, n_resamples=200)
+    ood = tables.paired_frame(grid, "structured", ["baseline_enhanced"], n_resamples=200)
+    stress = readings.stress_table({})
+    reading = readings.complexity(gains, omitted, 2, instances(GOLD), [0, 1], ood, "generated:paraphrase", stress)
+    assert "n = 5 (1 gold positive in 5 instances)" in reading.phrases["omission"]
+    assert reading.phrases["bin_gains"].startswith("n = 3, seed 0:")
+    assert readings.bin_gains_sentence(gains.iloc[:0]) == "none, as no bin has enough positives"
+    assert reading.phrases["ood"].startswith("On `generated:paraphrase`, Structured Thinking against BaselineEnhanced")
+    assert reading.phrases["stress"].startswith("No stress set was run")
+    assert reading.numbers["paper_split_size_ood"] == 2246 and reading.numbers["paper_asia8_9b_n"] == 40
+    assert list(stress.index.get_level_values("family").unique()) == ["random7", "alarm7", "asia8"]
+    no_ood = readings.complexity(gains, omitted, 2, instances(GOLD), [0], None, None, stress)
+    assert no_ood.phrases["ood"].startswith("No OOD split was run")
+
+
+def test_probe_reading_reports_changes_as_minus_drops():
+    table = pd.DataFrame([{"agent": "m", "probe": "scramble_full", "drop_gold_pp": 12.0, "flipped_share": 0.2},
+                          {"agent": "m", "probe": "drop_premise", "drop_gold_pp": -0.0, "flipped_share": 0.0},
+                          {"agent": readings.REFERENCE, "probe": "scramble_full", "drop_gold_pp": 50.0,
+                           "flipped_share": 0.6}])
+    reading = readings.probes_reading(table, "m", ["scramble_full", "drop_premise"], instances([1, 0]), [0])
+    assert reading.numbers["change_scramble_full"] == -12.0
+    assert reading.phrases["probe_changes"].startswith("`scramble_full` -12.0 pp; `drop_premise` +0.0 pp.")
+    assert "validity-preserving swaps were not run" in reading.phrases["probe_changes"]
+    assert (reading.numbers["flips_model"], reading.numbers["flips_reference"]) == pytest.approx((10.0, 60.0))
+
+
+def test_gallery_and_audit_phrases_count_with_the_right_nouns():
+    counts = pd.DataFrame({"errors": [1, 2]}, index=pd.Index(["structured", "baseline_enhanced"], name="condition"))
+    assert readings.gallery_reading(counts, instances([1]), [0]).phrases["errors"] == \
+        "structured: 1 error, baseline_enhanced: 2 errors"
+    errors = pd.DataFrame({"gold": [0, 0, 1]})
+    summary = pd.DataFrame({"skeleton_f1": [0.9], "exact_match_rate": [0.5]}, index=["structured"])
+    reading = readings.audit_reading(summary, errors, "test", 1, instances([1]), [0])
+    assert reading.phrases["gold_errors"].startswith("The oracle disagrees with gold on **3** rows")
+    assert "(2 gold 0 / oracle 1, 1 gold 1 / oracle 0)" in reading.phrases["gold_errors"]
+    assert reading.phrases["shortcut"].startswith("In the whole split, 1 causal hypothesis names a cause")
+    assert reading.numbers["exact_pct"] == 50.0 and math.isnan(reading.numbers["directed_f1"])
+
+
+def test_phrases_paste_as_text_and_as_markdown():
+    phrase = readings.Phrase("**3** rows")
+    assert phrase._repr_markdown_() == "**3** rows" and eval(repr(phrase)) == "**3** rows"

@@ -1,0 +1,153 @@
+"""Tables the book shows: scores, per-seed paired gains and their seed summary, bins, per-bin gains, paper rows."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from analyses import run_record
+from cpdagthink import experiments as ex
+from cpdagthink import tables
+from cpdagthink.data import PROJECT_ROOT
+from cpdagthink.metrics import paired_comparison
+from cpdagthink.records import RunRecord, TurnRecord
+
+
+def record(i: int, gold: int, pred: int | None, n_vars: int = 5, finish: str = "stop") -> RunRecord:
+    """A scored record: ``pred`` None is an answer that could not be read."""
+    turn = TurnRecord(messages_sha256="", request_sha256="", finish_reason=finish, prompt_tokens=10,
+                      completion_tokens=5, latency_s=1.0)
+    answer = None if pred is None else ("YES" if pred else "NO")
+    return run_record(f"r{i}", answer=answer, gold_label=gold, oracle_label=gold, num_variables=n_vars, turns=[turn])
+
+
+GOLD = [1, 1, 1, 1, 0, 0, 0, 0, 1, 0]
+VARS = [3, 3, 4, 4, 4, 5, 5, 5, 5, 5]
+BASE = {0: [0, 1, 0, 1, 0, 1, 0, 0, 0, 0], 1: [1, 1, 0, 0, 0, 0, 1, 0, 0, 0]}
+TARGET = {0: [1, 1, 1, 1, 0, 0, 0, 0, 1, 0], 1: [1, 1, 1, None, 0, 0, 0, 1, 1, 0]}
+
+
+def two_seed_grid() -> dict[tuple[str, int], list[RunRecord]]:
+    """Baseline and structured runs on the same ten records, two seeds (used by the readings' tests too)."""
+    grid = {}
+    for seed in (0, 1):
+        grid[("baseline_enhanced", seed)] = [record(i, g, p, v) for i, (g, p, v) in enumerate(zip(GOLD, BASE[seed], VARS))]
+        grid[("structured", seed)] = [record(i, g, p, v) for i, (g, p, v) in enumerate(zip(GOLD, TARGET[seed], VARS))]
+    return grid
+
+
+@pytest.fixture()
+def runs():
+    return two_seed_grid()
+
+
+def test_paired_frame_has_each_seeds_own_interval_and_p(runs):
+    paired = tables.paired_frame(runs, "structured", ["baseline_enhanced"], n_resamples=500)
+    assert list(paired["seed"]) == [0, 1] and set(paired["comparison"]) == {"structured vs baseline_enhanced"}
+    for seed, row in paired.set_index("seed").iterrows():
+        expected = paired_comparison(BASE[seed], TARGET[seed], GOLD, n_resamples=500, seed=seed)
+        assert row["gain (pp)"] == pytest.approx(100 * expected.delta)
+        assert (row["CI low"], row["CI high"]) == pytest.approx((100 * expected.ci_low, 100 * expected.ci_high))
+        assert row["McNemar p"] == pytest.approx(expected.mcnemar_p)
+    gains = tables.gain_table(paired)
+    assert list(gains.index) == [("baseline_enhanced", 0), ("baseline_enhanced", 1)]
+    assert list(gains.columns) == ["n", "F1 other", "F1 structured", "gain (pp)", "CI low", "CI high", "McNemar p"]
+    assert "FN structured" in tables.error_shift_table(paired).columns
+
+
+def test_gain_seed_frame_summarises_gains_not_intervals(runs):
+    paired = tables.paired_frame(runs, "structured", ["baseline_enhanced"], n_resamples=500)
+    summary = tables.gain_seed_frame(paired).iloc[0]
+    gains = list(paired["gain (pp)"])
+    assert summary["gain mean"] == pytest.approx(sum(gains) / 2)
+    assert summary["gain sd"] == pytest.approx(pd.Series(gains).std(ddof=1))
+    excluding = sum((lo > 0 or hi < 0) for lo, hi in zip(paired["CI low"], paired["CI high"]))
+    assert summary["CI excludes 0"] == f"{excluding} of 2"
+    assert not {"CI low", "CI high", "McNemar p"} & set(tables.gain_seed_frame(paired).columns)
+
+
+def test_scores_and_seed_frames(runs):
+    scores = tables.scores_frame(runs)
+    gold = tables.score_table(scores, "gold")
+    assert gold.loc[("structured", 0), "F1"] == pytest.approx(100.0)
+    assert tables.count_table(scores).loc[("structured", 1), "unparsed"] == 1
+    seeds = tables.seed_frame(scores).set_index("condition")
+    assert seeds.loc["structured", "seeds"] == 2
+    assert seeds.loc["structured", "F1 sd"] > 0
+
+
+def test_bin_gain_frame_matches_per_bin_comparisons_and_names_omitted_bins(runs):
+    gains, omitted = tables.bin_gain_frame(runs, "structured", "baseline_enhanced", min_positives=2, n_resamples=300)
+    # Bins: n=3 has 2 positives, n=4 has 2, n=5 has 1 -> n=5 omitted, once although two seeds ran.
+    assert [(o.group, o.positives, o.n) for o in omitted] == [(5, 1, 5)]
+    assert "1 gold positive in 5 instances" in omitted[0].reason
+    assert sorted(set(gains["variables"])) == [3, 4] and len(gains) == 4
+    row = gains[(gains["seed"] == 1) & (gains["variables"] == 4)].iloc[0]
+    members = [i for i, v in enumerate(VARS) if v == 4]
+    expected = paired_comparison([BASE[1][i] for i in members], [TARGET[1][i] for i in members],
+                                 [GOLD[i] for i in members], n_resamples=300, seed=1)
+    assert row["gain (pp)"] == pytest.approx(100 * expected.delta)
+    assert row["CI low"] == pytest.approx(100 * expected.ci_low) and row["positives"] == 2
+
+
+def test_bin_tables_are_narrow(runs):
+    sizes, accuracy = tables.bin_tables(tables.bins_frame(runs))
+    assert list(sizes.columns) == ["n", "positives"] and sizes.loc[5, "positives"] == 1
+    assert list(accuracy.columns) == ["accuracy baseline_enhanced", "accuracy structured"]
+
+
+def test_cut_off_and_usage():
+    cut = record(0, 1, None, finish="length")
+    assert cut.cut_off and not record(1, 1, 1).cut_off
+    assert tables.usage(cut).total_tokens == 15
+    scores = tables.scores_frame({("baseline_enhanced", 0): [cut, record(1, 1, 1)]})
+    assert set(scores["cut off"]) == {1} and set(scores["unparsed"]) == {1}
+
+
+def test_paper_rows_in_order_and_missing_keys_refused():
+    table = tables.paper(["main_f1_baseline", "main_f1_structured"])
+    assert list(table["value"]) == [73.01, 86.36] and set(table["source"]) == {"paper"}
+    with pytest.raises(KeyError, match="no_such_key"):
+        tables.paper(["no_such_key"])
+    assert tables.paper_view(["main_mcnemar_p"]).loc["main_mcnemar_p", "value"] == "2.4e-06"
+    assert tables.paper(["split_size_ood"])["value"].item() == 2246
+
+
+def test_paper_csv_holds_the_papers_comparators():
+    table = tables.paper().set_index("key")
+    assert table.loc["singleturn_qwen36", "model"] == table.loc["baseline_qwen36", "model"] == "Qwen3.6-27B"
+    assert (table.loc["split_size_id", "value"], table.loc["asia8_9b_n", "value"]) == (1162, 40)
+    assert set(table.loc[["gain_n5_id", "gain_n6_id", "gain_n5_ood", "gain_n6_ood"], "page"]) == {7}
+    assert table.index.is_unique
+
+
+def test_markdown_table_renders_missing_values_as_dashes():
+    frame = pd.DataFrame({"a": [1.234, math.nan]}, index=pd.Index(["x", "y"], name="row"))
+    assert tables.markdown_table(frame).splitlines() == ["| row | a |", "|---|---|", "| x | 1.23 |", "| y | — |"]
+
+
+def test_reference_grid_end_to_end(test_csv, tmp_path, monkeypatch):
+    monkeypatch.setenv("CORR2CAUSE_CSV", str(test_csv))
+    setup = ex.setup_from_parameters({"backend": "reference", "limit": 20, "out_root": str(tmp_path / "runs"),
+                                      "cache_dir": str(tmp_path / "cache")})
+    runs = ex.run_grid(setup, ["structured", "baseline_enhanced"], [0], setup.instances())
+    scores = tables.scores_frame(runs)
+    assert (scores[scores["labels"] == "corrected"]["F1"] == 100).all()  # the reference agent is the oracle
+    assert set(tables.cost_frame(runs)["condition"]) == {"structured", "baseline_enhanced"}
+    assert PROJECT_ROOT.joinpath("data", "paper_reported.csv") == tables.PAPER_CSV
+
+
+def test_by_variables_omits_thin_bins(test_csv, tmp_path, monkeypatch):
+    monkeypatch.setenv("CORR2CAUSE_CSV", str(test_csv))
+    setup = ex.setup_from_parameters({"backend": "reference", "limit": 20, "out_root": str(tmp_path / "runs"),
+                                      "cache_dir": str(tmp_path / "cache")})
+    runs = ex.run_grid(setup, ["structured"], [0])
+    frame, omitted = tables.by_variables_frame(runs, min_positives=3)
+    assert all("fewer than min_positives=3" in o for o in omitted) and omitted
+    bins = tables.bins_frame(runs)
+    assert bins["n"].sum() == 20 and set(bins["num_variables"]) == {r.num_variables for r in runs[("structured", 0)]}
+    assert bins["positives"].sum() == sum(r.gold_label for r in runs[("structured", 0)])
+    correct = sum(r.prediction == r.gold_label for r in runs[("structured", 0)])
+    assert (bins["accuracy"] * bins["n"]).sum() / 100 == pytest.approx(correct)
