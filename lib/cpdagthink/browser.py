@@ -20,6 +20,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .errors import CpdagthinkError
+
 # Without the networking flags the browser tries Google's hosts at every start, which this machine refuses.
 FLAGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -28,7 +30,7 @@ FLAGS = [
 ]
 
 
-class BrowserError(RuntimeError):
+class BrowserError(CpdagthinkError, RuntimeError):
     """Chromium is missing, died, or answered a command with an error."""
 
 
