@@ -43,7 +43,7 @@ from .errors import CpdagthinkError
 from .oracle import UnfaithfulFactsError, label_text
 from .premise import PremiseError
 from .records import SCHEMA_VERSION, InterventionRecord, RunRecord, RunSummary, ToolCallRecord, TurnRecord
-from .runfolder import CONFIG, METADATA, SUMMARY, RunFolder, read_records
+from .runfolder import CONFIG, METADATA, SUMMARY, RunFolder
 
 ABORT_AFTER_REJECTIONS = 5
 _PACKAGES = ("cpdagthink", "llama_cpp_python", "outlines", "outlines_core", "openai", "vllm", "networkx", "pydantic")
