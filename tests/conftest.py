@@ -52,3 +52,18 @@ def pytest_report_header(config) -> str:
 @pytest.fixture(scope="session")
 def test_csv() -> Path:
     return locate_test_split()
+
+
+@pytest.fixture
+def browser():
+    """A headless Chromium page (:class:`cpdagthink.browser.Browser`). Skipped when Chromium is absent,
+    except under CI, where a missing browser is a failure: CI installs it (scripts/install-browser.sh)."""
+    from cpdagthink.browser import Browser, find_chromium
+
+    if find_chromium() is None:
+        message = "Chromium is absent: run scripts/install-browser.sh"
+        if in_ci():
+            pytest.fail(message, pytrace=False)
+        pytest.skip(message)
+    with Browser(width=1200, height=900) as page:
+        yield page

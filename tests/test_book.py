@@ -12,7 +12,7 @@ import shutil
 import nbformat
 import pytest
 
-from cpdagthink.book import NOTEBOOKS, build, notebook_parameters, select_notebooks
+from cpdagthink.book import NOTEBOOKS, build, build_single_file, notebook_parameters, select_notebooks
 from cpdagthink.tables import paper
 from cpdagthink.data import PROJECT_ROOT
 
@@ -123,3 +123,18 @@ def check_tables_fit(name: str, page: str, most: int = 9) -> None:
         header = re.search(r"<tr.*?</tr>", table, flags=re.S).group(0)
         columns = sum(int(span or 1) for span in re.findall(r"<t[hd](?:[^>]*colspan=\"(\d+)\")?[^>]*>", header))
         assert columns <= most, (name, columns, header[:300])
+
+
+def test_single_file_book_holds_every_chapter(browser, tmp_path):
+    """The PDF from Sphinx's single-page build (``browser``: Chromium must be present, or the test skips)."""
+    shutil.copy(PROJECT_ROOT / "_config.yml", tmp_path / "_config.yml")
+    (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: book/intro\nchapters:\n  - file: book/one\n")
+    (tmp_path / "book").mkdir()
+    (tmp_path / "book" / "intro.md").write_text("# Front page\n\nIntro text.\n")
+    (tmp_path / "book" / "one.md").write_text("# Chapter one\n\nChapter text.\n")
+    pdf = build_single_file(tmp_path)
+    assert pdf == tmp_path / "_build" / "book.pdf" and pdf.read_bytes()[:5] == b"%PDF-"
+    single = (tmp_path / "_build" / "singlehtml" / "index.html").read_text()
+    assert "Intro text." in single and "Chapter text." in single
+    stylesheets = re.findall(r'<link href="([^"?]+)[^"]*" rel="stylesheet"', single)
+    assert stylesheets and all((tmp_path / "_build" / "singlehtml" / s).is_file() for s in stylesheets)

@@ -70,6 +70,51 @@ def build_html(root: Path = PROJECT_ROOT) -> Path:
     return index
 
 
+# For print: no navigation, code wrapped (a long line would shrink every page to fit it), and a cell kept on
+# one page where it fits (as jupyter-book's own pdfhtml does).
+PRINT_STYLE = """
+.bd-header, .bd-sidebar-primary, .bd-sidebar-secondary, .skip-link, .header-article, .bd-footer,
+.prev-next-area, .bd-header-announcement, #pst-back-to-top { display: none !important; }
+.bd-article-container, .bd-content, .bd-main, .bd-page-width { max-width: 100% !important; }
+pre { white-space: pre-wrap !important; overflow-wrap: anywhere; }
+div.cell_input, div.cell_output { break-inside: avoid; }
+"""
+
+
+def build_single_file(root: Path = PROJECT_ROOT) -> Path:
+    """The whole book as one file: Sphinx's ``singlehtml`` build (all chapters on one page, offline) printed
+    to ``_build/book.pdf`` by headless Chromium. jupyter-book's own ``--builder pdfhtml`` cannot run here: it
+    launches Playwright's browser, which Playwright downloads, and takes no path to Debian's ``chromium``.
+    Without Chromium (``scripts/install-browser.sh``) the result is the single HTML page (it needs its
+    ``_static`` folder beside it) and a note says so; the PDF then is one print from a browser away."""
+    import yaml
+
+    from .browser import Browser, find_chromium
+
+    command = [str(Path(sys.executable).with_name("jupyter-book")), "build", str(root), "--builder", "singlehtml",
+               "--quiet"]
+    subprocess.run(command, check=True, cwd=root)
+    toc_root = yaml.safe_load((root / "_toc.yml").read_text())["root"]
+    page = root / "_build" / "singlehtml" / f"{Path(toc_root).with_suffix('')}.html"
+    if not page.is_file():
+        raise RuntimeError(f"jupyter-book finished but {page} is missing")
+    # Sphinx writes the page where the root document sits (book/intro.html) but links its styles and images
+    # as from the build's top folder; at the top, in place of index.html's redirect, they resolve.
+    single = root / "_build" / "singlehtml" / "index.html"
+    single.write_text(page.read_text(encoding="utf-8"), encoding="utf-8")
+    if find_chromium() is None:
+        print(f"single-page book: {single} (no PDF: Chromium is absent; run scripts/install-browser.sh)")
+        return single
+    pdf = root / "_build" / "book.pdf"
+    with Browser() as browser:
+        browser.open(single)
+        browser.evaluate("document.fonts.ready.then(() => { const s = document.createElement('style'); "
+                         f"s.textContent = {json.dumps(PRINT_STYLE)}; document.head.appendChild(s); }})")
+        browser.pdf(pdf)
+    print(f"single-file book: {pdf} (single page: {single})")
+    return pdf
+
+
 def select_notebooks(only: list[str] | None = None) -> list[Path]:
     """Every chapter, or those whose names start with an entry of ``only``; an entry that matches no
     chapter is refused with the list of chapters (a typo must not build an empty book)."""
@@ -106,5 +151,6 @@ def build(overrides: dict[str, Any], only: list[str] | None = None, root: Path =
         execute(notebook, overrides, book)
         timings[notebook.name] = round(time.perf_counter() - start, 1)
     index = build_html(root)
+    build_single_file(root)
     print(f"notebook times (s): {json.dumps(timings)}")
     return index
