@@ -19,6 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+\nfrom .errors import CpdagthinkError
 
 # Without the networking flags the browser tries Google's hosts at every start, which this machine refuses.
 FLAGS = [
@@ -28,7 +29,7 @@ FLAGS = [
 ]
 
 
-class BrowserError(RuntimeError):
+class BrowserError(CpdagthinkError, RuntimeError):
     """Chromium is missing, died, or answered a command with an error."""
 
 
