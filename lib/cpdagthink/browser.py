@@ -19,7 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
-\nfrom .errors import CpdagthinkError
+
+from .errors import CpdagthinkError
 
 # Without the networking flags the browser tries Google's hosts at every start, which this machine refuses.
 FLAGS = [
