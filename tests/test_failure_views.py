@@ -13,7 +13,7 @@ from matplotlib.colors import to_rgba  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.patches import FancyArrowPatch  # noqa: E402
 
-from cpdagthink.failure_views import GALLERY_COLUMNS, draw_pair, filterable_html, gallery_rows  # noqa: E402
+from cpdagthink.failure_views import GALLERY_COLUMNS, draw_pair, gallery_rows, show_case, widget_browser  # noqa: E402
 from cpdagthink.schema import CausalAnalysis  # noqa: E402
 from failure_cases import CHAIN, COLLIDER, INSTANCES, TAIL, mixed_runs, record, reference, reversed_graph  # noqa: E402
 
@@ -66,6 +66,12 @@ def test_draw_pair_without_an_emitted_graph():
     assert all(p.get_edgecolor() == to_rgba("tab:red") for p in arrows(right))
 
 
-def test_filterable_html_escapes_and_filters_by_text():
-    page = filterable_html(pd.DataFrame({"id": ["t-1", "t-2"], "hypothesis": ["A <b> B", "C"]}))
-    assert page.count("<tr>") == 3 and "A &lt;b&gt; B" in page and "addEventListener('input'" in page
+def test_a_case_is_shown_and_the_widget_browser_filters(capsys):
+    rows = gallery_rows(mixed_runs(), INSTANCES)
+    show_case(rows.iloc[0])  # draws with the Agg backend, prints the case as Markdown
+    browser = widget_browser(rows)
+    dropdowns, slider, _ = browser.children[0].children, browser.children[1], browser.children[2]
+    condition = dropdowns[0]
+    assert set(condition.options) == {"(all)", *rows["condition"].astype(str)}
+    condition.value = "baseline_enhanced"
+    assert slider.max == (rows["condition"] == "baseline_enhanced").sum() - 1

@@ -12,7 +12,7 @@ import pytest
 
 from cpdagthink import audit, experiments as ex, failures, tables
 from cpdagthink.oracle import analyse_premise
-from cpdagthink.probes import PROBES, probe_table
+from cpdagthink.probes import probe_table
 from cpdagthink.schema import CausalAnalysis
 
 GOLDEN = Path(__file__).parent / "golden" / "reference_full_split.json"

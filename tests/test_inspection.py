@@ -12,7 +12,8 @@ from cpdagthink.conditions import CONDITIONS, Decoding
 from cpdagthink.data import read_csv, sample
 from cpdagthink.inspection import inspect_request
 from cpdagthink.interventions import PROBES
-from cpdagthink.runner import read_records, run_condition
+from cpdagthink.runfolder import read_records
+from cpdagthink.runner import run_condition
 
 
 class Unreachable(ReferenceBackend):

@@ -11,7 +11,8 @@ from cpdagthink.backends.reference import ReferenceBackend
 from cpdagthink.conditions import CONDITIONS
 from cpdagthink.data import read_csv, sample
 from cpdagthink.conditions import Decoding
-from cpdagthink.runner import CallCache, RunMismatchError, read_records, run_condition
+from cpdagthink.runfolder import read_records
+from cpdagthink.runner import RunMismatchError, run_condition
 
 
 class Killed(RuntimeError):
@@ -82,13 +83,6 @@ def test_a_folder_of_another_configuration_is_not_resumed(items, tmp_path):
     assert len(read_records(tmp_path / "run")) == 3  # nothing was appended
     resumed = run_condition(condition, ReferenceBackend(), items, tmp_path / "run", cache_dir=tmp_path / "c", progress=False)
     assert len(resumed.records) == len(items)
-
-
-def test_cache_round_trips_completions(tmp_path):
-    cache = CallCache(tmp_path)
-    completion = Completion(text="Answer: YES", prompt_tokens=3, completion_tokens=2, latency_s=0.5)
-    cache.put("ab" * 32, completion)
-    assert cache.get("ab" * 32) == completion and cache.get("cd" * 32) is None
 
 
 def test_sample_is_seeded_stratified_and_ordered(test_csv):

@@ -12,6 +12,7 @@ from typing import Callable
 
 from typing import Any
 
+from .config import RunParameters
 from .data import ENV_CSV, ENV_OUTPUTS, OUTPUTS_ROOT, Instance, load_split, read_csv
 from .errors import CpdagthinkError
 
@@ -114,10 +115,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _parameters(args: argparse.Namespace, **fixed: Any) -> "RunParameters":
+def _parameters(args: argparse.Namespace, **fixed: Any) -> RunParameters:
     """The run parameters named on the command line (flags left unset keep the model's defaults)."""
-    from .config import RunParameters
-
     given = {k: v for k, v in vars(args).items() if k in RunParameters.model_fields and v not in (None, [], "")}
     return RunParameters(**{**given, **fixed})
 

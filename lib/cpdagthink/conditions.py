@@ -168,19 +168,20 @@ def read_emitted(completion: Completion, instance: Instance) -> Emitted:
 
 
 def second_request(
-    condition: Condition, instance: Instance, decoding: Decoding, turn1: Completion, given: Turn2Input | None = None
+    condition: Condition, instance: Instance, decoding: Decoding, turn1: Completion, given: Turn2Input | None = None,
+    emitted: Emitted | None = None,
 ) -> Request:
     """Turn 2 of a two-turn condition, built from turn 1's output (and an intervention's replacement).
 
     ``given`` (a probe's output) changes only the object shown and whether the premise stays; its note is
-    never shown (module docstring)."""
+    never shown (module docstring). ``emitted`` is turn 1 already read back (the runner parses it once)."""
     if condition.flow is Flow.PROSE:
         if given is not None:
             raise ValueError(f"probes replace a tool call's object; {condition.name!r} makes none")
         messages = _first_messages(condition, instance, decoding)
         messages += [{"role": "assistant", "content": turn1.text}, {"role": "user", "content": render(condition.follow_up)}]
         return _request(condition, decoding, messages, decoding.max_tokens_answer)
-    emitted = read_emitted(turn1, instance)
+    emitted = emitted or read_emitted(turn1, instance)
     given = given or Turn2Input(emitted.analysis)
     messages = _first_messages(condition, instance, decoding, include_premise=given.include_premise)
     if given.analysis is not None:

@@ -27,6 +27,7 @@ from pydantic import (
 from .data import OUTPUTS_ROOT, Instance
 from .parameters import coerce_list
 
+
 class Sampling(BaseModel):
     """Sampling settings; temperature 0 is greedy, and the filters are off at top_p 1, top_k 0, min_p 0."""
 
@@ -60,10 +61,6 @@ class Decoding(Sampling):
     @property
     def one_turn_budget(self) -> int:
         return self.max_tokens_turn1 + self.max_tokens_answer
-
-    @property
-    def sampling(self) -> Sampling:
-        return Sampling(**{k: getattr(self, k) for k in Sampling.model_fields})
 
 
 def _short_hash(data: Any, length: int) -> str:

@@ -1,6 +1,7 @@
 """Views of a run's errors for the gallery notebook: one table row per error (:func:`gallery_rows`), an
-emitted graph drawn next to the reference one (:func:`draw_pair`), and a filterable static HTML table for the
-rendered book (:func:`filterable_html`). The classification itself is :mod:`cpdagthink.failures`.
+emitted graph drawn next to the reference one (:func:`draw_pair`, :func:`show_case`), and a live browser for
+Jupyter (:func:`widget_browser`). The rendered book's kernel-free explorer is :mod:`cpdagthink.explorer`;
+the classification itself is :mod:`cpdagthink.failures`.
 """
 
 from __future__ import annotations
@@ -129,20 +130,54 @@ def draw_pair(emitted: CausalAnalysis | None, reference: CausalAnalysis | None, 
     return ax_left.figure
 
 
-def filterable_html(table: pd.DataFrame, columns: list[str] | None = None) -> str:
-    """The gallery as a static HTML table with a text box that hides non-matching rows (inline script, no
-    network), so the rendered book keeps a filterable view where Jupyter widgets cannot run."""
-    import html
-    import uuid
+def _analysis(text: object) -> CausalAnalysis | None:
+    return None if text is None or pd.isna(text) else CausalAnalysis.model_validate_json(str(text))
 
-    table = table[columns] if columns else table
-    name = f"gallery-{uuid.uuid4().hex[:8]}"
-    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in table.columns)
-    rows = "".join("<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in row) + "</tr>"
-                   for row in table.itertuples(index=False))
-    return (f'<input id="{name}-q" placeholder="filter: condition, template, kind, id ..." style="width:60%">'
-            f'<table id="{name}"><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>'
-            f"<script>document.getElementById('{name}-q').addEventListener('input', function () {{"
-            f"var q = this.value.toLowerCase(); document.querySelectorAll('#{name} tbody tr').forEach("
-            f"function (r) {{ r.style.display = r.textContent.toLowerCase().includes(q) ? '' : 'none'; }}); }});"
-            f"</script>")
+
+def show_case(case: Mapping, max_chars: int = 1500) -> None:
+    """Display one gallery row in a notebook: the object turn 2 saw beside the reference CPDAG, the
+    hypothesis, the answer against gold and oracle, the premise and the start of the turn-2 output."""
+    import matplotlib.pyplot as plt
+    from IPython.display import Markdown, display
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(8, 3.2))
+    draw_pair(_analysis(case["shown_analysis"]), _analysis(case["reference_analysis"]), left, right)
+    left.set_title(f"shown in turn 2 ({case['condition']})")
+    right.set_title("reference CPDAG")
+    fig.suptitle(f"{case['id']}: {case['kind']}")
+    plt.show()
+    display(Markdown(f"**Hypothesis:** {case['hypothesis']}  \n**Answer:** {case['answer']} "
+                     f"(gold {case['gold']}, oracle {case['oracle']})  \n**Premise:** {case['premise']}"))
+    display(Markdown("**Model output (turn 2):**\n\n```text\n" + str(case["answer_text"])[:max_chars] + "\n```"))
+
+
+FILTERS = ("condition", "template", "num_variables", "kind")
+
+
+def widget_browser(gallery: pd.DataFrame):
+    """A live browser over the gallery for Jupyter (ipywidgets): one dropdown per :data:`FILTERS` column
+    and a slider over the matching cases, each shown with :func:`show_case`."""
+    import ipywidgets as widgets
+
+    pick = lambda col: widgets.Dropdown(options=["(all)"] + sorted(map(str, gallery[col].unique())), description=col)
+    filters = {column: pick(column) for column in FILTERS}
+    index = widgets.IntSlider(min=0, max=max(len(gallery) - 1, 0), description="case")
+    out = widgets.Output()
+
+    def refresh(*_: object) -> None:
+        chosen = gallery
+        for column, widget in filters.items():
+            if widget.value != "(all)":
+                chosen = chosen[chosen[column].astype(str) == widget.value]
+        index.max = max(len(chosen) - 1, 0)
+        with out:
+            out.clear_output()
+            if len(chosen):
+                show_case(chosen.iloc[min(index.value, len(chosen) - 1)])
+            else:
+                print("no case matches")
+
+    for widget in [*filters.values(), index]:
+        widget.observe(refresh, "value")
+    refresh()
+    return widgets.VBox([widgets.HBox(list(filters.values())), index, out])

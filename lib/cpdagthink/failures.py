@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace as _with
 from enum import Enum
-from typing import Any, Iterable, Mapping
+from typing import Iterable, Mapping
 
 import pandas as pd
 

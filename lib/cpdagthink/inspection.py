@@ -53,8 +53,9 @@ def inspect_request(condition: Condition, backend: Backend, instance: Instance, 
     if turn == 1:
         return Inspected(first)
     turn1 = _complete(backend, first, cache_dir)
-    given = intervene(intervention, instance, read_emitted(turn1, instance).analysis, decoding.seed)
-    return Inspected(second_request(condition, instance, decoding, turn1, given), probe, given)
+    emitted = read_emitted(turn1, instance)
+    given = intervene(intervention, instance, emitted.analysis, decoding.seed)
+    return Inspected(second_request(condition, instance, decoding, turn1, given, emitted), probe, given)
 
 
 def _complete(backend: Backend, request: Request, cache_dir: str | Path | None) -> Completion:

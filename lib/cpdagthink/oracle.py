@@ -20,7 +20,6 @@ import networkx as nx
 from .dag import d_separated, holds, independence_facts
 from .errors import CpdagthinkError
 from .premise import Facts, Pair, Query, pair, parse_hypothesis, parse_premise, split_input
-from .errors import CpdagthinkError
 
 
 # Whether x and y are independent given a conditioning set: a premise's stated facts, or a DAG's d-separation.

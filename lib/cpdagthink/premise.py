@@ -14,7 +14,6 @@ from enum import Enum
 from itertools import combinations
 from .errors import CpdagthinkError
 
-from .errors import CpdagthinkError
 
 
 class PremiseError(CpdagthinkError, ValueError):

@@ -19,7 +19,6 @@ from string import Template
 
 from .errors import CpdagthinkError
 from .schema import TOOL_NAME
-from .errors import CpdagthinkError
 
 PROMPTS_DIR = Path(__file__).resolve().parents[2] / "prompts"
 _SHARED_FIELDS = ("pc_scaffold", "decision_rules")

@@ -43,7 +43,7 @@ from .errors import CpdagthinkError
 from .oracle import UnfaithfulFactsError, label_text
 from .premise import PremiseError
 from .records import SCHEMA_VERSION, InterventionRecord, RunRecord, RunSummary, ToolCallRecord, TurnRecord
-from .runfolder import CONFIG, METADATA, SUMMARY, RunFolder, read_records
+from .runfolder import CONFIG, METADATA, SUMMARY, RunFolder
 
 ABORT_AFTER_REJECTIONS = 5
 _PACKAGES = ("cpdagthink", "llama_cpp_python", "outlines", "outlines_core", "openai", "vllm", "networkx", "pydantic")
@@ -290,8 +290,8 @@ class _Session:
                    for (inst, _, _), t in zip(posed, turns)]
         given = [self._intervene(inst, e) for (inst, _, _), e in zip(posed, emitted)]
         if self.condition.flow is not Flow.ONE_TURN:
-            second = [second_request(self.condition, inst, self.decoding, t[0][1], g)
-                      for (inst, _, _), t, g in zip(posed, turns, given)]
+            second = [second_request(self.condition, inst, self.decoding, t[0][1], g, e)
+                      for (inst, _, _), t, g, e in zip(posed, turns, given, emitted)]
             for turn, request, result in zip(turns, second, self.cached.complete_batch(second)):
                 turn.append((request, *result))
         made = {inst.id: self._record(inst, oracle, t, e, g)

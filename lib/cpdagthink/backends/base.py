@@ -15,7 +15,6 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 from ..errors import CpdagthinkError
 
-from ..errors import CpdagthinkError
 
 
 class BackendError(CpdagthinkError, RuntimeError):
