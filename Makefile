@@ -55,6 +55,8 @@ oracle: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/oracle.py
+	$(BIN)/python benchmarks/oracle_cli.py
+	$(BIN)/python benchmarks/api_throughput.py
 	$(BIN)/python benchmarks/runner.py
 
 bench-book: $(STAMP) browser
