@@ -70,6 +70,7 @@ BOOK_ARGS = $(if $(BACKEND),--backend $(BACKEND)) $(if $(MODEL),--model $(MODEL)
             $(if $(TURN1_TOKENS),--max-tokens-turn1 $(TURN1_TOKENS)) \
             $(if $(ANSWER_TOKENS),--max-tokens-answer $(ANSWER_TOKENS)) \
             $(if $(SAMPLE_VARIABLES),--sample-variables $(SAMPLE_VARIABLES)) \
+            $(if $(SAMPLE_MIN_POSITIVES),--sample-min-positives $(SAMPLE_MIN_POSITIVES)) \
             $(if $(SAMPLING),--sampling $(SAMPLING)) $(if $(TEMPERATURE),--temperature $(TEMPERATURE)) \
             $(if $(TOP_P),--top-p $(TOP_P)) $(if $(TOP_K),--top-k $(TOP_K)) $(if $(MIN_P),--min-p $(MIN_P)) \
             $(if $(REGEX_MODE),--regex-mode $(REGEX_MODE)) \

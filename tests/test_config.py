@@ -89,3 +89,17 @@ def test_several_seeds_take_the_publishers_recommended_sampling():
     assert chosen.decoding.temperature == 0.6 and chosen.decoding.top_p == 0.95  # explicit values win
     with pytest.raises(ValueError, match="no recommended sampling is known"):
         RunParameters(backend="reference", seeds=[0, 1]).to_config()
+
+
+def test_a_small_sample_can_ask_for_more_positives_and_the_banner_says_so(test_csv):
+    from cpdagthink import experiments as ex
+
+    plain = RunParameters(backend="reference", data=str(test_csv), limit=4, sample_variables=[5]).to_config()
+    assert sum(i.label for i in plain.instances()) == 1  # the split's share of n=5 rows rounds to one
+    richer = RunParameters(backend="reference", data=str(test_csv), limit=4, sample_variables=[5],
+                           sample_min_positives=2).to_config()
+    rows = richer.instances()
+    assert len(rows) == 4 and sum(i.label for i in rows) == 2 and {i.num_variables for i in rows} == {5}
+    assert "at least 2 by choice" in ex.banner(richer, rows, [0]) and "by choice" not in ex.banner(plain, rows, [0])
+    with pytest.raises(ValueError, match="cannot hold 5 positives"):
+        RunParameters(backend="reference", data=str(test_csv), limit=4, sample_min_positives=5).to_config().instances()

@@ -266,6 +266,8 @@ def build_parser() -> argparse.ArgumentParser:
     _model_options(run)
     run.add_argument("--limit", type=int, help="seeded label-stratified sample size (default 0: all rows)")
     run.add_argument("--sample-seed", type=int, help="seed of the sample (default 0)")
+    run.add_argument("--sample-min-positives", type=int,
+                     help="at least this many gold positives in the sample (default: the split's share, at least 1)")
     run.add_argument("--seeds", "--seed", type=int, nargs="+", dest="seeds",
                      help="decoding seeds, one run folder each (default 0; several need sampling)")
     run.add_argument("--no-thinking", action="store_false", dest="thinking", default=None,
@@ -279,6 +281,8 @@ def build_parser() -> argparse.ArgumentParser:
     book = parsers["book"]
     _model_options(book, budgets="notebook defaults 512 and 128, sized for the CPU model; raise them for thinking models")
     book.add_argument("--limit", type=int, help="sample size (0: the whole split)")
+    book.add_argument("--sample-min-positives", type=int,
+                      help="at least this many gold positives in the sample (notebook default 2)")
     book.add_argument("--seeds", type=int, nargs="+", help="decoding seeds (several need sampling)")
     book.add_argument("--split")
     book.add_argument("--data")

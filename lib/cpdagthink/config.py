@@ -82,6 +82,7 @@ class RunConfig(BaseModel):
     limit: NonNegativeInt = 0  # seeded label-stratified sample size; 0: every row
     sample_seed: int = 0
     sample_variables: tuple[PositiveInt, ...] | None = None  # draw the sample from rows with these counts
+    sample_min_positives: NonNegativeInt = 1  # at least this many gold positives in the sample
     seeds: tuple[int, ...] = Field((0,), min_length=1)  # decoding seeds, one run folder each
     decoding: Decoding = Field(default_factory=Decoding)
     chunk_size: PositiveInt | None = None  # instances per batched call; None: the backend's preference
@@ -163,7 +164,7 @@ class RunConfig(BaseModel):
             rows = [r for r in rows if r.num_variables in self.sample_variables]
             if not rows:
                 raise ValueError(f"no row has {list(self.sample_variables)} variables")
-        return sample(rows, self.limit, self.sample_seed)
+        return sample(rows, self.limit, self.sample_seed, self.sample_min_positives)
 
     def backend_arguments(self) -> dict[str, Any]:
         """Keyword options for :func:`backends.make_backend` (the model and the backend's own options)."""
@@ -218,6 +219,7 @@ class RunParameters(BaseModel):
     limit: NonNegativeInt = 0
     sample_seed: int = 0
     sample_variables: Annotated[list[PositiveInt] | None, _Listed] = None
+    sample_min_positives: NonNegativeInt = 1
     seeds: Annotated[list[int], _Listed] = Field(default_factory=lambda: [0], min_length=1)
     tool_choice: Literal["auto", "forced"] = "auto"
     max_tokens_turn1: PositiveInt = 1024
@@ -268,7 +270,7 @@ class RunParameters(BaseModel):
         folders = {k: getattr(self, k) for k in ("out_root", "cache_dir") if getattr(self, k)}
         return RunConfig(condition=self.condition, probe=self.probe, backend=self.backend, model=self.model,
                          backend_options=options, split=self.split, data=self.data, limit=self.limit,
-                         sample_seed=self.sample_seed,
+                         sample_seed=self.sample_seed, sample_min_positives=self.sample_min_positives,
                          sample_variables=tuple(self.sample_variables) if self.sample_variables else None,
                          seeds=tuple(self.seeds), decoding=decoding, chunk_size=self.chunk_size, **folders)
 

@@ -212,14 +212,17 @@ def load_split(split: str = "test", csv_path: str | Path | None = None) -> list[
     return instances
 
 
-def sample(instances: list[Instance], limit: int, seed: int = 0) -> list[Instance]:
-    """A seeded sample of ``limit`` rows (0 or more than available: all), stratified by label so the sample
-    keeps the split's share of positives, returned in the split's order."""
+def sample(instances: list[Instance], limit: int, seed: int = 0, min_positives: int = 1) -> list[Instance]:
+    """A seeded sample of ``limit`` rows (0 or more than available: all), returned in the split's order.
+    It keeps the split's share of gold positives, but at least ``min_positives`` of them (a small sample
+    needs some positives for F1(YES) to mean anything; the pages say when that raised their share)."""
     if limit <= 0 or limit >= len(instances):
         return list(instances)
+    if min_positives > limit:
+        raise ValueError(f"a sample of {limit} rows cannot hold {min_positives} positives")
     rng = random.Random(seed)
     positives = [i for i, x in enumerate(instances) if x.label == 1]
     negatives = [i for i, x in enumerate(instances) if x.label != 1]
-    take_pos = max(1, round(limit * len(positives) / len(instances))) if positives else 0
+    take_pos = max(min_positives, round(limit * len(positives) / len(instances))) if positives else 0
     chosen = rng.sample(positives, min(take_pos, len(positives))) + rng.sample(negatives, min(limit - take_pos, len(negatives)))
     return [instances[i] for i in sorted(chosen)]

@@ -98,7 +98,8 @@ def banner(setup: RunConfig, instances: Sequence[Instance], seeds: Sequence[int]
     drawn = (f" drawn from rows with {', '.join(map(str, setup.sample_variables))} variables"
              if setup.limit > 0 and setup.sample_variables else "")
     return (f"**This run:** backend `{setup.backend}`, model `{setup.model or 'default'}`, {source}, "
-            f"sample of {counted(len(instances), 'instance')}{drawn} ({counted(positives, 'gold positive')}), "
+            f"sample of {counted(len(instances), 'instance')}{drawn} ({counted(positives, 'gold positive')}"
+            f"{_balance_text(setup)}), "
             f"{counted(len(seeds), 'seed')} {list(seeds)}, "
             f"{_decoding_text(setup.decoding)}. "
             f"Figures labelled *paper* are the paper's, reported for Qwen3.5-27B or the named model on the full data.")
@@ -109,3 +110,10 @@ def _decoding_text(decoding: Any) -> str:
         return "greedy decoding"
     return (f"sampling at temperature {decoding.temperature:g}, top_p {decoding.top_p:g}, top_k {decoding.top_k}, "
             f"min_p {decoding.min_p:g}")
+
+
+def _balance_text(setup: RunConfig) -> str:
+    if setup.sample_min_positives <= 1 or setup.limit == 0:
+        return ""
+    return (f", at least {setup.sample_min_positives} by choice, so that a sample this small has positives to "
+            "score; its share of positives is then higher than the split's")
