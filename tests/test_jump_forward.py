@@ -10,7 +10,7 @@ import pytest
 from outlines_core import Index, Vocabulary
 
 from cpdagthink.backends import make_backend
-from cpdagthink.backends.jump_forward import IndexWalker
+from cpdagthink.backends.jump_forward import IndexWalker, LookupDrafter, admitted_prefix
 
 EOS = 9
 # A toy vocabulary where some positions admit one token and others several spellings of the same text.
@@ -46,6 +46,22 @@ def test_allowed_is_cached_and_sorted():
     first = walker.allowed(walker.initial_state)
     assert first.tolist() == [0, 1, 6]
     assert walker.allowed(walker.initial_state) is first
+
+
+def test_lookup_drafter_copies_what_followed_the_latest_matching_ngram():
+    drafter = LookupDrafter([1, 2, 3, 4, 5, 9, 1, 2])
+    assert drafter.propose(3) == [3, 4, 5]
+    drafter.extend([3, 7, 1, 2])  # the latest "1 2" is now followed by 3 7
+    assert drafter.propose(2) == [3, 7]
+    assert drafter.propose(0) == [] and LookupDrafter([5, 6]).propose(4) == []
+
+
+def test_admitted_prefix_cuts_a_draft_where_the_constraint_refuses_it():
+    walker = toy_walker(r'\{"ab"\}')
+    start = walker.initial_state
+    assert admitted_prefix(walker, start, [3, 2, 5, 7, EOS]) == [3, 2, 5, 7]  # EOS is never drafted
+    assert admitted_prefix(walker, start, [3, 0, 0]) == [3, 0]  # '{"a' then a second 'a' is refused
+    assert admitted_prefix(walker, start, [6, 3]) == []
 
 
 # ----------------------------------------------------------------------------------------- SmolLM2 (slow)

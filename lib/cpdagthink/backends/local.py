@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from .base import Backend, BackendError, Completion, Request, RequestRejected
-from .jump_forward import IndexWalker
+from .jump_forward import IndexWalker, LookupDrafter, admitted_prefix
 from .models import DEFAULT_MODEL, default_cache_dir, resolve_model
 from .toolcalls import (
     THINK_CLOSE,
@@ -325,6 +325,7 @@ class LocalBackend(Backend):
         extra_buffers: bool | None = None,
         ram_cache_gib: float = 4.0,
         jump_forward: bool = True,
+        draft_tokens: int = 0,
         verbose: bool = False,
     ):
         try:
@@ -336,6 +337,7 @@ class LocalBackend(Backend):
         self.n_ctx = n_ctx
         self.thinking_budget = thinking_budget
         self.jump_forward = jump_forward
+        self.draft_tokens = draft_tokens
         self.extra_buffers = default_extra_buffers() if extra_buffers is None else extra_buffers
         try:
             with llama_model_params(self.extra_buffers):
@@ -484,8 +486,9 @@ class LocalBackend(Backend):
 
     # ----------------------------------------------------------------------------------------- generation
     def _generate(self, tokens: list[int], request: Request, max_tokens: int, *, regex: str | None = None,
-                  stop: list[str] | None = None) -> tuple[str, int, str | None, float, int]:
-        """Text, completion tokens, finish reason, regex compile seconds and forced (jump-forward) tokens."""
+                  stop: list[str] | None = None) -> tuple[str, int, str | None, float, dict[str, int]]:
+        """Text, completion tokens, finish reason, regex compile seconds, and the decoder's counts (forced
+        and drafted tokens, forward passes; empty without the own decoder)."""
         room = self.n_ctx - len(tokens)
         if room <= 0:
             raise RequestRejected(f"prompt of {len(tokens)} tokens does not fit n_ctx={self.n_ctx}")
@@ -494,8 +497,8 @@ class LocalBackend(Backend):
         if regex is not None:
             walker, compile_s = self._walker(regex)
             if self.jump_forward:
-                text, n, finish, forced = self._decode_constrained(tokens, request, max_tokens, walker)
-                return text, n, finish, compile_s, forced
+                text, n, finish, counts = self._decode_constrained(tokens, request, max_tokens, walker)
+                return text, n, finish, compile_s, counts
             guard = self._processor(walker)
         out = self.llm.create_completion(
             tokens,
@@ -512,51 +515,97 @@ class LocalBackend(Backend):
         if guard is not None and guard.error is not None:
             raise BackendError(f"constrained decoding failed inside the logits processor: {guard.error!r}") from guard.error
         choice = out["choices"][0]
-        return choice["text"], int(out["usage"]["completion_tokens"]), choice.get("finish_reason"), compile_s, 0
+        return choice["text"], int(out["usage"]["completion_tokens"]), choice.get("finish_reason"), compile_s, {}
 
     def _decode_constrained(self, prompt: list[int], request: Request, max_tokens: int,
-                            walker: IndexWalker) -> tuple[str, int, str, int]:
-        """Constrained decoding with jump-forward: text, completion tokens, finish reason, forced tokens.
+                            walker: IndexWalker) -> tuple[str, int, str, dict[str, int]]:
+        """Constrained decoding with jump-forward and verified drafts: text, tokens, finish reason, counts.
 
-        Same output as ``create_completion`` with the outlines processor (greedy: token for token), but
-        forced runs are evaluated as one batch, and a run after which nothing is sampled is not evaluated.
+        Each step appends the tokens the constraint forces, then evaluates the pending tokens together with
+        a draft (:class:`LookupDrafter`, cut to what the constraint admits) in one batch, and chooses the
+        next token at each drafted position in turn, with the same rule as without drafts; the draft is
+        kept while it equals the choice, and the first choice that differs is kept instead. So the output is
+        the one token-by-token decoding gives (greedy: the same tokens; sampled: the same draws).
         """
         llm, capi = self.llm, self._llama_cpp
         self._restore_cached_state(prompt)
-        self._prefill(prompt)
+        pending = self._prefill(prompt)
+        drafter = LookupDrafter(prompt) if self.draft_tokens > 0 else None
         sampler = AdmittedSampler(request)
-        state, out, pending, forced, finish = walker.initial_state, [], [], 0, "length"
+        state, out, finish = walker.initial_state, [], "length"
+        counts = {"forced_tokens": 0, "drafted_tokens": 0, "forward_passes": 0}
+
+        def take(token: int) -> None:
+            nonlocal state
+            out.append(token)
+            state = walker.advance(state, token)
+            if drafter is not None:
+                drafter.extend([token])
+
         try:
-            while True:
-                run, state = walker.forced_run(state, max_tokens - len(out))
-                out += run
+            while len(out) < max_tokens and finish == "length":
+                run, _ = walker.forced_run(state, max_tokens - len(out))
+                for token in run:
+                    take(token)
                 pending += run
-                forced += len(run)
+                counts["forced_tokens"] += len(run)
                 if len(out) >= max_tokens:
                     break
                 if walker.only_end(state):
                     finish = "stop"
                     break
-                if pending:
-                    llm.eval(pending)
-                    pending = []
-                logits = np.ctypeslib.as_array(capi.llama_get_logits_ith(llm.ctx, -1), shape=(llm.n_vocab(),))
-                admitted = walker.allowed(state)
-                if len(admitted) == 0:
-                    raise BackendError(f"the constraint admits no token in state {state} (the regex has a dead end)")
-                token = sampler.choose(logits, admitted)
-                if capi.llama_vocab_is_eog(llm._model.vocab, token):
-                    finish = "stop"
+                room = min(self.draft_tokens, max_tokens - len(out) - 1)
+                draft = admitted_prefix(walker, state, drafter.propose(room)) if drafter is not None else []
+                rows = self._evaluate(pending + draft, len(draft) + 1)
+                counts["forward_passes"] += 1
+                pending = []
+                for position, logits in enumerate(rows):
+                    admitted = walker.allowed(state)
+                    if len(admitted) == 0:
+                        raise BackendError(f"the constraint admits no token in state {state} (the regex has a dead end)")
+                    token = sampler.choose(logits, admitted)
+                    if position < len(draft) and token == draft[position]:
+                        take(token)
+                        counts["drafted_tokens"] += 1
+                        continue
+                    self._discard(len(draft) - position)  # the drafted tokens after this position
+                    if capi.llama_vocab_is_eog(llm._model.vocab, token):
+                        finish = "stop"
+                    else:
+                        take(token)
+                        pending = [token]
                     break
-                out.append(token)
-                pending.append(token)
-                state = walker.advance(state, token)
         finally:
             sampler.close()
         if llm.cache:
             llm.cache[prompt + out] = llm.save_state()
         text = llm.detokenize(out, prev_tokens=prompt).decode("utf-8", errors="ignore")
-        return text, len(out), finish, forced
+        return text, len(out), finish, counts
+
+    def _evaluate(self, tokens: list[int], rows: int) -> list[np.ndarray]:
+        """Evaluate ``tokens`` after the KV cache; the logits of the last ``rows`` of them (views into
+        llama.cpp's buffer, valid until the next evaluation)."""
+        llm, capi = self.llm, self._llama_cpp
+        head, tail = tokens[:-rows], tokens[-rows:]
+        if head:
+            llm.eval(head)
+        if rows == 1:
+            llm.eval(tail)
+            return [np.ctypeslib.as_array(capi.llama_get_logits_ith(llm.ctx, -1), shape=(llm.n_vocab(),))]
+        # llm.eval keeps only the last token's logits: build the batch with logits for every row instead
+        past = llm.n_tokens
+        llm._ctx.kv_cache_seq_rm(-1, past, -1)
+        llm._batch.set_batch(batch=tail, n_past=past, logits_all=True)
+        llm._ctx.decode(llm._batch)
+        llm.input_ids[past:past + rows] = tail
+        llm.n_tokens = past + rows
+        return [np.ctypeslib.as_array(capi.llama_get_logits_ith(llm.ctx, i), shape=(llm.n_vocab(),)) for i in range(rows)]
+
+    def _discard(self, count: int) -> None:
+        """Drop the last ``count`` evaluated tokens from the KV cache (a draft the model did not follow)."""
+        if count > 0:
+            self.llm.n_tokens -= count
+            self.llm._ctx.kv_cache_seq_rm(-1, self.llm.n_tokens, -1)
 
     def _restore_cached_state(self, prompt: list[int]) -> None:
         """Load the RAM-cached KV state sharing the longest prefix with ``prompt``, as ``create_completion`` does."""
@@ -570,16 +619,18 @@ class LocalBackend(Backend):
         if llm.longest_token_prefix(item.input_ids.tolist(), prompt) > llm.longest_token_prefix(llm._input_ids.tolist(), prompt):
             llm.load_state(item)
 
-    def _prefill(self, prompt: list[int]) -> None:
-        """Evaluate ``prompt``, reusing the longest prefix already in the KV cache (at least one token is
-        evaluated, so the logits are those of the prompt's last token)."""
+    def _prefill(self, prompt: list[int]) -> list[int]:
+        """Evaluate all of ``prompt`` but its last token, reusing the longest prefix already in the KV cache;
+        returns the last token, which the first decoding step evaluates with its draft."""
         llm = self.llm
         keep = min(llm.longest_token_prefix(llm._input_ids.tolist(), prompt), len(prompt) - 1)
         if keep <= 0 or not llm._ctx.kv_cache_seq_rm(-1, keep, -1):
             llm.reset()
             keep = 0
         llm.n_tokens = keep
-        llm.eval(prompt[keep:])
+        if prompt[keep:-1]:
+            llm.eval(prompt[keep:-1])
+        return prompt[-1:]
 
     def complete(self, request: Request) -> Completion:
         with self._lock:
@@ -609,10 +660,9 @@ class LocalBackend(Backend):
                 prefix = head + think + THINK_CLOSE + "\n\n"
             if budget > 0:
                 gen_tokens = self.tokenize(prompt + prefix) if prefix else prompt_tokens
-                text, n, finish, compile_s, forced = self._generate(gen_tokens, request, budget, regex=regex)
+                text, n, finish, compile_s, counts = self._generate(gen_tokens, request, budget, regex=regex)
                 completion_tokens += n
-                if regex is not None and self.jump_forward:
-                    meta["forced_tokens"] = forced
+                meta.update(counts)
             else:
                 text, finish = "", "length"
             if compile_s:
