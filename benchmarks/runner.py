@@ -4,9 +4,13 @@
    ``llm.create_completion`` on the very same rendered prompts with the same decoding settings. Both start
    from a reset KV cache and see the prompts in the same order; greedy decoding makes the outputs equal,
    which is checked. Target: under 5%.
-2. Tokens per second of the structured turn 1 with the schema regex and without it (same prompts).
+2. Structured turn 1, same prompts, same run, modes interleaved per prompt: plain constrained decoding
+   (the outlines processor in llama.cpp's sampler, one token per step), jump-forward over forced tokens,
+   jump-forward with verified lookup drafts, and unconstrained. Each prompt is first served once unmeasured,
+   so every measured call reuses the prompt from the KV cache and the figures are decoding speed. Reports
+   tokens/s, the share of forced (and accepted drafted) tokens, and wall-time ratios to the plain path.
 
-    .venv/bin/python benchmarks/runner.py [--model qwen2.5-0.5b] [--limit 3]
+    .venv/bin/python benchmarks/runner.py [--model qwen2.5-0.5b] [--limit 3] [--decoding-only]
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ def raw_pass(backend: LocalBackend, requests) -> tuple[float, list[str]]:
     for request in requests:
         out = backend.llm.create_completion(
             backend.tokenize(backend.render(request)), max_tokens=request.max_tokens, temperature=request.temperature,
-            seed=request.seed, top_p=1.0, top_k=0, min_p=0.0, repeat_penalty=1.0)
+            seed=request.seed, top_p=request.top_p, top_k=request.top_k, min_p=request.min_p, repeat_penalty=1.0)
         texts.append(out["choices"][0]["text"])
     return time.perf_counter() - start, texts
 
@@ -38,6 +42,8 @@ def main() -> None:
     parser.add_argument("--model", default="qwen2.5-0.5b")
     parser.add_argument("--limit", type=int, default=3)
     parser.add_argument("--max-tokens", type=int, default=256)
+    parser.add_argument("--draft-tokens", type=int, default=4, help="draft length of the drafting mode")
+    parser.add_argument("--decoding-only", action="store_true", help="skip the harness-overhead part")
     args = parser.parse_args()
 
     instances = sample(load_split("test"), args.limit, seed=0)
@@ -47,6 +53,12 @@ def main() -> None:
     baseline = CONDITIONS["baseline_enhanced"]
     requests = [first_request(baseline, i, decoding) for i in instances]
 
+    if not args.decoding_only:
+        harness_overhead(backend, baseline, instances, requests, decoding)
+    decoding_modes(backend, instances, decoding, args.draft_tokens)
+
+
+def harness_overhead(backend: LocalBackend, baseline, instances, requests, decoding: Decoding) -> None:
     raw_s, raw_texts = raw_pass(backend, requests)
     backend.llm.reset()
     with tempfile.TemporaryDirectory() as tmp:
@@ -56,20 +68,42 @@ def main() -> None:
         harness_s = time.perf_counter() - start
     same = [r["turns"][0]["raw"] for r in result.records] == raw_texts
     overhead = (harness_s - raw_s) / raw_s
-    print(f"model {args.model}, {len(instances)} instances, one-turn baseline, max_tokens {args.max_tokens}")
+    print(f"{len(instances)} instances, one-turn baseline, max_tokens {decoding.max_tokens_turn1}")
     print(f"raw llama.cpp: {raw_s:.2f} s; through the runner: {harness_s:.2f} s; identical outputs: {same}")
     print(f"harness overhead: {100 * overhead:+.2f}% (target < 5%: {'met' if overhead < 0.05 else 'MISSED'})")
 
-    structured = CONDITIONS["structured"]
-    for label, condition in (("with regex", structured), ("without regex", CONDITIONS["no_constrained_decoding"])):
-        tokens = seconds = 0.0
-        for instance in instances:
-            completion = backend.complete(first_request(condition, instance, decoding))
-            tokens += completion.completion_tokens
-            seconds += completion.latency_s
-        print(f"structured turn 1 {label}: {tokens:.0f} tokens in {seconds:.1f} s = {tokens / seconds:.1f} tok/s "
-              "(prompt prefill included)")
 
+# (label, constrained, jump_forward, draft) for the decoding comparison; the first is the reference
+MODES = (("plain constrained", True, False, False), ("jump-forward", True, True, False),
+         ("jump-forward + drafts", True, True, True), ("unconstrained", False, False, False))
+
+
+def decoding_modes(backend: LocalBackend, instances, decoding: Decoding, draft_tokens: int) -> None:
+    totals = {label: {"tokens": 0, "seconds": 0.0, "forced": 0, "drafted": 0} for label, *_ in MODES}
+    texts: dict[str, list[str]] = {label: [] for label, *_ in MODES}
+    for instance in instances:
+        structured = first_request(CONDITIONS["structured"], instance, decoding)
+        free = first_request(CONDITIONS["no_constrained_decoding"], instance, decoding)
+        backend.complete(free)  # unmeasured: puts this prompt in the KV cache for every mode alike
+        for label, constrained, jump, draft in MODES:
+            backend.jump_forward, backend.draft_tokens = jump, draft_tokens if draft else 0
+            completion = backend.complete(structured if constrained else free)
+            total = totals[label]
+            total["tokens"] += completion.completion_tokens
+            total["seconds"] += completion.latency_s
+            total["forced"] += completion.meta.get("forced_tokens", 0)
+            total["drafted"] += completion.meta.get("drafted_tokens", 0)
+            texts[label].append(completion.raw)
+    backend.jump_forward, backend.draft_tokens = True, 0
+    reference = MODES[0][0]
+    print(f"structured turn 1, {len(instances)} prompts, max_tokens {decoding.max_tokens_turn1}, prompt cached:")
+    for label, *_ in MODES:
+        t = totals[label]
+        same = texts[label] == texts[reference] if label != "unconstrained" else None
+        print(f"  {label:22s} {t['tokens']:5d} tokens in {t['seconds']:7.1f} s = {t['tokens'] / t['seconds']:5.2f} tok/s; "
+              f"forced {100 * t['forced'] / max(t['tokens'], 1):4.1f}%, drafted {100 * t['drafted'] / max(t['tokens'], 1):4.1f}%; "
+              f"time/token vs plain x{(t['seconds'] / t['tokens']) / (totals[reference]['seconds'] / totals[reference]['tokens']):.2f}"
+              + ("" if same is None else f"; output identical to plain: {same}"))
 
 if __name__ == "__main__":
     main()

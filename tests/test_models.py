@@ -108,3 +108,15 @@ def test_default_cache_dir_is_under_outputs(monkeypatch):
     assert models.default_cache_dir() == Path(models.__file__).resolve().parents[3] / "outputs" / "models"
     monkeypatch.setenv("CPDAGTHINK_MODEL_CACHE", "/tmp/somewhere")
     assert models.default_cache_dir() == Path("/tmp/somewhere")
+
+
+def test_registered_models_carry_their_publishers_sampling_with_a_source():
+    qwen = MODELS["qwen2.5-0.5b"].recommended_sampling
+    assert (qwen.temperature, qwen.top_p, qwen.top_k, qwen.min_p) == (0.7, 0.8, 20, 0.0)
+    assert "generation_config.json" in qwen.source and "repetition_penalty" in qwen.note
+    smol = MODELS["smollm2-135m"].recommended_sampling
+    assert (smol.temperature, smol.top_p, smol.top_k) == (0.2, 0.9, 0)
+    assert "SmolLM2-135M-Instruct" in smol.source
+    for spec in MODELS.values():  # in the ranges a Request takes
+        rec = spec.recommended_sampling
+        assert 0 < rec.temperature and 0 < rec.top_p <= 1 and rec.top_k >= 0 and 0 <= rec.min_p < 1

