@@ -103,3 +103,12 @@ def test_a_small_sample_can_ask_for_more_positives_and_the_banner_says_so(test_c
     assert "at least 2 by choice" in ex.banner(richer, rows, [0]) and "by choice" not in ex.banner(plain, rows, [0])
     with pytest.raises(ValueError, match="cannot hold 5 positives"):
         RunParameters(backend="reference", data=str(test_csv), limit=4, sample_min_positives=5).to_config().instances()
+
+
+def test_several_seeds_on_the_local_model_take_its_registered_sampling():
+    from cpdagthink.backends.models import MODELS
+
+    config = RunParameters(seeds=[0, 1]).to_config()  # the default local model
+    expected = MODELS["qwen2.5-0.5b"].recommended_sampling
+    assert (config.decoding.temperature, config.decoding.top_p, config.decoding.top_k) == (
+        expected.temperature, expected.top_p, expected.top_k) and not config.decoding.greedy

@@ -285,9 +285,10 @@ def recommended_sampling(backend: str, model: str | None, thinking: bool = True)
     """The publisher's recommended sampling for a model, where the local registry or the model profiles know
     it (their ``source`` says where it was read); None where nothing is recorded."""
     if backend == "local":
-        from .backends.models import recommended_sampling as local
+        from .backends.models import DEFAULT_MODEL, MODELS
 
-        found = local(model)
+        spec = MODELS.get(model or DEFAULT_MODEL)  # a .gguf path has no registry entry
+        found = spec.recommended_sampling if spec else None
     elif backend in _PROFILED_BACKENDS and model:
         from .backends.profiles import recommended_sampling as profiled
 
