@@ -143,3 +143,13 @@ def test_without_a_local_split_tests_use_the_hub_and_fail_in_ci(monkeypatch, tmp
     monkeypatch.delenv("CI")
     with pytest.raises(pytest.skip.Exception, match="nor downloadable"):
         conftest.locate_test_split()
+
+
+def test_the_paraphrase_split_is_checked_against_its_published_size(test_csv):
+    from cpdagthink.data import DataError, read_csv, verify_fingerprint
+
+    rows = read_csv(test_csv)
+    with pytest.raises(DataError, match="perturbation_by_paraphrasing"):
+        verify_fingerprint(rows, "perturbation_by_paraphrasing")  # 1162 rows, not 2246
+    verify_fingerprint(rows + rows[:1084], "perturbation_by_paraphrasing")  # only the size is published
+    verify_fingerprint(rows, "test")
