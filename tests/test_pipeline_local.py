@@ -51,23 +51,24 @@ def test_every_condition_end_to_end(runs, small_items):
 
     for name, result in runs.items():
         condition = CONDITIONS[name]
-        assert [r["id"] for r in result.records] == [i.id for i in small_items], name
+        assert [r.id for r in result.records] == [i.id for i in small_items], name
         for record, instance in zip(result.records, small_items):
-            assert record["answer"] in ("YES", "NO", None) and record["prediction"] in (0, 1)
-            assert all(t["prompt_tokens"] > 0 and t["latency_s"] > 0 for t in record["turns"] if not t["cache_hit"])
+            assert record.answer in ("YES", "NO", None) and not record.rejected
+            assert record.prediction == (None if record.answer is None else int(record.answer == "YES"))
+            assert all(t.prompt_tokens > 0 and t.latency_s > 0 for t in record.turns if not t.cache_hit)
             if condition.flow is Flow.TOOL and condition.constrained:
-                turn1 = record["turns"][0]
-                assert re.fullmatch(output_regex(first_request(condition, instance, DECODING)), turn1["raw"]), turn1["raw"]
-                assert parse_analysis(turn1["tool_calls"][0]["arguments"], ("A", "B", "C"))
-                assert turn1["parsed"] is not None and turn1["parse_error"] is None
+                turn1 = record.turns[0]
+                assert re.fullmatch(output_regex(first_request(condition, instance, DECODING)), turn1.raw), turn1.raw
+                assert parse_analysis(turn1.tool_calls[0].arguments, ("A", "B", "C"))
+                assert record.emitted is not None and record.emitted_error is None
 
 
 def test_second_run_is_all_cache_hits(runs, smollm2, small_items, cache, tmp_path):
     again = run_condition(CONDITIONS["structured"], smollm2, small_items, tmp_path / "again", decoding=DECODING,
                           cache_dir=cache, progress=False)
     assert runs["structured"].model_calls == 4 and again.model_calls == 0
-    assert all(t["cache_hit"] for r in again.records for t in r["turns"])
-    assert [r["answer"] for r in again.records] == [r["answer"] for r in runs["structured"].records]
+    assert all(t.cache_hit for r in again.records for t in r.turns)
+    assert [r.answer for r in again.records] == [r.answer for r in runs["structured"].records]
 
 
 def test_no_thinking_on_a_model_without_thinking_reuses_the_structured_calls(runs):
@@ -83,4 +84,4 @@ def test_interrupted_local_run_resumes_without_duplicates(smollm2, small_items, 
                       cache_dir=tmp_path / "c", chunk_size=1, progress=False)
     resumed = run_condition(condition, smollm2, small_items, tmp_path / "r", decoding=DECODING,
                             cache_dir=tmp_path / "c", chunk_size=1, progress=False)
-    assert [r["id"] for r in resumed.records] == [i.id for i in small_items] and resumed.model_calls == 1
+    assert [r.id for r in resumed.records] == [i.id for i in small_items] and resumed.model_calls == 1
