@@ -112,3 +112,9 @@ def test_several_seeds_on_the_local_model_take_its_registered_sampling():
     expected = MODELS["qwen2.5-0.5b"].recommended_sampling
     assert (config.decoding.temperature, config.decoding.top_p, config.decoding.top_k) == (
         expected.temperature, expected.top_p, expected.top_k) and not config.decoding.greedy
+
+
+def test_a_probe_needs_a_condition_that_emits_an_object():
+    with pytest.raises(ValidationError, match="makes none"):
+        RunParameters(backend="reference", condition="baseline_enhanced", probe="scramble_full").to_config()
+    assert RunParameters(backend="reference", probe="scramble_full").to_config().probe == "scramble_full"

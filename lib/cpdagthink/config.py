@@ -100,6 +100,10 @@ class RunConfig(BaseModel):
 
             if self.probe not in PROBES:
                 raise ValueError(f"unknown probe {self.probe!r}; choose one of {', '.join(PROBES)}")
+            from .conditions import Flow
+
+            if CONDITIONS[self.condition].flow is not Flow.TOOL:
+                raise ValueError(f"probe {self.probe!r} replaces a tool call's object; {self.condition!r} makes none")
         from .backends import BACKENDS
 
         if self.backend not in BACKENDS:
