@@ -218,3 +218,13 @@ def test_swap_same_skeleton_says_so_when_no_other_class_exists():
     emitted = CausalAnalysis.from_cpdag(cpdag_of_dag(chain, ("A", "B", "C")))
     given = swap_valid_cpdag_same_skeleton(instance_of(chain, variables=("A", "B", "C")), emitted, random.Random(0))
     assert given.analysis.v_structures == [("A", "B", "C")]
+
+
+def test_a_self_loop_in_an_emitted_object_is_described_not_a_crash():
+    """Seen on the default model: an edge (A, A) in the object made the probe's note crash the chapter."""
+    from analyses import make
+
+    from cpdagthink.interventions import describe_diff
+
+    looped = make("ABC", directed=[("A", "B")], undirected=[("A", "A")])
+    assert "removed A-A" in describe_diff(looped, make("ABC", directed=[("A", "B")]))

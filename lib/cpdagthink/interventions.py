@@ -75,8 +75,8 @@ def variables_of(analysis: CausalAnalysis) -> tuple[str, ...]:
 
 
 def _ordered(p: Iterable[str], order: Mapping[str, int]) -> tuple[str, str]:
-    a, b = sorted(p, key=lambda v: (order.get(v, len(order)), v))
-    return a, b
+    ends = sorted(p, key=lambda v: (order.get(v, len(order)), v))
+    return ends[0], ends[-1]  # a model may emit a self-loop (A, A), whose pair has one member
 
 
 def adjacencies(analysis: CausalAnalysis) -> list[Pair]:
