@@ -282,7 +282,7 @@ def build_parser() -> argparse.ArgumentParser:
     _model_options(book, budgets="notebook defaults 512 and 128, sized for the CPU model; raise them for thinking models")
     book.add_argument("--limit", type=int, help="sample size (0: the whole split)")
     book.add_argument("--sample-min-positives", type=int,
-                      help="at least this many gold positives in the sample (notebook default 1)")
+                      help="at least this many gold positives in the sample (notebook default 2)")
     book.add_argument("--seeds", type=int, nargs="+", help="decoding seeds (several need sampling)")
     book.add_argument("--split")
     book.add_argument("--data")
