@@ -9,13 +9,22 @@
    jump-forward with verified lookup drafts, and unconstrained. Each prompt is first served once unmeasured,
    so every measured call reuses the prompt from the KV cache and the figures are decoding speed. Reports
    tokens/s, the share of forced (and accepted drafted) tokens, and wall-time ratios to the plain path.
+   First it prints the batch check of this llama.cpp build (how far batched rows are from one-token steps,
+   which decides how large a batch jump-forward may evaluate) and the cold prefill time of one prompt, the
+   cost side of a build without llamafile (``make llama-exact``).
+
+3. With ``--end-to-end plain|jump-forward``, only this: turn 1 of every row, prefill included, as the book
+   asks it; run it per decoder and per build and compare the totals (the printed output digest shows the
+   decoders wrote the same answers).
 
     .venv/bin/python benchmarks/runner.py [--model qwen2.5-0.5b] [--limit 3] [--decoding-only]
+    .venv/bin/python benchmarks/runner.py --end-to-end jump-forward --draft-tokens 6 --limit 8
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import tempfile
 import time
 
@@ -41,12 +50,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="qwen2.5-0.5b")
     parser.add_argument("--limit", type=int, default=3)
-    parser.add_argument("--max-tokens", type=int, default=256)
-    parser.add_argument("--draft-tokens", type=int, default=4, help="draft length of the drafting mode")
+    parser.add_argument("--max-tokens", type=int, default=Decoding().max_tokens_turn1,
+                        help="turn-1 budget (default: the book's)")
+    parser.add_argument("--draft-tokens", type=int, default=6, help="longest draft of the drafting mode")
     parser.add_argument("--decoding-only", action="store_true", help="skip the harness-overhead part")
+    parser.add_argument("--end-to-end", choices=["plain", "jump-forward"],
+                        help="only part 3: turn 1 of every row, prefill included, with this decoder")
     args = parser.parse_args()
 
     instances = sample(load_split("test"), args.limit, seed=0)
+    if args.end_to_end:
+        return end_to_end(args.model, instances, Decoding(max_tokens_turn1=args.max_tokens), args.end_to_end,
+                          args.draft_tokens)
     # No KV-state RAM cache here: both passes must start cold and reuse prefixes the same way.
     backend = LocalBackend(args.model, ram_cache_gib=0)
     decoding = Decoding(max_tokens_answer=args.max_tokens, max_tokens_turn1=args.max_tokens)
@@ -66,7 +81,7 @@ def harness_overhead(backend: LocalBackend, baseline, instances, requests, decod
         result = run_condition(baseline, backend, instances, f"{tmp}/run", decoding=decoding, cache_dir=f"{tmp}/cache",
                                chunk_size=1, progress=False)
         harness_s = time.perf_counter() - start
-    same = [r["turns"][0]["raw"] for r in result.records] == raw_texts
+    same = [r.turns[0].raw for r in result.records] == raw_texts
     overhead = (harness_s - raw_s) / raw_s
     print(f"{len(instances)} instances, one-turn baseline, max_tokens {decoding.max_tokens_turn1}")
     print(f"raw llama.cpp: {raw_s:.2f} s; through the runner: {harness_s:.2f} s; identical outputs: {same}")
@@ -79,6 +94,15 @@ MODES = (("plain constrained", True, False, False), ("jump-forward", True, True,
 
 
 def decoding_modes(backend: LocalBackend, instances, decoding: Decoding, draft_tokens: int) -> None:
+    diffs = backend.batch_invariance()  # measured (or read from disk) before any timing
+    print(f"batch check on this build ({backend._llama_cpp.llama_print_system_info().decode().strip()}): max |logit "
+          f"difference| to one-token steps by batch size " + ", ".join(f"{k}: {d:.3g}" for k, d in diffs.items())
+          + f"; batches of up to {backend.batch_rows} token(s) are exact")
+    prompt = backend.tokenize(backend.render(first_request(CONDITIONS["structured"], instances[0], decoding)))
+    backend.llm.reset()
+    start = time.perf_counter()
+    backend.llm.eval(prompt)
+    print(f"cold prefill of a {len(prompt)}-token turn-1 prompt: {time.perf_counter() - start:.2f} s")
     totals = {label: {"tokens": 0, "seconds": 0.0, "forced": 0, "drafted": 0} for label, *_ in MODES}
     texts: dict[str, list[str]] = {label: [] for label, *_ in MODES}
     for instance in instances:
@@ -104,6 +128,28 @@ def decoding_modes(backend: LocalBackend, instances, decoding: Decoding, draft_t
               f"forced {100 * t['forced'] / max(t['tokens'], 1):4.1f}%, drafted {100 * t['drafted'] / max(t['tokens'], 1):4.1f}%; "
               f"time/token vs plain x{(t['seconds'] / t['tokens']) / (totals[reference]['seconds'] / totals[reference]['tokens']):.2f}"
               + ("" if same is None else f"; output identical to plain: {same}"))
+
+
+
+def end_to_end(model: str, instances, decoding: Decoding, decoder: str, draft_tokens: int) -> None:
+    """Structured turn 1 of every row in turn, as the book asks it (the KV-state RAM cache on, so rows reuse
+    the shared prompt prefix), from a cold start of the model; batch check done before the clock starts.
+    Run once per decoder and per llama.cpp build, and compare the totals."""
+    jump = decoder == "jump-forward"
+    backend = LocalBackend(model, jump_forward=jump, draft_tokens=draft_tokens if jump else 0)
+    identity = backend.identity()
+    outputs, tokens, start = [], 0, time.perf_counter()
+    for instance in instances:
+        completion = backend.complete(first_request(CONDITIONS["structured"], instance, decoding))
+        outputs.append(completion.raw)
+        tokens += completion.completion_tokens
+    seconds = time.perf_counter() - start
+    digest = hashlib.sha256("\x00".join(outputs).encode()).hexdigest()[:16]
+    print(f"end to end, {len(instances)} rows, structured turn 1, max_tokens {decoding.max_tokens_turn1}: "
+          f"{seconds:.1f} s for {tokens} tokens; decoder: {identity['decoder']}; llama.cpp build: "
+          f"{'stock (llamafile)' if 'LLAMAFILE = 1' in backend._llama_cpp.llama_print_system_info().decode() else 'without llamafile'}; "
+          f"outputs sha256 {digest}")
+
 
 if __name__ == "__main__":
     main()

@@ -1,5 +1,6 @@
-"""Jump-forward decoding: forced runs on a toy index (fast), and equality with plain constrained decoding on
-SmolLM2 (slow): token for token at temperature 0, the same draws at temperature > 0."""
+"""Jump-forward decoding: forced runs, drafts and draft lengths on toy inputs (fast); on real models (slow)
+the batch check of the installed llama.cpp build, and output token for token that of plain constrained
+decoding at temperature 0 (with drafts wherever the build computes batches exactly), seeded draws above."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ import pytest
 from outlines_core import Index, Vocabulary
 
 from cpdagthink.backends import make_backend
-from cpdagthink.backends.jump_forward import IndexWalker, LookupDrafter, admitted_prefix
+from cpdagthink.backends import local
+from cpdagthink.backends.jump_forward import DraftLength, IndexWalker, LookupDrafter, admitted_prefix
+from cpdagthink.backends.local import verified_rows
 
 EOS = 9
 # A toy vocabulary where some positions admit one token and others several spellings of the same text.
@@ -48,11 +51,44 @@ def test_allowed_is_cached_and_sorted():
 
 
 def test_lookup_drafter_copies_what_followed_the_latest_matching_ngram():
-    drafter = LookupDrafter([1, 2, 3, 4, 5, 9, 1, 2])
+    drafter = LookupDrafter([1, 2, 3, 4, 5, 9, 1, 2], max_ngram=3)
     assert drafter.propose(3) == [3, 4, 5]
     drafter.extend([3, 7, 1, 2])  # the latest "1 2" is now followed by 3 7
     assert drafter.propose(2) == [3, 7]
     assert drafter.propose(0) == [] and LookupDrafter([5, 6]).propose(4) == []
+
+
+def test_lookup_drafter_prefers_the_longest_match_and_looks_up_each_drafted_token_again():
+    # "8 1 2" was followed by 5 once; "1 2" alone was followed by 3 most recently
+    context = [8, 1, 2, 5, 6, 0, 1, 2, 3, 0, 8, 1, 2]
+    assert LookupDrafter(context, max_ngram=3).propose(2) == [5, 6]
+    assert LookupDrafter(context, max_ngram=2).propose(1) == [3]
+    # each drafted token is looked up with the draft as context: "4 4" -> 4 -> 4 ... (a copy would stop at the end)
+    assert LookupDrafter([4, 4, 4], max_ngram=2).propose(5) == [4, 4, 4, 4, 4]
+
+
+def test_draft_length_grows_after_a_kept_draft_and_shrinks_to_the_kept_part():
+    length = DraftLength(limit=6)
+    assert length.current == 4
+    length.update(drafted=4, kept=4)
+    assert length.current == 5
+    length.update(drafted=5, kept=5)
+    length.update(drafted=6, kept=6)
+    assert length.current == 6  # never above the limit
+    length.update(drafted=6, kept=2)
+    assert length.current == 3
+    length.update(drafted=3, kept=0)
+    assert length.current == 1
+    length.update(drafted=0, kept=0)  # nothing drafted, nothing learned
+    assert length.current == 1
+    assert DraftLength(limit=0).current == 0
+
+
+def test_verified_rows_is_the_largest_batch_with_exact_rows_below_it():
+    assert verified_rows({2: 0.0, 3: 0.0, 4: 0.4, 5: 0.0}) == 3  # 5 does not count after 4 failed
+    assert verified_rows({2: 0.28, 3: 0.0}) == 1
+    assert verified_rows({2: 0.0, 3: float("nan")}) == 2
+    assert verified_rows({}) == 1
 
 
 def test_admitted_prefix_cuts_a_draft_where_the_constraint_refuses_it():
@@ -75,7 +111,7 @@ def _rows(n: int):
 @pytest.fixture(scope="module")
 def smol_pair():
     plain = make_backend("local", model="smollm2-135m", n_ctx=4096, jump_forward=False, ram_cache_gib=0)
-    jumping = make_backend("local", model="smollm2-135m", n_ctx=4096, jump_forward=True, ram_cache_gib=0)
+    jumping = make_backend("local", model="smollm2-135m", n_ctx=4096, jump_forward=True, draft_tokens=6, ram_cache_gib=0)
     yield plain, jumping
     plain.close()
     jumping.close()
@@ -86,10 +122,25 @@ def _tokens(backend, raw: str) -> list[int]:
 
 
 @pytest.mark.slow
-def test_jump_forward_skips_forced_tokens_inside_the_constraint_deterministically(smol_pair, test_csv):
-    """Not token-for-token plain decoding: llama.cpp's batched logits differ slightly from one-token steps, so
-    a near-tie after a forced run may flip (the reason jump-forward is off by default, see local.py)."""
+def test_batch_check_is_measured_once_and_read_back_from_disk(smol_pair, tmp_path, monkeypatch):
+    _, jumping = smol_pair
+    diffs = jumping.batch_invariance()
+    assert sorted(diffs) == list(range(2, local.INVARIANCE_ROWS + 1))
+    assert all(d >= 0 for d in diffs.values())
+    assert jumping.batch_rows == verified_rows(diffs)
 
+    def measured_again(*args, **kwargs):
+        raise AssertionError("the batch check was measured again instead of read from disk")
+
+    monkeypatch.setattr(local, "batch_invariance", measured_again)
+    assert jumping.batch_invariance() == diffs
+    assert f"batches of up to {jumping.batch_rows} token" in jumping.identity()["decoder"]
+
+
+@pytest.mark.slow
+def test_jump_forward_output_is_token_for_token_plain_constrained_decoding(smol_pair, test_csv):
+    """Greedy output equal to plain decoding's on every build: batches never exceed the measured exact size
+    (one token on the stock build, where the loop still skips forced tokens' sampling)."""
     from cpdagthink.backends.local import output_regex
 
     plain, jumping = smol_pair
@@ -97,11 +148,25 @@ def test_jump_forward_skips_forced_tokens_inside_the_constraint_deterministicall
     for request in _rows(3):
         a, b = plain.complete(request), jumping.complete(request)
         assert "forced_tokens" not in a.meta
+        assert b.raw == a.raw and b.completion_tokens == a.completion_tokens and b.finish_reason == a.finish_reason
         if b.finish_reason == "stop":
             assert re.fullmatch(output_regex(request), b.raw), b.raw
-        assert jumping.complete(request).raw == b.raw  # greedy jump-forward is deterministic
         forced += b.meta["forced_tokens"]
+        if jumping.batch_rows > 1:
+            assert b.meta["drafted_tokens"] > 0 and b.meta["forward_passes"] < b.completion_tokens
     assert forced > 0  # the runs were really skipped, not sampled
+
+
+@pytest.mark.slow
+def test_jump_forward_with_drafts_equals_plain_decoding_on_the_default_model(test_csv):
+    plain = make_backend("local", n_ctx=4096, ram_cache_gib=0)
+    jumping = make_backend("local", n_ctx=4096, jump_forward=True, draft_tokens=6, ram_cache_gib=0)
+    try:
+        for request in _rows(2):
+            assert jumping.complete(request).raw == plain.complete(request).raw
+    finally:
+        plain.close()
+        jumping.close()
 
 
 @pytest.mark.slow

@@ -215,6 +215,8 @@ def _model_options(parser: argparse.ArgumentParser, budgets: str = "defaults 102
     parser.add_argument("--revision", help="vLLM: the model revision to load")
     parser.add_argument("--timeout", type=float, help="API: seconds per request before it is retried")
     parser.add_argument("--retries", type=int, help="API: retries of a failed request")
+    parser.add_argument("--jump-forward", action="store_true", default=None,
+                        help="local: exact jump-forward decoding with drafts (fast on a build from `make llama-exact`)")
     parser.add_argument("--tool-choice", choices=["auto", "forced"], help="auto (+ prompt instruction) or forced")
     parser.add_argument("--max-tokens-turn1", type=int, help=f"turn-1 budget ({budgets})")
     parser.add_argument("--max-tokens-answer", type=int, help="answer-turn budget")

@@ -218,6 +218,7 @@ class RunParameters(BaseModel):
     revision: str | None = None
     timeout: float | None = Field(None, gt=0)
     retries: NonNegativeInt | None = None
+    jump_forward: bool | None = None
     split: str = "test"
     data: str | None = None
     limit: NonNegativeInt = 0
@@ -279,7 +280,8 @@ class RunParameters(BaseModel):
                          seeds=tuple(self.seeds), decoding=decoding, chunk_size=self.chunk_size, **folders)
 
 
-_BACKEND_OPTIONS = ("regex_mode", "reasoning_effort", "reasoning_parser", "token_param", "revision", "timeout", "retries")
+_BACKEND_OPTIONS = ("regex_mode", "reasoning_effort", "reasoning_parser", "token_param", "revision", "timeout", "retries",
+                    "jump_forward")
 
 
 _PROFILED_BACKENDS = ("openai", "vllm")

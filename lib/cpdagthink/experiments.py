@@ -19,7 +19,6 @@ from .metrics import counted
 from .records import RunRecord
 from .runner import run_condition
 
-Setup = RunConfig  # the notebooks' name for the configuration their runs share
 
 
 def setup_from_parameters(namespace: Mapping[str, Any]) -> RunConfig:

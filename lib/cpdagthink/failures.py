@@ -79,7 +79,7 @@ def diagnose(record: RunRecord, instance: Instance) -> Diagnosis:
     2. correct (``kind=None``): the prediction equals the corrected label. Also ``None`` when the premise
        has no corrected label (unfaithful premises, generated data only): nothing to localise against.
     3. tool runs (``record.tool_flow``), on the object shown in turn 2 (``record.shown``):
-       a. ``NO_GRAPH``: no object, or one that does not validate as a ``CausalAnalysis``;
+       a. ``NO_GRAPH``: no object (none emitted, or one that did not validate as a ``CausalAnalysis``);
        b. ``WRONG_GRAPH``: :meth:`CausalAnalysis.answer` on the object gives the model's (wrong) answer. A
           graph no DAG extends reads as NO, like the reference agent reads it;
        c. ``MEC_AMBIGUITY``: the object gives the right answer and the error is an ambiguity case (below);
@@ -99,8 +99,8 @@ def diagnose(record: RunRecord, instance: Instance) -> Diagnosis:
     answer = record.answer
     prediction = record.prediction
     tool = record.tool_flow
-    shown = _json(record.shown) if tool else None
-    blank = Diagnosis(None, oracle, prediction, tool, None, None, None, None, None, shown)
+    graph = record.shown if tool else None  # already a validated CausalAnalysis, or None
+    blank = Diagnosis(None, oracle, prediction, tool, None, None, None, None, None, _json(graph))
     if answer is None:
         return _with(blank, kind=FailureKind.UNPARSED_ANSWER)
     if oracle is None or prediction == oracle:
@@ -119,12 +119,8 @@ def diagnose(record: RunRecord, instance: Instance) -> Diagnosis:
         ambiguous = False
     if not tool:
         return _with(blank, kind=FailureKind.ONE_TURN_MEC_AMBIGUITY if ambiguous else FailureKind.ONE_TURN_OTHER)
-    if shown is None:
+    if graph is None:
         return _with(blank, kind=FailureKind.NO_GRAPH)
-    try:
-        graph = CausalAnalysis.model_validate(shown)
-    except ValueError as error:
-        return _with(blank, kind=FailureKind.NO_GRAPH, graph_detail=f"invalid object: {str(error).splitlines()[0]}")
     verdict = graph.answer(instance.hypothesis)
     blank = _with(blank, graph_verdict=int(verdict.holds), graph_detail=verdict.detail)
     if int(verdict.holds) != oracle:

@@ -18,6 +18,7 @@ import pandas as pd
 
 from . import experiments as ex
 from . import tables
+from .config import RunConfig
 from .data import Instance
 from .metrics import OmittedGroup, counted
 from .records import RunRecord
@@ -208,7 +209,7 @@ def bin_gains_sentence(gains: pd.DataFrame) -> str:
                      for _, r in gains.iterrows())
 
 
-def stress_runs(setup: ex.Setup, families: Sequence[str], graphs: int, per_graph: int, seed: int,
+def stress_runs(setup: RunConfig, families: Sequence[str], graphs: int, per_graph: int, seed: int,
                 conditions: Sequence[str], seeds: Sequence[int]) -> dict[str, dict[tuple[str, int], list[RunRecord]]]:
     """Run grids on each generated larger-graph stress set (every hypothesis of the set, no sampling)."""
     from .generate import stress_csv
@@ -266,7 +267,7 @@ def complexity(bin_gains: pd.DataFrame, omitted: Sequence[OmittedGroup], min_pos
     return Reading(numbers, phrases)
 
 
-def ood_setup(setup: ex.Setup, ood_split: str) -> ex.Setup:
+def ood_setup(setup: RunConfig, ood_split: str) -> RunConfig:
     """The same sample size and settings on an OOD split: a CSV path or a split name (hub or ``generated:``)."""
     if str(ood_split).endswith(".csv"):
         return ex.updated(setup, data=str(ood_split))
@@ -282,7 +283,7 @@ def ablation_table(scores: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({"F1": f1, "change vs structured (pp)": f1 - f1.get(TARGET, math.nan)})
 
 
-def scale_table(setup: ex.Setup, scores: pd.DataFrame, models: Sequence[str], conditions: Sequence[str],
+def scale_table(setup: RunConfig, scores: pd.DataFrame, models: Sequence[str], conditions: Sequence[str],
                 seeds: Sequence[int], instances: Sequence[Instance]) -> pd.DataFrame:
     """F1 (gold, mean over seeds) per condition and model: the setup's model and each of ``models`` on the
     same backend and sample (the scale interaction of App. D)."""
@@ -293,7 +294,7 @@ def scale_table(setup: ex.Setup, scores: pd.DataFrame, models: Sequence[str], co
     return every[every["labels"] == "gold"].pivot_table(index="condition", columns="model", values="F1", sort=False)
 
 
-def tool_choice_table(setup: ex.Setup, runs: Mapping, seeds: Sequence[int],
+def tool_choice_table(setup: RunConfig, runs: Mapping, seeds: Sequence[int],
                       instances: Sequence[Instance]) -> pd.DataFrame:
     """Structured Thinking with ``tool_choice="auto"`` (plus the prompt instruction) against the tool forced
     by name (App. A.1): F1 mean and sd over seeds."""
@@ -323,7 +324,7 @@ def ablations(drops: pd.DataFrame, thinking_supported: bool, instances: Sequence
 # ----------------------------------------------------------------------------------------- 04 probes
 
 
-def probe_grid(setup: ex.Setup, probes: Sequence[str], seeds: Sequence[int], instances: Sequence[Instance],
+def probe_grid(setup: RunConfig, probes: Sequence[str], seeds: Sequence[int], instances: Sequence[Instance],
                agent: str) -> tuple[pd.DataFrame, dict[str, list[RunRecord]]]:
     """Every probe on Structured Thinking's recorded turn 1, per seed: :func:`probes.probe_table` rows with
     the agent's name and seed, and the probed records of the first seed (for an example)."""

@@ -14,13 +14,17 @@ an exception would be swallowed and leave the output silently unconstrained (thi
 numba): here any such error fails the call loudly.
 
 ``jump_forward=True`` (opt-in) decodes with this module's own loop (:mod:`.jump_forward`): tokens the
-constraint forces are appended without sampling and evaluated as one batch; the other positions are chosen
-among the admitted tokens, greedily at temperature 0, otherwise by the llama.cpp sampler chain top_k ->
-typical(1) -> top_p -> min_p -> temperature -> dist(seed), the chain ``create_completion`` builds. It is off by
-default for two measured reasons: on the default model no token of a turn-1 object is ever forced (its
-vocabulary spells nearly every position several ways), so there is nothing to skip; and llama.cpp's logits
-for the later rows of a batch differ from one-token steps (by up to 0.45 here), so after a forced run a
-near-tie can flip and greedy output is not always token-for-token that of plain decoding.
+constraint forces are appended without sampling, and drafted guesses are checked in the same batch; the
+other positions are chosen among the admitted tokens, greedily at temperature 0, otherwise by the llama.cpp
+sampler chain top_k -> typical(1) -> top_p -> min_p -> temperature -> dist(seed), the chain
+``create_completion`` builds. It is exact only where a row of a batch is computed bit for bit as a
+one-token step, which depends on how llama.cpp was built: the stock build switches matrix kernels at two
+tokens (llamafile's sgemm), so rows differ by up to ~0.5 in the logits and near-ties flip; a build with
+``-DGGML_LLAMAFILE=OFF`` (``make llama-exact``) gives identical rows for batches of up to 7 tokens on the
+default model. So the backend measures this once per build and model (:func:`batch_invariance`, kept on
+disk) and never evaluates a batch larger than the measured size: on the stock build the loop degenerates
+to one token per step, exact and no faster. It is off by default because on the build that makes it fast,
+prompt prefill is about 1.8x slower (measured), which costs the book more than drafting saves.
 
 Thinking is real or absent: with a template that reads ``enable_thinking`` (Qwen3-style), ``thinking=True``
 first generates an unconstrained ``<think>...</think>`` phase (at most ``thinking_budget`` tokens), then the
@@ -46,7 +50,7 @@ from typing import Any
 import numpy as np
 
 from .base import Backend, BackendError, Completion, Request, RequestRejected
-from .jump_forward import IndexWalker, LookupDrafter, admitted_prefix
+from .jump_forward import DraftLength, IndexWalker, LookupDrafter, admitted_prefix
 from .models import DEFAULT_MODEL, default_cache_dir, resolve_model
 from .toolcalls import (
     THINK_CLOSE,
@@ -262,6 +266,55 @@ class _GuardedProcessor:
 _TOKEN_DATA = np.dtype([("id", np.intc), ("logit", np.single), ("p", np.single)], align=True)  # llama_token_data
 
 
+# The batch check runs at a context like a turn-1 prompt's (1.4k-1.8k tokens) and tries batches up to this size.
+INVARIANCE_CONTEXT = 1024
+INVARIANCE_ROWS = 8
+
+
+def evaluate_rows(llm: Any, tokens: list[int]) -> list[np.ndarray]:
+    """Evaluate ``tokens`` after ``llm``'s KV cache in one batch: the logits of every row (views into
+    llama.cpp's buffer, valid until the next evaluation). ``Llama.eval`` keeps only the last row's."""
+    import llama_cpp
+
+    past = llm.n_tokens
+    llm._ctx.kv_cache_seq_rm(-1, past, -1)
+    llm._batch.set_batch(batch=tokens, n_past=past, logits_all=True)
+    llm._ctx.decode(llm._batch)
+    llm.input_ids[past:past + len(tokens)] = tokens
+    llm.n_tokens = past + len(tokens)
+    return [np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(llm.ctx, i), shape=(llm.n_vocab(),))
+            for i in range(len(tokens))]
+
+
+def batch_invariance(llm: Any, tokens: list[int], max_rows: int) -> dict[int, float]:
+    """For k = 2..max_rows, the largest absolute difference between the logits of the last ``max_rows + 2``
+    tokens evaluated one per step and with the first k of them in one batch (its k rows, then two one-token
+    steps that read the batch's KV entries), after the same context. 0.0 means bit for bit the same."""
+    context, probe = tokens[:-(max_rows + 2)], tokens[-(max_rows + 2):]
+    llm.reset()
+    llm.eval(context)
+    start = llm.n_tokens
+    reference = [evaluate_rows(llm, [token])[0].copy() for token in probe]
+    diffs: dict[int, float] = {}
+    for k in range(2, max_rows + 1):
+        llm.n_tokens = start
+        rows = [row.copy() for row in evaluate_rows(llm, probe[:k])]
+        rows += [evaluate_rows(llm, [token])[0].copy() for token in probe[k:k + 2]]
+        diffs[k] = max(float(np.max(np.abs(a - b))) for a, b in zip(rows, reference))
+    llm.reset()
+    return diffs
+
+
+def verified_rows(diffs: dict[int, float]) -> int:
+    """The largest k such that batches of 2..k tokens all matched one-token steps exactly (1: none did)."""
+    rows = 1
+    for k in sorted(diffs):
+        if diffs[k] != 0.0:  # NaN fails too
+            break
+        rows = k
+    return rows
+
+
 class AdmittedSampler:
     """Chooses the next token among those the constraint admits.
 
@@ -311,7 +364,11 @@ class AdmittedSampler:
 
 
 class LocalBackend(Backend):
-    """A GGUF chat model on CPU. ``model``: a short name from :data:`models.MODELS` or a ``.gguf`` path."""
+    """A GGUF chat model on CPU. ``model``: a short name from :data:`models.MODELS` or a ``.gguf`` path.
+
+    ``jump_forward=True`` decodes constrained output with this module's exact loop (module docstring),
+    drafting up to ``draft_tokens`` tokens per step where the llama.cpp build computes such batches exactly.
+    """
 
     name = "local"
 
@@ -330,7 +387,7 @@ class LocalBackend(Backend):
         extra_buffers: bool | None = None,
         ram_cache_gib: float = 4.0,
         jump_forward: bool = False,
-        draft_tokens: int = 0,
+        draft_tokens: int = 6,
         verbose: bool = False,
     ):
         try:
@@ -340,6 +397,7 @@ class LocalBackend(Backend):
             raise BackendError(f"llama-cpp-python is not installed ({exc}); install with: {INSTALL_HINT}") from exc
         self.model_file = resolve_model(model, cache_dir)
         self.n_ctx = n_ctx
+        self.n_threads = n_threads
         self.thinking_budget = thinking_budget
         self.jump_forward = jump_forward
         self.draft_tokens = draft_tokens
@@ -400,15 +458,26 @@ class LocalBackend(Backend):
             "outlines": outlines_version,
             "n_ctx": self.n_ctx,
             "extra_buffers": self.extra_buffers,
+            # builds with and without llamafile sum differently, so their outputs are cached apart
+            "llamafile": "LLAMAFILE = 1" in self._llama_cpp.llama_print_system_info().decode(),
             "sampling": SAMPLING,
-            "decoder": "jump-forward" + (f", {self.draft_tokens} draft tokens" if self.draft_tokens else "")
-                       if self.jump_forward else "plain constrained",
+            "decoder": self.decoder,
             "chat_template_sha256": hashlib.sha256(self.chat_template.encode()).hexdigest(),
             "chat_template_source": self.template_source,
             "tool_format": "native-template" if self.native_tools else "system-prompt-hermes",
             "thinking": "supported" if self.thinking_supported else "unsupported",
             "thinking_budget": self.thinking_budget if self.thinking_supported else None,
         }
+
+    @property
+    def decoder(self) -> str:
+        """How constrained output is decoded (part of the identity: the two decoders are cached apart)."""
+        if not self.jump_forward:
+            return "plain constrained"
+        rows = self.batch_rows
+        drafts = min(self.draft_tokens, rows - 1)
+        return (f"jump-forward, batches of up to {rows} token(s) (measured bit for bit equal to one-token steps "
+                f"on this build)" + (f", drafts of up to {drafts} token(s)" if drafts else ""))
 
     # ----------------------------------------------------------------------------------------- prompting
     def render(self, request: Request, *, thinking: bool | None = None) -> str:
@@ -528,19 +597,23 @@ class LocalBackend(Backend):
                             walker: IndexWalker) -> tuple[str, int, str, dict[str, int]]:
         """Constrained decoding with jump-forward and verified drafts: text, tokens, finish reason, counts.
 
-        Each step appends the tokens the constraint forces, then evaluates the pending tokens together with
-        a draft (:class:`LookupDrafter`, cut to what the constraint admits) in one batch, and chooses the
-        next token at each drafted position in turn, with the same rule as without drafts; the draft is
-        kept while it equals the choice, and the first choice that differs is kept instead. So the output is
-        the one token-by-token decoding gives (greedy: the same tokens; sampled: the same draws).
+        The prompt is evaluated as ``create_completion`` evaluates it. Each step then appends the tokens the
+        constraint forces and evaluates the tokens not yet evaluated together with a draft, in batches of
+        at most :attr:`batch_rows` tokens (the size this build computes exactly as one-token steps), and
+        chooses the next token at each drafted position in turn with the rule plain decoding uses; the
+        draft is kept while it equals the choice, and the first choice that differs is kept instead. So
+        the output is the one token-by-token decoding gives (greedy: the same tokens; sampled: the same
+        draws).
         """
         llm, capi = self.llm, self._llama_cpp
+        cap = self.batch_rows
         self._restore_cached_state(prompt)
-        pending = self._prefill(prompt)
-        drafter = LookupDrafter(prompt) if self.draft_tokens > 0 else None
+        rows = [self._prefill(prompt)]
+        drafter = LookupDrafter(prompt) if self.draft_tokens > 0 and cap > 1 else None
+        length = DraftLength(min(self.draft_tokens, cap - 1))
         sampler = AdmittedSampler(request)
-        state, out, finish = walker.initial_state, [], "length"
-        counts = {"forced_tokens": 0, "drafted_tokens": 0, "forward_passes": 0}
+        state, out, draft, pending, finish = walker.initial_state, [], [], [], "length"
+        counts = {"forced_tokens": 0, "drafted_tokens": 0, "forward_passes": 0, "batch_rows": cap}
 
         def take(token: int) -> None:
             nonlocal state
@@ -550,7 +623,26 @@ class LocalBackend(Backend):
                 drafter.extend([token])
 
         try:
-            while len(out) < max_tokens and finish == "length":
+            while True:
+                for position, logits in enumerate(rows):
+                    admitted = walker.allowed(state)
+                    if len(admitted) == 0:
+                        raise BackendError(f"the constraint admits no token in state {state} (the regex has a dead end)")
+                    token = sampler.choose(logits, admitted)
+                    if position < len(draft) and token == draft[position]:
+                        take(token)
+                        continue
+                    self._discard(len(draft) - position)  # the drafted tokens after this position
+                    length.update(len(draft), position)
+                    counts["drafted_tokens"] += position
+                    if capi.llama_vocab_is_eog(llm._model.vocab, token):
+                        finish = "stop"
+                    else:
+                        take(token)
+                        pending = [token]
+                    break
+                if finish == "stop" or len(out) >= max_tokens:
+                    break
                 run, _ = walker.forced_run(state, max_tokens - len(out))
                 for token in run:
                     take(token)
@@ -561,27 +653,15 @@ class LocalBackend(Backend):
                 if walker.only_end(state):
                     finish = "stop"
                     break
-                room = min(self.draft_tokens, max_tokens - len(out) - 1)
+                while len(pending) > cap:  # a long forced run: no logits needed until its end
+                    self._evaluate(pending[:cap])
+                    counts["forward_passes"] += 1
+                    pending = pending[cap:]
+                room = min(length.current, cap - len(pending), max_tokens - len(out) - 1)
                 draft = admitted_prefix(walker, state, drafter.propose(room)) if drafter is not None else []
-                rows = self._evaluate(pending + draft, len(draft) + 1)
+                rows = self._evaluate(pending + draft)[-(len(draft) + 1):]
                 counts["forward_passes"] += 1
                 pending = []
-                for position, logits in enumerate(rows):
-                    admitted = walker.allowed(state)
-                    if len(admitted) == 0:
-                        raise BackendError(f"the constraint admits no token in state {state} (the regex has a dead end)")
-                    token = sampler.choose(logits, admitted)
-                    if position < len(draft) and token == draft[position]:
-                        take(token)
-                        counts["drafted_tokens"] += 1
-                        continue
-                    self._discard(len(draft) - position)  # the drafted tokens after this position
-                    if capi.llama_vocab_is_eog(llm._model.vocab, token):
-                        finish = "stop"
-                    else:
-                        take(token)
-                        pending = [token]
-                    break
         finally:
             sampler.close()
         if llm.cache:
@@ -589,24 +669,9 @@ class LocalBackend(Backend):
         text = llm.detokenize(out, prev_tokens=prompt).decode("utf-8", errors="ignore")
         return text, len(out), finish, counts
 
-    def _evaluate(self, tokens: list[int], rows: int) -> list[np.ndarray]:
-        """Evaluate ``tokens`` after the KV cache; the logits of the last ``rows`` of them (views into
-        llama.cpp's buffer, valid until the next evaluation)."""
-        llm, capi = self.llm, self._llama_cpp
-        head, tail = tokens[:-rows], tokens[-rows:]
-        if head:
-            llm.eval(head)
-        if rows == 1:
-            llm.eval(tail)
-            return [np.ctypeslib.as_array(capi.llama_get_logits_ith(llm.ctx, -1), shape=(llm.n_vocab(),))]
-        # llm.eval keeps only the last token's logits: build the batch with logits for every row instead
-        past = llm.n_tokens
-        llm._ctx.kv_cache_seq_rm(-1, past, -1)
-        llm._batch.set_batch(batch=tail, n_past=past, logits_all=True)
-        llm._ctx.decode(llm._batch)
-        llm.input_ids[past:past + rows] = tail
-        llm.n_tokens = past + rows
-        return [np.ctypeslib.as_array(capi.llama_get_logits_ith(llm.ctx, i), shape=(llm.n_vocab(),)) for i in range(rows)]
+    def _evaluate(self, tokens: list[int]) -> list[np.ndarray]:
+        """Evaluate ``tokens`` after the KV cache in one batch: the logits of every row."""
+        return evaluate_rows(self.llm, tokens)
 
     def _discard(self, count: int) -> None:
         """Drop the last ``count`` evaluated tokens from the KV cache (a draft the model did not follow)."""
@@ -626,18 +691,46 @@ class LocalBackend(Backend):
         if llm.longest_token_prefix(item.input_ids.tolist(), prompt) > llm.longest_token_prefix(llm._input_ids.tolist(), prompt):
             llm.load_state(item)
 
-    def _prefill(self, prompt: list[int]) -> list[int]:
-        """Evaluate all of ``prompt`` but its last token, reusing the longest prefix already in the KV cache;
-        returns the last token, which the first decoding step evaluates with its draft."""
+    def _prefill(self, prompt: list[int]) -> np.ndarray:
+        """Evaluate ``prompt`` after the longest prefix already in the KV cache, exactly as
+        ``create_completion`` does (same calls, same batches): the logits after its last token."""
         llm = self.llm
         keep = min(llm.longest_token_prefix(llm._input_ids.tolist(), prompt), len(prompt) - 1)
         if keep <= 0 or not llm._ctx.kv_cache_seq_rm(-1, keep, -1):
             llm.reset()
             keep = 0
         llm.n_tokens = keep
-        if prompt[keep:-1]:
-            llm.eval(prompt[keep:-1])
-        return prompt[-1:]
+        llm.eval(prompt[keep:])
+        return np.ctypeslib.as_array(self._llama_cpp.llama_get_logits_ith(llm.ctx, -1), shape=(llm.n_vocab(),))
+
+    @functools.cached_property
+    def batch_rows(self) -> int:
+        """The largest batch whose every row this llama.cpp build computes bit for bit as a one-token step
+        (1: none), measured by :func:`batch_invariance` once per build and model and kept on disk."""
+        return verified_rows(self.batch_invariance())
+
+    def batch_invariance(self) -> dict[int, float]:
+        """:func:`batch_invariance` for this model and build, from the disk cache when measured before."""
+        capi = self._llama_cpp
+        setting = [self.model_file.sha256, capi.__version__, capi.llama_print_system_info().decode(), self.n_threads,
+                   self.extra_buffers, INVARIANCE_CONTEXT, INVARIANCE_ROWS]
+        key = hashlib.sha256(json.dumps(setting).encode()).hexdigest()
+        path = self._index_dir.parent / "batch-invariance" / f"{key}.json"
+        try:
+            return {int(rows): float(diff) for rows, diff in json.loads(path.read_text())["max_abs_diff"].items()}
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            pass
+        text = "\n".join([TOOLS_PREAMBLE, SAMPLING, TOOLS_POSTAMBLE, CHATML])
+        tokens = self.tokenize(text)
+        while len(tokens) < INVARIANCE_CONTEXT:
+            tokens += tokens
+        with self._lock:
+            diffs = batch_invariance(self.llm, tokens[:INVARIANCE_CONTEXT], INVARIANCE_ROWS)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_suffix(f".{os.getpid()}.tmp")
+        temporary.write_text(json.dumps({"setting": setting, "max_abs_diff": diffs}, indent=1))
+        temporary.replace(path)
+        return diffs
 
     def complete(self, request: Request) -> Completion:
         with self._lock:
