@@ -64,7 +64,7 @@ bench-book: $(STAMP) browser
 
 # Opt-in: llama.cpp rebuilt without llamafile's sgemm (about 8 min on 2 cores). Its batches of up to 7 tokens are
 # computed bit for bit as one-token steps, so jump-forward decoding with drafts is exact and faster; prompt
-# prefill is about 1.8x slower, so the book stays on the stock build. `make llama-stock` goes back.
+# prefill is about 1.7x slower, so the book stays on the stock build. `make llama-stock` goes back.
 LLAMA_CPP := llama-cpp-python[server]==$(shell sed -n 's/.*"llama-cpp-python\[server\]==\([0-9.]*\)".*/\1/p' pyproject.toml)
 
 llama-exact: $(STAMP)

@@ -24,7 +24,7 @@ tokens (llamafile's sgemm), so rows differ by up to ~0.5 in the logits and near-
 default model. So the backend measures this once per build and model (:func:`batch_invariance`, kept on
 disk) and never evaluates a batch larger than the measured size: on the stock build the loop degenerates
 to one token per step, exact and no faster. It is off by default because on the build that makes it fast,
-prompt prefill is about 1.8x slower (measured), which costs the book more than drafting saves.
+prompt prefill is about 1.7x slower (measured), and most of the book's calls are prefill-bound.
 
 Thinking is real or absent: with a template that reads ``enable_thinking`` (Qwen3-style), ``thinking=True``
 first generates an unconstrained ``<think>...</think>`` phase (at most ``thinking_budget`` tokens), then the
