@@ -147,7 +147,7 @@ def end_to_end(model: str, instances, decoding: Decoding, decoder: str, draft_to
     digest = hashlib.sha256("\x00".join(outputs).encode()).hexdigest()[:16]
     print(f"end to end, {len(instances)} rows, structured turn 1, max_tokens {decoding.max_tokens_turn1}: "
           f"{seconds:.1f} s for {tokens} tokens; decoder: {identity['decoder']}; llama.cpp build: "
-          f"{'stock (llamafile)' if 'LLAMAFILE = 1' in backend._llama_cpp.llama_print_system_info().decode() else 'without llamafile'}; "
+          f"{'stock (llamafile)' if backend.stock_build else 'without llamafile'}; "
           f"outputs sha256 {digest}")
 
 

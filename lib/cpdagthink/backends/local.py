@@ -458,8 +458,6 @@ class LocalBackend(Backend):
             "outlines": outlines_version,
             "n_ctx": self.n_ctx,
             "extra_buffers": self.extra_buffers,
-            # builds with and without llamafile sum differently, so their outputs are cached apart
-            "llamafile": "LLAMAFILE = 1" in self._llama_cpp.llama_print_system_info().decode(),
             "sampling": SAMPLING,
             "decoder": self.decoder,
             "chat_template_sha256": hashlib.sha256(self.chat_template.encode()).hexdigest(),
@@ -467,7 +465,15 @@ class LocalBackend(Backend):
             "tool_format": "native-template" if self.native_tools else "system-prompt-hermes",
             "thinking": "supported" if self.thinking_supported else "unsupported",
             "thinking_budget": self.thinking_budget if self.thinking_supported else None,
+            # builds with and without llamafile sum differently: their outputs are cached apart (a key only for
+            # the non-stock build, so records and caches of the stock build stay valid)
+            **({} if self.stock_build else {"llama_cpp_build": "without llamafile"}),
         }
+
+    @property
+    def stock_build(self) -> bool:
+        """Whether llama.cpp was built as PyPI's sdist builds by default (with llamafile's sgemm)."""
+        return "LLAMAFILE = 1" in self._llama_cpp.llama_print_system_info().decode()
 
     @property
     def decoder(self) -> str:
