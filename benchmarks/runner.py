@@ -118,7 +118,6 @@ def decoding_modes(backend: LocalBackend, instances, decoding: Decoding, draft_t
             total["forced"] += completion.meta.get("forced_tokens", 0)
             total["drafted"] += completion.meta.get("drafted_tokens", 0)
             texts[label].append(completion.raw)
-    backend.jump_forward, backend.draft_tokens = True, 0
     reference = MODES[0][0]
     print(f"structured turn 1, {len(instances)} prompts, max_tokens {decoding.max_tokens_turn1}, prompt cached:")
     for label, *_ in MODES:
@@ -128,7 +127,6 @@ def decoding_modes(backend: LocalBackend, instances, decoding: Decoding, draft_t
               f"forced {100 * t['forced'] / max(t['tokens'], 1):4.1f}%, drafted {100 * t['drafted'] / max(t['tokens'], 1):4.1f}%; "
               f"time/token vs plain x{(t['seconds'] / t['tokens']) / (totals[reference]['seconds'] / totals[reference]['tokens']):.2f}"
               + ("" if same is None else f"; output identical to plain: {same}"))
-
 
 
 def end_to_end(model: str, instances, decoding: Decoding, decoder: str, draft_tokens: int) -> None:

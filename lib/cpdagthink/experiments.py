@@ -20,7 +20,6 @@ from .records import RunRecord
 from .runner import run_condition
 
 
-
 def setup_from_parameters(namespace: Mapping[str, Any]) -> RunConfig:
     """A notebook's one-line setup: the names of its parameters cell (``globals()``) that are run parameters,
     validated into a :class:`RunConfig` (a bad value fails here, naming the parameter)."""

@@ -51,7 +51,7 @@ import numpy as np
 
 from .base import Backend, BackendError, Completion, Request, RequestRejected
 from .jump_forward import DraftLength, IndexWalker, LookupDrafter, admitted_prefix
-from .models import DEFAULT_MODEL, default_cache_dir, resolve_model
+from .models import DEFAULT_MODEL, atomic_write_text, default_cache_dir, resolve_model
 from .toolcalls import (
     THINK_CLOSE,
     THINK_OPEN,
@@ -271,19 +271,24 @@ INVARIANCE_CONTEXT = 1024
 INVARIANCE_ROWS = 8
 
 
-def evaluate_rows(llm: Any, tokens: list[int]) -> list[np.ndarray]:
-    """Evaluate ``tokens`` after ``llm``'s KV cache in one batch: the logits of every row (views into
-    llama.cpp's buffer, valid until the next evaluation). ``Llama.eval`` keeps only the last row's."""
+def logits_row(llm: Any, i: int) -> np.ndarray:
+    """The logits of row ``i`` of the last evaluated batch (-1: its last row), a view into llama.cpp's buffer
+    that stays valid until the next evaluation."""
     import llama_cpp
 
+    return np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(llm.ctx, i), shape=(llm.n_vocab(),))
+
+
+def evaluate_rows(llm: Any, tokens: list[int]) -> list[np.ndarray]:
+    """Evaluate ``tokens`` after ``llm``'s KV cache in one batch: the logits of every row (views, see
+    :func:`logits_row`). ``Llama.eval`` keeps only the last row's."""
     past = llm.n_tokens
     llm._ctx.kv_cache_seq_rm(-1, past, -1)
     llm._batch.set_batch(batch=tokens, n_past=past, logits_all=True)
     llm._ctx.decode(llm._batch)
     llm.input_ids[past:past + len(tokens)] = tokens
     llm.n_tokens = past + len(tokens)
-    return [np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(llm.ctx, i), shape=(llm.n_vocab(),))
-            for i in range(len(tokens))]
+    return [logits_row(llm, i) for i in range(len(tokens))]
 
 
 def batch_invariance(llm: Any, tokens: list[int], max_rows: int) -> dict[int, float]:
@@ -660,12 +665,12 @@ class LocalBackend(Backend):
                     finish = "stop"
                     break
                 while len(pending) > cap:  # a long forced run: no logits needed until its end
-                    self._evaluate(pending[:cap])
+                    evaluate_rows(llm, pending[:cap])
                     counts["forward_passes"] += 1
                     pending = pending[cap:]
                 room = min(length.current, cap - len(pending), max_tokens - len(out) - 1)
                 draft = admitted_prefix(walker, state, drafter.propose(room)) if drafter is not None else []
-                rows = self._evaluate(pending + draft)[-(len(draft) + 1):]
+                rows = evaluate_rows(llm, pending + draft)[-(len(draft) + 1):]
                 counts["forward_passes"] += 1
                 pending = []
         finally:
@@ -674,10 +679,6 @@ class LocalBackend(Backend):
             llm.cache[prompt + out] = llm.save_state()
         text = llm.detokenize(out, prev_tokens=prompt).decode("utf-8", errors="ignore")
         return text, len(out), finish, counts
-
-    def _evaluate(self, tokens: list[int]) -> list[np.ndarray]:
-        """Evaluate ``tokens`` after the KV cache in one batch: the logits of every row."""
-        return evaluate_rows(self.llm, tokens)
 
     def _discard(self, count: int) -> None:
         """Drop the last ``count`` evaluated tokens from the KV cache (a draft the model did not follow)."""
@@ -707,7 +708,7 @@ class LocalBackend(Backend):
             keep = 0
         llm.n_tokens = keep
         llm.eval(prompt[keep:])
-        return np.ctypeslib.as_array(self._llama_cpp.llama_get_logits_ith(llm.ctx, -1), shape=(llm.n_vocab(),))
+        return logits_row(llm, -1)
 
     @functools.cached_property
     def batch_rows(self) -> int:
@@ -732,10 +733,7 @@ class LocalBackend(Backend):
             tokens += tokens
         with self._lock:
             diffs = batch_invariance(self.llm, tokens[:INVARIANCE_CONTEXT], INVARIANCE_ROWS)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_suffix(f".{os.getpid()}.tmp")
-        temporary.write_text(json.dumps({"setting": setting, "max_abs_diff": diffs}, indent=1))
-        temporary.replace(path)
+        atomic_write_text(path, json.dumps({"setting": setting, "max_abs_diff": diffs}, indent=1))
         return diffs
 
     def complete(self, request: Request) -> Completion:

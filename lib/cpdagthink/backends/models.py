@@ -143,7 +143,8 @@ def _sidecar(path: Path, cache_dir: Path) -> Path:
     return cache_dir / ".verified" / f"{key}.json"
 
 
-def _atomic_write_text(target: Path, text: str) -> None:
+def atomic_write_text(target: Path, text: str) -> None:
+    """Write ``text`` to ``target`` (parents made) through a temporary file and a rename: old or new, never half."""
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
@@ -174,7 +175,7 @@ def file_sha256(path: str | Path, cache_dir: str | Path | None = None) -> str:
     digest = sha256_file(path)
     record = {"path": str(path.resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": digest}
     try:
-        _atomic_write_text(sidecar, json.dumps(record, indent=1))
+        atomic_write_text(sidecar, json.dumps(record, indent=1))
     except OSError:
         pass  # an unwritable cache only costs a re-hash next time
     return digest
@@ -251,7 +252,7 @@ def _concatenate(parts: list[Path], target: Path, spec: ModelSpec, cache_dir: Pa
     stat = target.stat()
     record = {"path": str(target.resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": spec.sha256}
     try:
-        _atomic_write_text(_sidecar(target, cache_dir), json.dumps(record, indent=1))
+        atomic_write_text(_sidecar(target, cache_dir), json.dumps(record, indent=1))
     except OSError:
         pass
 
