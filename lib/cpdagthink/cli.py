@@ -122,12 +122,13 @@ def _parameters(args: argparse.Namespace, **fixed: Any) -> RunParameters:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from .backends import make_backend
+    from .backends import check_options, make_backend
     from .conditions import get_condition
     from .probes import PROBES
     from .runner import run_condition
 
     config = _parameters(args).to_config()
+    check_options(config.backend, config.backend_arguments())  # a bad flag fails before the data is read
     instances = config.instances()
     backend = make_backend(config.backend, **config.backend_arguments())
     try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+from collections.abc import Mapping
 from typing import Any, Callable
 
 from .base import Backend, BackendError, Completion, Constraint, Request, ToolCall
@@ -33,17 +34,22 @@ def backend_factory(name: str) -> Callable[..., Backend]:
     return getattr(module, attribute)
 
 
-def make_backend(name: str, **options: Any) -> Backend:
-    """Build the backend registered under ``name`` with keyword ``options`` (see each backend's class).
-    An option the backend does not take is refused by name, with the ones it does take."""
-    factory = backend_factory(name)
-    accepted = [p.name for p in inspect.signature(factory).parameters.values()
-                if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
-    takes_any = any(p.kind is p.VAR_KEYWORD for p in inspect.signature(factory).parameters.values())
+def check_options(name: str, options: Mapping[str, Any]) -> None:
+    """Refuse, by name and with the ones it does take, an option the backend ``name`` does not take. Cheap:
+    it reads the factory's signature without building anything, so configurations check it up front."""
+    parameters = inspect.signature(backend_factory(name)).parameters.values()
+    accepted = [p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    takes_any = any(p.kind is p.VAR_KEYWORD for p in parameters)
     unknown = sorted(set(options) - set(accepted))
     if unknown and not takes_any:
         raise ValueError(f"backend {name!r} does not take {', '.join(unknown)}; it takes: {', '.join(accepted) or 'no options'}")
-    return factory(**options)
+
+
+def make_backend(name: str, **options: Any) -> Backend:
+    """Build the backend registered under ``name`` with keyword ``options`` (see each backend's class);
+    options are checked first (:func:`check_options`)."""
+    check_options(name, options)
+    return backend_factory(name)(**options)
 
 
 __all__ = [
@@ -55,5 +61,6 @@ __all__ = [
     "Request",
     "ToolCall",
     "backend_factory",
+    "check_options",
     "make_backend",
 ]
