@@ -212,3 +212,29 @@ def test_a_concurrent_run_into_the_same_folder_fails_at_once(items, tmp_path):
             run_condition(CONDITIONS["baseline_enhanced"], ReferenceBackend(), items, tmp_path / "run",
                           cache_dir=tmp_path / "c", progress=False)
     assert read_records(tmp_path / "run") == []
+
+
+UNSATISFIABLE = ("Premise: Suppose there is a closed system of 3 variables, A, B and C. All the statistical relations "
+                 "among these 3 variables are as follows: A correlates with B. A correlates with C. B correlates with "
+                 "C. However, A and C are independent given B. A and B are independent given C.\n"
+                 "Hypothesis: A directly causes B.")
+
+
+def test_a_premise_no_dag_satisfies_is_recorded_on_its_row_and_the_run_goes_on(test_csv, tmp_path):
+    """A CSV row whose facts no DAG has exactly (A-B correlated, yet separated given C) used to stop every run."""
+    import csv
+
+    rows = list(csv.DictReader(open(test_csv, newline="", encoding="utf-8")))[:3]
+    rows.insert(1, {"input": UNSATISFIABLE, "label": "0", "num_variables": "3", "template": "parent"})
+    with open(tmp_path / "crafted.csv", "w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    instances = read_csv(tmp_path / "crafted.csv")
+    result = run_condition(CONDITIONS["structured"], ReferenceBackend(), instances, tmp_path / "run",
+                           cache_dir=tmp_path / "c", progress=False)
+    crafted = next(r for r in result.records if r.id == instances[1].id)
+    assert "no DAG has exactly the stated independencies" in crafted.problem
+    assert crafted.oracle_label is None and not crafted.turns and crafted.prediction is None
+    assert result.summary.status == "finished" and result.summary.problems == 1 and len(result.records) == 4
+    assert all(r.answer for r in result.records if r is not crafted)

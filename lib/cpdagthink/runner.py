@@ -280,8 +280,11 @@ class _Session:
         posed, problems = [], {}
         for instance in chunk:
             try:
-                posed.append((instance, first_request(self.condition, instance, self.decoding),
-                              label_text(instance.text).label))
+                verdict = label_text(instance.text)
+                if verdict.problem:  # no DAG satisfies the premise: no label to score an answer against
+                    problems[instance.id] = verdict.problem
+                    continue
+                posed.append((instance, first_request(self.condition, instance, self.decoding), verdict.label))
             except (PremiseError, UnfaithfulFactsError) as error:
                 problems[instance.id] = f"{type(error).__name__}: {error}"
         turns = [[(request, *result)] for (_, request, _), result
