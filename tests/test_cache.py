@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import errno
+import os
+
 import pytest
 
 from cpdagthink.backends.base import Backend, Completion, Request, RequestRejected
-from cpdagthink.cache import CallCache, CorruptCacheEntryWarning
-from cpdagthink.runner import CachedBackend
+from cpdagthink.cache import CacheError, CallCache, CorruptCacheEntryWarning
+from cpdagthink.conditions import CONDITIONS
+from cpdagthink.data import read_csv
+from cpdagthink.runner import CachedBackend, run_condition
 
 KEY = "ab" * 32
 
@@ -22,8 +27,11 @@ def test_round_trip_and_miss(tmp_path):
 @pytest.mark.parametrize(
     "content",
     [b"", b'{"text": "Answer: Y', b"[1, 2, 3]", b'"a string"', b'{"answer": "YES"}', b'{"text": 5}',
-     b'{"text": "x", "tool_calls": [{"bad": 1}]}', b"\x00\xff\xfe binary \x89PNG"],
-    ids=["empty", "truncated", "list", "string", "wrong-fields", "wrong-type", "bad-tool-call", "binary"],
+     b'{"text": "x", "tool_calls": [{"bad": 1}]}', b"\x00\xff\xfe binary \x89PNG",
+     b'{"text": "Answer: YES", "latency_s": "slow"}', b'{"text": "x", "prompt_tokens": "3"}',
+     b'{"text": "x", "meta": {"deep": ' + b"[" * 100_000 + b"]" * 100_000 + b"}}"],
+    ids=["empty", "truncated", "list", "string", "wrong-fields", "wrong-type", "bad-tool-call", "binary",
+         "wrong-field-type", "number-as-string", "deeply-nested"],
 )
 def test_an_unreadable_entry_is_reported_moved_aside_and_a_miss(tmp_path, content):
     cache = CallCache(tmp_path)
@@ -70,3 +78,79 @@ def test_rejected_calls_are_not_cached_and_a_bad_entry_is_recomputed(tmp_path):
     with pytest.warns(CorruptCacheEntryWarning, match=str(entry)):
         [(fourth, hit)] = CachedBackend(backend, CallCache(tmp_path)).complete_batch([request])
     assert fourth.text == "Answer: YES" and not hit and backend.calls == calls + 2
+
+
+def test_an_entry_of_wrong_types_is_recomputed_by_the_run_instead_of_blocking_it(tmp_path):
+    backend = RejectsUntilFixed()
+    backend.fixed = True
+    request = Request(messages=({"role": "user", "content": "Is A a cause of B?"},))
+    [(first, _)] = CachedBackend(backend, CallCache(tmp_path)).complete_batch([request])
+    [entry] = tmp_path.rglob("*.json")
+    entry.write_text('{"text": "Answer: YES", "latency_s": "slow"}', encoding="utf-8")
+    with pytest.warns(CorruptCacheEntryWarning, match=f"{entry}.*latency_s"):
+        [(again, hit)] = CachedBackend(backend, CallCache(tmp_path)).complete_batch([request])
+    assert again.text == "Answer: YES" and isinstance(again.latency_s, float) and not hit and backend.calls == 2
+    assert len(list(entry.parent.glob("*.bad-*"))) == 1
+
+
+def test_a_cache_folder_that_cannot_be_written_fails_before_any_call_naming_it(tmp_path):
+    occupied = tmp_path / "a-file"
+    occupied.write_text("not a folder")
+    for folder, reason in ((occupied, "is a file"), (occupied / "cache", "cannot create")):
+        with pytest.raises(CacheError) as raised:
+            CallCache(folder)
+        assert str(folder) in str(raised.value) and reason in str(raised.value)
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into a read-only folder: the file cases above fail for root")
+def test_a_read_only_cache_folder_is_refused(tmp_path):
+    tmp_path.chmod(0o500)
+    try:
+        with pytest.raises(CacheError, match=f"{tmp_path} is not writable"):
+            CallCache(tmp_path)
+    finally:
+        tmp_path.chmod(0o700)
+
+
+def test_a_run_with_an_unusable_cache_folder_stops_before_its_first_call(tmp_path):
+    backend = RejectsUntilFixed()
+    (tmp_path / "cache").write_text("a file named as --cache")
+    (tmp_path / "one.csv").write_text(
+        'input,label,num_variables,template\n"Premise: Suppose there is a closed system of 2 variables, A and B. '
+        "All the statistical relations among these 2 variables are as follows: A correlates with B.\n"
+        'Hypothesis: A directly causes B.",0,2,parent\n', encoding="utf-8")
+    with pytest.raises(CacheError, match="is a file"):
+        run_condition(CONDITIONS["baseline_enhanced"], backend, read_csv(tmp_path / "one.csv"), tmp_path / "run",
+                      cache_dir=tmp_path / "cache", progress=False)
+    assert backend.calls == 0
+
+
+def test_a_full_disk_leaves_no_temporary_file_and_says_so_on_one_line(tmp_path, monkeypatch):
+    cache = CallCache(tmp_path)
+    real_fdopen = os.fdopen
+
+    class FullDisk:
+        """A file whose write stops halfway with ENOSPC, as on a full disk."""
+
+        def __init__(self, handle):
+            self.handle = handle
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.handle.close()
+
+        def write(self, text):
+            self.handle.write(text[: len(text) // 2])
+            self.handle.flush()
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fdopen", lambda fd, *a, **k: FullDisk(real_fdopen(fd, *a, **k)))
+    with pytest.raises(CacheError) as raised:
+        cache.put(KEY, Completion(text="Answer: YES " * 100))
+    monkeypatch.undo()
+    message = str(raised.value)
+    assert "\n" not in message and str(cache.path(KEY)) in message and "No space left on device" in message
+    assert not [p for p in tmp_path.rglob("*") if p.is_file()]  # no temporary file, no torn entry
+    assert cache.get(KEY) is None

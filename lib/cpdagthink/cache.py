@@ -1,8 +1,11 @@
 """The call cache: completions stored by content key, one JSON file each, written atomically.
 
-A cache entry that cannot be read back as a completion (empty, truncated, not JSON, wrong shape, binary) is
-never fatal: it is reported with its path, moved aside next to where it was (``<key>.json.bad-<time>``) so it
-can be inspected, and treated as a miss, so the call is made again and the entry rewritten.
+A cache entry that cannot be read back as a completion (empty, truncated, not JSON, wrong shape, wrong
+types, nested past the parser's depth limit, binary) is never fatal: it is reported with its path, moved
+aside next to where it was (``<key>.json.bad-<time>``) so it can be inspected, and treated as a miss, so the
+call is made again and the entry rewritten. The folder is checked writable when the cache is opened, before
+any model call is paid for; a write that fails (a full disk) leaves no temporary file and stops with the
+entry's path.
 """
 
 from __future__ import annotations
@@ -13,21 +16,56 @@ import time
 import warnings
 from pathlib import Path
 
+from pydantic import TypeAdapter, ValidationError
+
 from .backends.base import Completion
+from .backends.models import atomic_write_text
 from .data import OUTPUTS_ROOT
+from .errors import CpdagthinkError
 
 DEFAULT_CACHE = OUTPUTS_ROOT / "cache"
+
+# One check for every way a file can fail to be a completion: pydantic's JSON parser reports bad bytes,
+# bad JSON and nesting past its depth limit as validation errors, as it does wrong fields and (strict) types.
+_ENTRY = TypeAdapter(Completion)
+
+
+class CacheError(CpdagthinkError, OSError):
+    """The cache folder cannot be used (not a folder, not writable) or an entry cannot be written."""
 
 
 class CorruptCacheEntryWarning(UserWarning):
     """A cache entry could not be read; it was moved aside and will be recomputed."""
 
 
+def writable_folder(directory: Path, what: str) -> Path:
+    """Create ``directory`` when missing and check it can be written, or raise :class:`CacheError` naming it
+    (``what`` says which folder it is), so a run fails before its first model call rather than after."""
+    if directory.exists() and not directory.is_dir():
+        raise CacheError(f"the {what} {directory} is a file, not a folder: choose another path")
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise CacheError(f"cannot create the {what} {directory}: {error.strerror or error}") from None
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise CacheError(f"the {what} {directory} is not writable")
+    return directory
+
+
+def _first_problem(error: ValidationError) -> str:
+    """The first thing wrong with an entry, on one line: where, and what."""
+    first = error.errors(include_url=False)[0]
+    where = ".".join(map(str, first["loc"])) or "entry"
+    return f"{where}: {first['msg']}"[:160]
+
+
 class CallCache:
-    """A content-addressed store of completions: ``<dir>/<key[:2]>/<key>.json``."""
+    """A content-addressed store of completions: ``<dir>/<key[:2]>/<key>.json``.
+
+    Opening it creates the folder and checks it is writable (:class:`CacheError` otherwise)."""
 
     def __init__(self, directory: str | Path = DEFAULT_CACHE):
-        self.directory = Path(directory)
+        self.directory = writable_folder(Path(directory), "cache folder")
 
     def path(self, key: str) -> Path:
         """Where the entry for ``key`` lives."""
@@ -39,32 +77,29 @@ class CallCache:
         if not path.is_file():
             return None
         try:
-            completion = Completion.from_json(json.loads(path.read_text(encoding="utf-8")))
-            if not isinstance(completion.text, str) or not isinstance(completion.meta, dict):
-                raise TypeError("text is not a string or meta not an object")
-            return completion
-        # Every way a file can fail to be a completion: bad bytes, bad JSON, not an object, wrong fields.
-        except (UnicodeDecodeError, json.JSONDecodeError, TypeError, AttributeError, ValueError) as error:
+            return _ENTRY.validate_json(path.read_bytes(), strict=True)
+        except ValidationError as error:
             self._set_aside(path, error)
             return None
 
     def put(self, key: str, completion: Completion) -> None:
-        """Store ``completion`` under ``key`` through a temporary file and a rename (never half-written)."""
+        """Store ``completion`` under ``key`` through a temporary file and a rename (never half-written; a
+        failed write, such as a full disk, leaves no temporary file and raises :class:`CacheError`)."""
         path = self.path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_suffix(f".{os.getpid()}.tmp")
-        temporary.write_text(json.dumps(completion.to_json()), encoding="utf-8")
-        temporary.replace(path)
+        try:
+            atomic_write_text(path, json.dumps(completion.to_json()))
+        except OSError as error:
+            raise CacheError(f"cannot write the cache entry {path}: {error.strerror or error}") from None
 
     @staticmethod
-    def _set_aside(path: Path, error: Exception) -> Path:
+    def _set_aside(path: Path, error: ValidationError) -> Path:
         aside = path.with_name(f"{path.name}.bad-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}")
         try:
             path.replace(aside)
         except FileNotFoundError:  # another run set it aside first
             pass
         warnings.warn(
-            f"unreadable cache entry {path} ({type(error).__name__}: {str(error)[:120]}); moved to {aside.name} "
+            f"unreadable cache entry {path} ({_first_problem(error)}); moved to {aside.name} "
             "and recomputed",
             CorruptCacheEntryWarning,
             stacklevel=3,
