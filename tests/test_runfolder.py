@@ -75,3 +75,26 @@ def test_a_file_or_unwritable_folder_is_refused_clearly(tmp_path):
             RunFolder(locked)
     with pytest.raises(RunFolderError, match="cannot create"):
         RunFolder(tmp_path / "file" / "below")
+
+
+def test_a_full_disk_leaves_no_torn_line_and_no_temporary_file(tmp_path, monkeypatch):
+    import errno
+
+    folder, real_write = RunFolder(tmp_path), os.write
+
+    def full_disk(fd, data):
+        real_write(fd, bytes(data[: len(data) // 2]))  # part of the line reaches the disk, then it is full
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    with folder.locked(), folder.appender() as append:
+        append(run_record("kept"))
+        monkeypatch.setattr(os, "write", full_disk)
+        with pytest.raises(RunFolderError, match=f"{tmp_path / RECORDS}: No space left on device"):
+            append(run_record("lost"))
+        monkeypatch.setattr(os, "fsync", lambda fd: full_disk(fd, b""))
+        with pytest.raises(RunFolderError, match="No space left on device"):
+            write_atomic(tmp_path / "summary.json", '{"records": 1}')
+        monkeypatch.undo()
+    assert (tmp_path / RECORDS).read_text().endswith("}\n")
+    assert [r.id for r in read_records(tmp_path)] == ["kept"] and not (tmp_path / REJECTED_LINES).exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".lock", RECORDS]

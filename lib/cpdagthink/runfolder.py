@@ -39,13 +39,20 @@ class RunLockedError(RunFolderError):
 
 
 def write_atomic(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` through a temporary file and a rename: a kill leaves old or new, never half."""
+    """Replace ``path`` with ``text`` through a temporary file and a rename: a kill leaves old or new, never half;
+    a failed write (a full disk) leaves the old file, no temporary file, and raises :class:`RunFolderError`."""
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with temporary.open("w", encoding="utf-8") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    temporary.replace(path)
+    try:
+        with temporary.open("w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        temporary.replace(path)
+    except BaseException as error:
+        temporary.unlink(missing_ok=True)
+        if isinstance(error, OSError):
+            raise RunFolderError(f"cannot write {path}: {error.strerror or error}") from None
+        raise
 
 
 @dataclass(frozen=True)
@@ -138,11 +145,21 @@ class RunFolder:
 
     @contextlib.contextmanager
     def appender(self) -> Iterator[Any]:
-        """Append records one line at a time, flushed, so a kill loses at most the line being written."""
-        with (self.path / RECORDS).open("a", encoding="utf-8") as sink:
+        """Append records one line at a time, each handed to the system whole, so a kill loses at most the line
+        being written; a write that fails (a full disk) is cut off again, leaving no torn line, and raises
+        :class:`RunFolderError` naming the file."""
+        path = self.path / RECORDS
+        with path.open("ab", buffering=0) as sink:
             def append(record: RunRecord) -> None:
-                sink.write(record.model_dump_json() + "\n")
-                sink.flush()
+                line = memoryview((record.model_dump_json() + "\n").encode("utf-8"))
+                end = sink.seek(0, os.SEEK_END)
+                try:
+                    while line:
+                        line = line[os.write(sink.fileno(), line):]
+                except OSError as error:
+                    sink.truncate(end)
+                    raise RunFolderError(f"cannot write {path}: {error.strerror or error}; "
+                                         "every record before this one is kept") from None
             yield append
 
     def read_json(self, name: str) -> dict[str, Any] | None:
