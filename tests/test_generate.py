@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import shutil
+
 import networkx as nx
 import pytest
 
+from cpdagthink.cli import main
 from cpdagthink.data import read_csv
 from cpdagthink.generate import FAMILIES, generate, read_edges, rows_from_dag, write_rows
 from cpdagthink.oracle import label_text
@@ -76,3 +79,14 @@ def test_unknown_family_and_missing_source():
 def test_a_stress_set_of_no_rows_is_refused(graphs, per_graph, flag):
     with pytest.raises(ValueError, match=f"{flag} must be at least 1 \\(got {min(graphs, per_graph)}\\)"):
         generate("random7", seed=0, graphs=graphs, per_graph=per_graph)
+
+
+def test_generate_refuses_an_out_that_is_its_own_data(test_csv, tmp_path, capsys):
+    """`generate --out` naming the `--data` CSV (however spelled) would replace the source by its perturbation."""
+    source = tmp_path / "source.csv"
+    shutil.copy(test_csv, source)
+    before = source.read_bytes()
+    for out in (source, tmp_path / "." / "source.csv"):
+        assert main(["generate", "--family", "refactor", "--data", str(source), "--out", str(out)]) == 2
+        assert "is the input CSV" in capsys.readouterr().err
+    assert source.read_bytes() == before

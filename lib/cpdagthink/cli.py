@@ -26,7 +26,7 @@ def _instances(args: argparse.Namespace) -> list[Instance]:
 
 def _refuse_overwriting_input(args: argparse.Namespace) -> None:
     """``--out`` must not be the CSV being read: writing it would destroy the input."""
-    inputs = [getattr(args, "data", None) or (os.environ.get(ENV_CSV) if args.split == "test" else None)]
+    inputs = [getattr(args, "data", None) or (os.environ.get(ENV_CSV) if getattr(args, "split", None) == "test" else None)]
     if any(i and Path(i).resolve() == Path(args.out).resolve() for i in inputs):
         raise ValueError(f"--out {args.out} is the input CSV; writing it would destroy the data: choose another path")
 
@@ -108,6 +108,7 @@ def cmd_reference(args: argparse.Namespace) -> int:
 def cmd_generate(args: argparse.Namespace) -> int:
     from .generate import generate, write_rows
 
+    _refuse_overwriting_input(args)
     rows = generate(args.family, seed=args.seed, graphs=args.graphs, per_graph=args.per_graph, data=args.data)
     write_rows(rows, args.out)
     positives = sum(r.label for r in rows)
