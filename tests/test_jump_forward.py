@@ -4,6 +4,7 @@ decoding at temperature 0 (with drafts wherever the build computes batches exact
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -89,6 +90,25 @@ def test_verified_rows_is_the_largest_batch_with_exact_rows_below_it():
     assert verified_rows({2: 0.28, 3: 0.0}) == 1
     assert verified_rows({2: 0.0, 3: float("nan")}) == 2
     assert verified_rows({}) == 1
+
+
+def test_a_kept_batch_check_is_trusted_only_as_measured_for_this_build_and_model(tmp_path):
+    """A batch-check file edited by hand (a difference set to 0) would let jump-forward batch on a build whose
+    rows are not exact: its checksum no longer matches, so it is measured again."""
+    setting = ["model-sha256", "0.3.16", "LLAMAFILE = 1 |", 2, False, local.INVARIANCE_CONTEXT, local.INVARIANCE_ROWS]
+    measured = {2: 0.41, 3: 0.39, 4: 0.0}
+    path = tmp_path / "batch-invariance" / "key.json"
+    local.write_invariance(path, setting, measured)
+    assert local.read_invariance(path, setting) == measured
+    assert local.read_invariance(path, [*setting[:2], "LLAMAFILE = 0 |", *setting[3:]]) is None  # another build
+    kept = json.loads(path.read_text())
+    kept["max_abs_diff"] = {rows: 0 for rows in kept["max_abs_diff"]}
+    path.write_text(json.dumps(kept))
+    assert local.read_invariance(path, setting) is None
+    for broken in ("", "[]", '{"max_abs_diff": {"2": 0}}', '{"max_abs_diff": {"two": 0}, "setting": [], "sha256": ""}',
+                   "[" * 100_000):
+        path.write_text(broken)
+        assert local.read_invariance(path, setting) is None
 
 
 def test_admitted_prefix_cuts_a_draft_where_the_constraint_refuses_it():

@@ -320,6 +320,33 @@ def verified_rows(diffs: dict[int, float]) -> int:
     return rows
 
 
+def _invariance_sha256(setting: list[Any], diffs: dict[int, float]) -> str:
+    """The checksum a stored batch check carries: over the build and model it was measured on and its values."""
+    measured = {str(rows): diff for rows, diff in sorted(diffs.items())}
+    return hashlib.sha256(json.dumps([setting, measured]).encode()).hexdigest()
+
+
+def write_invariance(path: Path, setting: list[Any], diffs: dict[int, float]) -> None:
+    """Keep a batch check (:func:`batch_invariance`) for the build and model ``setting`` names, with its checksum."""
+    record = {"setting": setting, "max_abs_diff": diffs, "sha256": _invariance_sha256(setting, diffs)}
+    atomic_write_text(path, json.dumps(record, indent=1))
+
+
+def read_invariance(path: Path, setting: list[Any]) -> dict[int, float] | None:
+    """The batch check kept at ``path`` for ``setting``; None (measure again) when it is absent, unreadable,
+    made for another build or model, or altered since it was measured (its checksum does not match): a
+    difference edited to 0 would otherwise let jump-forward batch where rows are not exact."""
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+        diffs = {int(rows): float(diff) for rows, diff in record["max_abs_diff"].items()}
+        kept_for, checksum = record["setting"], record["sha256"]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
+        return None
+    if kept_for != setting or checksum != _invariance_sha256(setting, diffs):
+        return None
+    return diffs
+
+
 class AdmittedSampler:
     """Chooses the next token among those the constraint admits.
 
@@ -723,17 +750,16 @@ class LocalBackend(Backend):
                    self.extra_buffers, INVARIANCE_CONTEXT, INVARIANCE_ROWS]
         key = hashlib.sha256(json.dumps(setting).encode()).hexdigest()
         path = self._index_dir.parent / "batch-invariance" / f"{key}.json"
-        try:
-            return {int(rows): float(diff) for rows, diff in json.loads(path.read_text())["max_abs_diff"].items()}
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
-            pass
+        stored = read_invariance(path, setting)
+        if stored is not None:
+            return stored
         text = "\n".join([TOOLS_PREAMBLE, SAMPLING, TOOLS_POSTAMBLE, CHATML])
         tokens = self.tokenize(text)
         while len(tokens) < INVARIANCE_CONTEXT:
             tokens += tokens
         with self._lock:
             diffs = batch_invariance(self.llm, tokens[:INVARIANCE_CONTEXT], INVARIANCE_ROWS)
-        atomic_write_text(path, json.dumps({"setting": setting, "max_abs_diff": diffs}, indent=1))
+        write_invariance(path, setting, diffs)
         return diffs
 
     def complete(self, request: Request) -> Completion:
