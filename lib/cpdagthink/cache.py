@@ -38,17 +38,17 @@ class CorruptCacheEntryWarning(UserWarning):
     """A cache entry could not be read; it was moved aside and will be recomputed."""
 
 
-def writable_folder(directory: Path, what: str) -> Path:
-    """Create ``directory`` when missing and check it can be written, or raise :class:`CacheError` naming it
-    (``what`` says which folder it is), so a run fails before its first model call rather than after."""
+def _writable_folder(directory: Path) -> Path:
+    """``directory``, created when missing and checked writable, or :class:`CacheError` naming it: a run then
+    fails before its first model call rather than after it, with the call paid for and lost."""
     if directory.exists() and not directory.is_dir():
-        raise CacheError(f"the {what} {directory} is a file, not a folder: choose another path")
+        raise CacheError(f"the cache folder {directory} is a file, not a folder: choose another cache folder")
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as error:
-        raise CacheError(f"cannot create the {what} {directory}: {error.strerror or error}") from None
+        raise CacheError(f"cannot create the cache folder {directory}: {error.strerror or error}") from None
     if not os.access(directory, os.W_OK | os.X_OK):
-        raise CacheError(f"the {what} {directory} is not writable")
+        raise CacheError(f"the cache folder {directory} is not writable")
     return directory
 
 
@@ -65,7 +65,7 @@ class CallCache:
     Opening it creates the folder and checks it is writable (:class:`CacheError` otherwise)."""
 
     def __init__(self, directory: str | Path = DEFAULT_CACHE):
-        self.directory = writable_folder(Path(directory), "cache folder")
+        self.directory = _writable_folder(Path(directory))
 
     def path(self, key: str) -> Path:
         """Where the entry for ``key`` lives."""

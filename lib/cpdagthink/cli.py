@@ -26,7 +26,8 @@ def _instances(args: argparse.Namespace) -> list[Instance]:
 
 def _refuse_overwriting_input(args: argparse.Namespace) -> None:
     """``--out`` must not be the CSV being read: writing it would destroy the input."""
-    inputs = [getattr(args, "data", None) or (os.environ.get(ENV_CSV) if getattr(args, "split", None) == "test" else None)]
+    split = getattr(args, "split", None)  # `generate` reads only --data
+    inputs = [getattr(args, "data", None) or (os.environ.get(ENV_CSV) if split == "test" else None)]
     if any(i and Path(i).resolve() == Path(args.out).resolve() for i in inputs):
         raise ValueError(f"--out {args.out} is the input CSV; writing it would destroy the data: choose another path")
 
