@@ -190,7 +190,8 @@ def test_ctrl_c_keeps_every_finished_record_and_says_so(items, tmp_path):
                       cache_dir=tmp_path / "c", chunk_size=1, progress=False)
     assert len(read_records(tmp_path / "run")) == 5
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
-    assert summary["status"] == "interrupted" and summary["records"] == 5 and summary["instances"] == len(items)
+    assert summary["status"] == "interrupted" and summary["records"] == summary["asked_records"] == 5
+    assert summary["asked"] == len(items) and summary["message"] == "interrupted by Ctrl-C"
 
 
 def test_a_premise_that_cannot_be_posed_is_recorded_and_the_run_goes_on(items, tmp_path):
@@ -212,3 +213,62 @@ def test_a_concurrent_run_into_the_same_folder_fails_at_once(items, tmp_path):
             run_condition(CONDITIONS["baseline_enhanced"], ReferenceBackend(), items, tmp_path / "run",
                           cache_dir=tmp_path / "c", progress=False)
     assert read_records(tmp_path / "run") == []
+
+
+class Reaches(Backend):
+    """The reference agent, identified as served from ``url`` (as the openai backend names its endpoint)."""
+
+    def __init__(self, url: str):
+        self.inner, self.url = ReferenceBackend(), url
+
+    def identity(self):
+        return {**self.inner.identity(), "base_urls": [self.url]}
+
+    def complete(self, request: Request) -> Completion:
+        return self.inner.complete(request)
+
+
+def test_a_folder_of_another_backend_names_the_field_and_both_values(items, tmp_path):
+    condition = CONDITIONS["baseline_enhanced"]
+    run_condition(condition, Reaches("http://localhost:8000/v1"), items[:2], tmp_path / "run",
+                  cache_dir=tmp_path / "c", progress=False)
+    with pytest.raises(RunMismatchError, match=r'different backend \(backend.base_urls\[0\]: '
+                                               r'"http://127.0.0.1:8000/v1" asked, "http://localhost:8000/v1" in the folder\)'):
+        run_condition(condition, Reaches("http://127.0.0.1:8000/v1"), items[:2], tmp_path / "run",
+                      cache_dir=tmp_path / "c", progress=False)
+    with pytest.raises(RunMismatchError, match=r"decoding.max_tokens_turn1: 64 asked, 1024 in the folder"):
+        run_condition(condition, Reaches("http://localhost:8000/v1"), items[:2], tmp_path / "run",
+                      cache_dir=tmp_path / "c", decoding=Decoding(max_tokens_turn1=64), progress=False)
+
+
+def test_a_rerun_of_a_subset_writes_a_summary_of_the_whole_folder(items, tmp_path):
+    condition = CONDITIONS["baseline_enhanced"]
+    run_condition(condition, ReferenceBackend(), items[:10], tmp_path / "run", cache_dir=tmp_path / "c", progress=False)
+    subset = run_condition(condition, ReferenceBackend(), items[:3], tmp_path / "run", cache_dir=tmp_path / "c",
+                           progress=False)
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["records"] == summary["answered"] == 10 and len(read_records(tmp_path / "run")) == 10
+    assert summary["asked"] == summary["asked_records"] == 3 and summary["status"] == "finished"
+    assert len(subset.records) == 3 and subset.summary.records == 10
+
+
+class TimesOut(DiesAfter):
+    def complete(self, request: Request) -> Completion:
+        from cpdagthink.backends.base import BackendError
+
+        if self.left == 0:
+            raise BackendError("http://127.0.0.1:9/v1: no answer within 3 s (timeout), after 4 retries")
+        self.left -= 1
+        return self.inner.complete(request)
+
+
+def test_a_run_ended_by_a_backend_error_says_so_with_its_message(items, tmp_path):
+    from cpdagthink.backends.base import BackendError
+
+    with pytest.raises(BackendError):
+        run_condition(CONDITIONS["baseline_enhanced"], TimesOut(ReferenceBackend(), 4), items, tmp_path / "run",
+                      cache_dir=tmp_path / "c", chunk_size=1, progress=False)
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["status"] == "error" and summary["records"] == 4
+    assert summary["message"] == "BackendError: http://127.0.0.1:9/v1: no answer within 3 s (timeout), after 4 retries"
+    assert json.loads((tmp_path / "run" / "metadata.json").read_text())["status"] == "error"
