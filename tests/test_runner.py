@@ -20,17 +20,17 @@ class Killed(RuntimeError):
 
 
 class DiesAfter(Backend):
-    """Wraps a backend and dies after ``n`` served requests, like a process killed mid-run."""
+    """Wraps a backend and dies after ``n`` served requests (raising ``error``), like a process killed mid-run."""
 
-    def __init__(self, inner: Backend, n: int):
-        self.inner, self.left = inner, n
+    def __init__(self, inner: Backend, n: int, error: BaseException | type[BaseException] = Killed):
+        self.inner, self.left, self.error = inner, n, error
 
     def identity(self):
         return self.inner.identity()
 
     def complete(self, request: Request) -> Completion:
         if self.left == 0:
-            raise Killed()
+            raise self.error
         self.left -= 1
         return self.inner.complete(request)
 
@@ -176,17 +176,9 @@ def test_a_run_whose_first_requests_are_all_refused_stops_with_the_service_messa
     assert not list((tmp_path / "c").rglob("*.json"))  # rejections are never cached
 
 
-class Interrupted(DiesAfter):
-    def complete(self, request: Request) -> Completion:
-        if self.left == 0:
-            raise KeyboardInterrupt
-        self.left -= 1
-        return self.inner.complete(request)
-
-
 def test_ctrl_c_keeps_every_finished_record_and_says_so(items, tmp_path):
     with pytest.raises(KeyboardInterrupt):
-        run_condition(CONDITIONS["baseline_enhanced"], Interrupted(ReferenceBackend(), 5), items, tmp_path / "run",
+        run_condition(CONDITIONS["baseline_enhanced"], DiesAfter(ReferenceBackend(), 5, KeyboardInterrupt), items, tmp_path / "run",
                       cache_dir=tmp_path / "c", chunk_size=1, progress=False)
     assert len(read_records(tmp_path / "run")) == 5
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
@@ -252,22 +244,13 @@ def test_a_rerun_of_a_subset_writes_a_summary_of_the_whole_folder(items, tmp_pat
     assert len(subset.records) == 3 and subset.summary.records == 10
 
 
-class TimesOut(DiesAfter):
-    def complete(self, request: Request) -> Completion:
-        from cpdagthink.backends.base import BackendError
-
-        if self.left == 0:
-            raise BackendError("http://127.0.0.1:9/v1: no answer within 3 s (timeout), after 4 retries")
-        self.left -= 1
-        return self.inner.complete(request)
-
-
 def test_a_run_ended_by_a_backend_error_says_so_with_its_message(items, tmp_path):
     from cpdagthink.backends.base import BackendError
 
+    timed_out = BackendError("http://127.0.0.1:9/v1: no answer within 3 s (timeout), after 4 retries")
     with pytest.raises(BackendError):
-        run_condition(CONDITIONS["baseline_enhanced"], TimesOut(ReferenceBackend(), 4), items, tmp_path / "run",
-                      cache_dir=tmp_path / "c", chunk_size=1, progress=False)
+        run_condition(CONDITIONS["baseline_enhanced"], DiesAfter(ReferenceBackend(), 4, timed_out), items,
+                      tmp_path / "run", cache_dir=tmp_path / "c", chunk_size=1, progress=False)
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["status"] == "error" and summary["records"] == 4
     assert summary["message"] == "BackendError: http://127.0.0.1:9/v1: no answer within 3 s (timeout), after 4 retries"
