@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Sequence
 
 from pydantic import (
     AfterValidator,
@@ -69,21 +69,21 @@ def _short_hash(data: Any, length: int) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:length]
 
 
-def _distinct_seeds(seeds: Any) -> Any:
+def _distinct_seeds(seeds: Sequence[int]) -> Sequence[int]:
     """Each seed is one run: a repeated seed would be the same run twice."""
-    repeated = sorted({s for s in seeds if list(seeds).count(s) > 1})
+    repeated = sorted({s for s in seeds if seeds.count(s) > 1})
     if repeated:
         raise ValueError(f"seeds repeat: {list(seeds)} names {', '.join(map(str, repeated))} more than once; "
                          "give each seed once")
     return seeds
 
 
-def bare_urls(urls: Any) -> Any:
+def bare_urls(urls: str | list[str]) -> str | list[str]:
     """A URL or a list of URLs without user info (:func:`.credentials.strip_credentials`): what may be stored,
     printed or passed on."""
     if isinstance(urls, str):
         return strip_credentials(urls)
-    return [strip_credentials(u) if isinstance(u, str) else u for u in urls]
+    return [strip_credentials(u) for u in urls]
 
 
 _Seeds = AfterValidator(_distinct_seeds)
