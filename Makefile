@@ -75,24 +75,32 @@ llama-stock: $(STAMP)
 
 # Overrides, e.g. `make book BACKEND=openai MODEL=gpt-5.4-mini LIMIT=0 SEEDS="0 1 2" TURN1_TOKENS=8192`;
 # every `cpdagthink book` flag has its variable (SAMPLING, TEMPERATURE, REASONING_EFFORT, TOKEN_PARAM, ...).
-BOOK_ARGS = $(if $(BACKEND),--backend $(BACKEND)) $(if $(MODEL),--model $(MODEL)) \
-            $(if $(BASE_URL),--base-url $(BASE_URL)) $(if $(LIMIT),--limit $(LIMIT)) \
-            $(if $(SEEDS),--seeds $(SEEDS)) $(if $(SPLIT),--split $(SPLIT)) $(if $(ONLY),--only $(ONLY)) \
-            $(if $(TURN1_TOKENS),--max-tokens-turn1 $(TURN1_TOKENS)) \
-            $(if $(ANSWER_TOKENS),--max-tokens-answer $(ANSWER_TOKENS)) \
-            $(if $(SAMPLE_VARIABLES),--sample-variables $(SAMPLE_VARIABLES)) \
-            $(if $(SAMPLE_MIN_POSITIVES),--sample-min-positives $(SAMPLE_MIN_POSITIVES)) \
-            $(if $(SAMPLING),--sampling $(SAMPLING)) $(if $(TEMPERATURE),--temperature $(TEMPERATURE)) \
-            $(if $(TOP_P),--top-p $(TOP_P)) $(if $(TOP_K),--top-k $(TOP_K)) $(if $(MIN_P),--min-p $(MIN_P)) \
-            $(if $(REGEX_MODE),--regex-mode $(REGEX_MODE)) \
-            $(if $(REASONING_EFFORT),--reasoning-effort $(REASONING_EFFORT)) \
-            $(if $(REASONING_PARSER),--reasoning-parser $(REASONING_PARSER)) \
-            $(if $(TOKEN_PARAM),--token-param $(TOKEN_PARAM)) $(if $(REVISION),--revision $(REVISION)) \
-            $(if $(TIMEOUT),--timeout $(TIMEOUT)) $(if $(RETRIES),--retries $(RETRIES)) \
-            $(if $(JUMP_FORWARD),--jump-forward)
+# Each value reaches the command as shell text that is only data: read unexpanded ($(value ...), so a value
+# like `$(shell ...)` is never run by make) and single-quoted (a ' inside becomes '\''). `opt` passes a value
+# as one word; `opts` passes each space-separated word of a list (SEEDS, BASE_URL, ONLY, SAMPLE_VARIABLES).
+# They are not exported: make would expand an exported value (running any `$(shell ...)` in it) for the
+# recipe's environment.
+BOOK_VARIABLES := BACKEND MODEL BASE_URL LIMIT SEEDS SPLIT ONLY TURN1_TOKENS ANSWER_TOKENS SAMPLE_VARIABLES \
+                  SAMPLE_MIN_POSITIVES SAMPLING TEMPERATURE TOP_P TOP_K MIN_P REGEX_MODE REASONING_EFFORT \
+                  REASONING_PARSER TOKEN_PARAM REVISION TIMEOUT RETRIES JUMP_FORWARD
+unexport $(BOOK_VARIABLES)
+quote = '$(subst ','\'',$(1))'
+opt   = $(if $(value $(2)),$(1) $(call quote,$(value $(2))))
+opts  = $(if $(value $(2)),$(1) $(foreach word,$(value $(2)),$(call quote,$(word))))
+BOOK_ARGS = $(call opt,--backend,BACKEND) $(call opt,--model,MODEL) $(call opts,--base-url,BASE_URL) \
+            $(call opt,--limit,LIMIT) $(call opts,--seeds,SEEDS) $(call opt,--split,SPLIT) \
+            $(call opts,--only,ONLY) $(call opt,--max-tokens-turn1,TURN1_TOKENS) \
+            $(call opt,--max-tokens-answer,ANSWER_TOKENS) $(call opts,--sample-variables,SAMPLE_VARIABLES) \
+            $(call opt,--sample-min-positives,SAMPLE_MIN_POSITIVES) $(call opt,--sampling,SAMPLING) \
+            $(call opt,--temperature,TEMPERATURE) $(call opt,--top-p,TOP_P) $(call opt,--top-k,TOP_K) \
+            $(call opt,--min-p,MIN_P) $(call opt,--regex-mode,REGEX_MODE) \
+            $(call opt,--reasoning-effort,REASONING_EFFORT) $(call opt,--reasoning-parser,REASONING_PARSER) \
+            $(call opt,--token-param,TOKEN_PARAM) $(call opt,--revision,REVISION) \
+            $(call opt,--timeout,TIMEOUT) $(call opt,--retries,RETRIES) $(if $(value JUMP_FORWARD),--jump-forward)
 
+# Not echoed: a value may hold a key (BASE_URL=http://user:KEY@host), which `cpdagthink book` keeps out of print.
 book: $(STAMP) browser
-	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/cpdagthink book $(BOOK_ARGS)
+	@PATH=$(call quote,$(abspath $(BIN))):"$$PATH" $(call quote,$(BIN)/cpdagthink) book $(BOOK_ARGS)
 
 # Full-page PNGs of every chapter of the built book into outputs/screenshots/ (not committed).
 screenshots: $(STAMP) browser

@@ -6,6 +6,7 @@ notebooks is what `make book` runs (and `benchmarks/book.py` times).
 
 from __future__ import annotations
 
+import functools
 import re
 import shutil
 
@@ -34,7 +35,7 @@ def test_a_chapter_prefix_that_matches_nothing_is_refused_with_the_chapters(tmp_
 
 
 def test_an_unknown_backend_is_refused_before_any_notebook_runs(tmp_path):
-    with pytest.raises(ValueError, match="unknown backend 'nosuch'; choose one of: local, openai"):
+    with pytest.raises(ValueError, match="unknown backend 'nosuch'; choose one of local, openai"):
         build({"backend": "nosuch"}, only=["01"], root=tmp_path)
     assert not (tmp_path / "book").exists()
 
@@ -138,3 +139,57 @@ def test_single_file_book_holds_every_chapter(browser, tmp_path):
     assert "Intro text." in single and "Chapter text." in single
     stylesheets = re.findall(r'<link href="([^"?]+)[^"]*" rel="stylesheet"', single)
     assert stylesheets and all((tmp_path / "_build" / "singlehtml" / s).is_file() for s in stylesheets)
+
+
+@pytest.mark.slow
+def test_a_key_in_the_base_url_appears_in_no_artefact_of_a_book(test_csv, tmp_path, monkeypatch, capsys):
+    """`book --base-url http://user:KEY@host/v1`: the key reaches the server's client and nothing else: not the
+    run folders, the executed notebooks, the built site and doctrees, the console."""
+    from reasoning_api_server import GPT51_EFFORTS, ReasoningAPIServer
+
+    from cpdagthink.cli import main
+    from cpdagthink.credentials import ENV_CREDENTIALS
+
+    key = "sk-SECRETinURL4242"
+    monkeypatch.setenv("CORR2CAUSE_CSV", str(test_csv))
+    monkeypatch.setenv("CPDAGTHINK_OUTPUTS", str(tmp_path / "outputs"))  # the notebooks' runs and cache
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.setenv(ENV_CREDENTIALS, "{}")
+    for name in ("_config.yml", "_static", "data/paper_reported.csv", "book/intro.md"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        copy = shutil.copytree if (PROJECT_ROOT / name).is_dir() else shutil.copy
+        copy(PROJECT_ROOT / name, tmp_path / name)
+    (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: book/intro\nchapters:\n  - file: book/01_main_results\n")
+    monkeypatch.setattr("cpdagthink.book.build", functools.partial(build, root=tmp_path))
+    with ReasoningAPIServer(efforts=GPT51_EFFORTS) as server:
+        url = server.url.replace("http://", f"http://user:{key}@")
+        assert main(["book", "--only", "01", "--backend", "openai", "--model", "gpt-5.4-mini", "--reasoning-effort",
+                     "low", "--base-url", url]) == 0
+    assert server.requests and server.rejected == 0
+    console = capsys.readouterr()
+    assert f'"base_url": ["{server.url}"]' in console.out and key not in console.out + console.err
+    leaks = [p for p in tmp_path.rglob("*") if p.is_file() and key.encode() in p.read_bytes()]
+    assert not leaks
+    assert list((tmp_path / "outputs" / "runs").glob("*/config.json")) and list((tmp_path / "_build").rglob("*.doctree"))
+
+
+def test_make_book_hands_each_value_to_the_command_as_data(tmp_path):
+    """Values with spaces, parentheses, quotes, `;`, backquotes and `$(shell ...)` reach `cpdagthink book` as the
+    very words given (lists split on spaces), and neither the shell nor make runs any of them."""
+    import subprocess
+
+    stub = tmp_path / "cpdagthink"  # stands in for the venv's command: records the argv it receives
+    stub.write_text("#!/bin/sh\nprintf '%s\\n' \"$@\" > \"$0.argv\"\n")
+    stub.chmod(0o755)
+    values = {"MODEL": "a (b); touch pwned-shell", "TIMEOUT": "$(shell touch pwned-make)",
+              "REVISION": "`touch pwned-backquote`'x'$HOME", "BASE_URL": "http://u:k@h/v1 http://h2/v1",
+              "SEEDS": "0 1"}
+    result = subprocess.run(["make", "-s", "-C", str(PROJECT_ROOT), "-o", "browser", "book", "STAMP=Makefile",
+                             f"BIN={tmp_path}", *(f"{k}={v}" for k, v in values.items())],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    argv = (tmp_path / "cpdagthink.argv").read_text().splitlines()
+    assert argv == ["book", "--model", values["MODEL"], "--base-url", "http://u:k@h/v1", "http://h2/v1",
+                    "--seeds", "0", "1", "--revision", values["REVISION"], "--timeout", values["TIMEOUT"]]
+    assert not list(tmp_path.glob("pwned*")) and not list(PROJECT_ROOT.glob("pwned*"))
+    assert "u:k@" not in result.stdout + result.stderr  # the recipe is not echoed: a value may hold a key

@@ -206,3 +206,87 @@ def test_the_readme_api_commands_run_against_a_reasoning_model_api(test_csv, tmp
         assert all((t.meta.get("reasoning_tokens", 0) > 0) != thinking_off for r in records for t in r.turns)
     out = capsys.readouterr().out
     assert out.count("6 of 6 instances") == len(folders)
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--seeds", "3", "3"], "seeds: Value error, seeds repeat: [3, 3] names 3 more than once"),
+    (["--backend", "openai", "--model", "m", "--timeout", "inf"], "timeout: Input should be a finite number"),
+    (["--limit", "1100", "--sample-min-positives", "1000"],
+     "a sample of 1100 rows with at least 1000 gold positives cannot be drawn: the 1162 rows"),
+])
+def test_run_names_what_is_wrong(test_csv, tmp_path, extra, message):
+    result = run("run", "--condition", "structured", "--backend", "reference", "--data", str(test_csv),
+                 "--out", str(tmp_path / "run"), "--cache", str(tmp_path / "cache"), *extra)
+    assert result.returncode == 2 and message in result.stderr and "Traceback" not in result.stderr, result.stderr
+    assert not (tmp_path / "run").exists()
+
+
+def test_data_with_nothing_to_run_is_refused_clearly(tmp_path):
+    (tmp_path / "empty.csv").write_text("input,label,num_variables,template\n")
+    for data, message in ((tmp_path / "empty.csv", "empty.csv holds no rows (a header only?)"),
+                          (tmp_path, f"{tmp_path} is a directory, not a CSV file")):
+        result = run("run", "--condition", "structured", "--backend", "reference", "--data", str(data),
+                     "--out", str(tmp_path / "run"), "--cache", str(tmp_path / "cache"))
+        assert result.returncode == 2 and message in result.stderr and "0 of 0" not in result.stdout, result.stderr
+
+
+def test_a_run_whose_every_request_is_refused_fails_with_its_own_message(test_csv, tmp_path, monkeypatch, capsys):
+    """Fewer requests than the early stop needs (five), every one refused (HTTP 400 for max_tokens)."""
+    from reasoning_api_server import ReasoningAPIServer
+
+    from cpdagthink.cli import main
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    with ReasoningAPIServer() as server:
+        code = main(["run", "--condition", "baseline_enhanced", "--backend", "openai", "--model", "gpt-5.4-mini",
+                     "--token-param", "max_tokens", "--limit", "2", "--data", str(test_csv), "--base-url", server.url,
+                     "--cache", str(tmp_path / "cache"), "--out", str(tmp_path / "run")])
+    assert code == 1 and server.rejected == 2
+    err = capsys.readouterr().err
+    assert "the service refused every request of this run (2 instances, none answered)" in err
+    assert "max_tokens" in err
+
+
+def test_sigterm_ends_a_run_like_ctrl_c(test_csv, tmp_path):
+    import os
+    import signal
+    import time
+
+    from reasoning_api_server import ReasoningAPIServer
+
+    with ReasoningAPIServer(latency_s=2.0) as server:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "cpdagthink", "run", "--condition", "baseline_enhanced", "--backend", "openai",
+             "--model", "gpt-5.4-mini", "--limit", "20", "--data", str(test_csv), "--base-url", server.url,
+             "--cache", str(tmp_path / "cache"), "--out", str(tmp_path / "run")],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "OPENAI_API_KEY": "sk-test"})
+        deadline = time.monotonic() + 60
+        while not server.requests and time.monotonic() < deadline:
+            time.sleep(0.05)
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=60)
+    assert process.returncode == 143, err
+    assert "terminated by SIGTERM; every finished record is kept" in err and "Traceback" not in err
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["status"] == "interrupted" and summary["message"] == "terminated by SIGTERM"
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--sample-min-positives", "9"], "a sample of 4 rows cannot hold 9 positives"),
+    (["--sample-variables", "99"], "no row has [99] variables"),
+    (["--backend", "reference", "--model", "x"], "backend 'reference' does not take model"),
+])
+def test_book_refuses_what_run_refuses_before_any_notebook(test_csv, tmp_path, monkeypatch, capsys, extra, message):
+    """The chapters' own defaults (a sample of 4 drawn from 5-variable rows) with the flags given."""
+    import cpdagthink.book
+    from cpdagthink.cli import main
+
+    monkeypatch.setenv("CORR2CAUSE_CSV", str(test_csv))
+    started = []
+    monkeypatch.setattr(cpdagthink.book, "execute", lambda *args: started.append(args))
+    assert main(["book", *extra]) == 2
+    assert message in capsys.readouterr().err and not started
+    if "--sample-variables" not in extra:  # a flag of `book` only
+        assert main(["run", "--condition", "structured", "--backend", "reference", "--limit", "4", *extra,
+                     "--out", str(tmp_path / "run")]) == 2
+        assert message in capsys.readouterr().err

@@ -11,6 +11,7 @@ from cpdagthink.config import Decoding, RunConfig, RunParameters
 @pytest.mark.parametrize("bad", [{"limit": -1}, {"limit": -5}, {"chunk_size": 0}, {"chunk_size": -2},
                                  {"max_tokens_turn1": 0}, {"max_tokens_answer": -5}, {"temperature": -0.1},
                                  {"top_p": 0}, {"sample_variables": [0]}, {"seeds": []}, {"timeout": 0},
+                                 {"timeout": float("inf")}, {"timeout": float("nan")}, {"timeout": "inf"},
                                  {"retries": -1}, {"tool_choice": "sometimes"}, {"no_such_parameter": 1}])
 def test_bad_numbers_and_names_are_refused_up_front(bad):
     with pytest.raises(ValidationError):
@@ -49,8 +50,10 @@ def test_a_run_folder_is_named_by_what_makes_the_run(test_csv):
     assert config.for_run("structured", 0, "drop_premise").folder(rows).name.endswith("probe-drop_premise")
     hotter = RunParameters(backend="reference", data=str(test_csv), limit=8, temperature=0.5).to_config()
     assert hotter.for_run(seed=0).folder(rows) != config.for_run(seed=0).folder(rows)
-    moved = RunParameters(backend="reference", data=str(test_csv), limit=8, timeout=5).to_config()
-    assert moved.for_run(seed=0).folder(rows) == config.for_run(seed=0).folder(rows)  # how to reach, not what
+    api = RunParameters(backend="openai", model="m", data=str(test_csv), limit=8).to_config()
+    moved = RunParameters(backend="openai", model="m", data=str(test_csv), limit=8, timeout=5, retries=1,
+                          base_url="http://127.0.0.1:1/v1").to_config()
+    assert moved.for_run(seed=0).folder(rows) == api.for_run(seed=0).folder(rows)  # how to reach, not what
     edited = [rows[0].model_copy(update={"hypothesis": "A directly causes B."}), *rows[1:]]
     assert config.for_run(seed=0).folder(edited) != config.for_run(seed=0).folder(rows)
 
@@ -118,3 +121,59 @@ def test_a_probe_needs_a_condition_that_emits_an_object():
     with pytest.raises(ValidationError, match="makes none"):
         RunParameters(backend="reference", condition="baseline_enhanced", probe="scramble_full").to_config()
     assert RunParameters(backend="reference", probe="scramble_full").to_config().probe == "scramble_full"
+
+
+def test_an_option_the_backend_does_not_take_is_refused_by_the_config_itself():
+    for options in ({"model": "x"}, {"timeout": 5}):
+        with pytest.raises(ValidationError, match=f"backend 'reference' does not take {next(iter(options))}"):
+            RunConfig(backend="reference", **({"model": "x"} if "model" in options else {"backend_options": options}))
+    with pytest.raises(ValidationError, match="backend 'reference' does not take model"):
+        RunParameters(backend="reference", model="x").to_config()
+
+
+def test_repeated_seeds_are_refused_as_repeated_whatever_the_sampling():
+    for params in ({"seeds": [3, 3]}, {"seeds": [3, 3], "temperature": 0.7}):
+        with pytest.raises(ValidationError, match=r"seeds repeat: \[3, 3\] names 3 more than once") as raised:
+            RunParameters(backend="reference", **params).to_config()
+        assert "sampling" not in str(raised.value)
+    with pytest.raises(ValidationError, match="seeds repeat"):
+        RunConfig(seeds=(1, 2, 1), decoding=Decoding(temperature=0.7))
+
+
+def test_an_infinite_timeout_is_refused_by_name():
+    with pytest.raises(ValidationError, match="timeout") as raised:
+        RunParameters(backend="openai", model="m", timeout="inf")
+    assert "finite number" in str(raised.value)
+
+
+def test_a_key_in_the_base_url_is_kept_out_of_the_config_and_reaches_the_backend(monkeypatch):
+    from cpdagthink.backends import make_backend
+    from cpdagthink.credentials import ENV_CREDENTIALS
+
+    monkeypatch.setenv(ENV_CREDENTIALS, "{}")  # and removed again after the test
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    params = RunParameters(backend="openai", model="m", base_url=["http://me:sk-SECRET123456@127.0.0.1:9/v1",
+                                                                 "http://127.0.0.1:8/v1"])
+    assert params.base_url == ["http://127.0.0.1:9/v1", "http://127.0.0.1:8/v1"]
+    config = params.to_config()
+    assert "SECRET" not in config.model_dump_json() and "SECRET" not in repr(config)
+    built = RunConfig(backend="openai", model="m", backend_options={"base_url": "https://u:SECRET9@h.example/v1"})
+    assert built.backend_options["base_url"] == "https://h.example/v1"
+    backend = make_backend(config.backend, **config.backend_arguments())  # in this process or a notebook kernel
+    assert backend._clients[0].api_key == "sk-SECRET123456" and "SECRET" not in str(backend.identity())
+
+
+def test_data_that_cannot_give_the_sample_asked_for_is_refused(test_csv, tmp_path):
+    from cpdagthink.data import DataError
+
+    empty = tmp_path / "empty.csv"
+    empty.write_text("input,label,num_variables,template\n")
+    with pytest.raises(ValueError, match="empty.csv holds no rows"):
+        RunParameters(backend="reference", data=str(empty)).to_config().instances()
+    with pytest.raises(DataError, match="is a directory, not a CSV file"):
+        RunParameters(backend="reference", data=str(tmp_path)).to_config().instances()
+    too_many = RunParameters(backend="reference", data=str(test_csv), limit=1100, sample_min_positives=1000)
+    with pytest.raises(ValueError, match="a sample of 1100 rows with at least 1000 gold positives cannot be drawn: "
+                                         r"the 1162 rows it is drawn from hold \d+ positives"):
+        too_many.to_config().instances()
+    assert len(RunParameters(backend="reference", data=str(test_csv), limit=1100).to_config().instances()) == 1100

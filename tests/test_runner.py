@@ -20,17 +20,17 @@ class Killed(RuntimeError):
 
 
 class DiesAfter(Backend):
-    """Wraps a backend and dies after ``n`` served requests, like a process killed mid-run."""
+    """Wraps a backend and dies after ``n`` served requests (raising ``error``), like a process killed mid-run."""
 
-    def __init__(self, inner: Backend, n: int):
-        self.inner, self.left = inner, n
+    def __init__(self, inner: Backend, n: int, error: BaseException | type[BaseException] = Killed):
+        self.inner, self.left, self.error = inner, n, error
 
     def identity(self):
         return self.inner.identity()
 
     def complete(self, request: Request) -> Completion:
         if self.left == 0:
-            raise Killed()
+            raise self.error
         self.left -= 1
         return self.inner.complete(request)
 
@@ -176,21 +176,14 @@ def test_a_run_whose_first_requests_are_all_refused_stops_with_the_service_messa
     assert not list((tmp_path / "c").rglob("*.json"))  # rejections are never cached
 
 
-class Interrupted(DiesAfter):
-    def complete(self, request: Request) -> Completion:
-        if self.left == 0:
-            raise KeyboardInterrupt
-        self.left -= 1
-        return self.inner.complete(request)
-
-
 def test_ctrl_c_keeps_every_finished_record_and_says_so(items, tmp_path):
     with pytest.raises(KeyboardInterrupt):
-        run_condition(CONDITIONS["baseline_enhanced"], Interrupted(ReferenceBackend(), 5), items, tmp_path / "run",
+        run_condition(CONDITIONS["baseline_enhanced"], DiesAfter(ReferenceBackend(), 5, KeyboardInterrupt), items, tmp_path / "run",
                       cache_dir=tmp_path / "c", chunk_size=1, progress=False)
     assert len(read_records(tmp_path / "run")) == 5
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
-    assert summary["status"] == "interrupted" and summary["records"] == 5 and summary["instances"] == len(items)
+    assert summary["status"] == "interrupted" and summary["records"] == summary["asked_records"] == 5
+    assert summary["asked"] == len(items) and summary["message"] == "interrupted by Ctrl-C"
 
 
 def test_a_premise_that_cannot_be_posed_is_recorded_and_the_run_goes_on(items, tmp_path):
@@ -238,3 +231,53 @@ def test_a_premise_no_dag_satisfies_is_recorded_on_its_row_and_the_run_goes_on(t
     assert crafted.oracle_label is None and not crafted.turns and crafted.prediction is None
     assert result.summary.status == "finished" and result.summary.problems == 1 and len(result.records) == 4
     assert all(r.answer for r in result.records if r is not crafted)
+
+
+class Reaches(Backend):
+    """The reference agent, identified as served from ``url`` (as the openai backend names its endpoint)."""
+
+    def __init__(self, url: str):
+        self.inner, self.url = ReferenceBackend(), url
+
+    def identity(self):
+        return {**self.inner.identity(), "base_urls": [self.url]}
+
+    def complete(self, request: Request) -> Completion:
+        return self.inner.complete(request)
+
+
+def test_a_folder_of_another_backend_names_the_field_and_both_values(items, tmp_path):
+    condition = CONDITIONS["baseline_enhanced"]
+    run_condition(condition, Reaches("http://localhost:8000/v1"), items[:2], tmp_path / "run",
+                  cache_dir=tmp_path / "c", progress=False)
+    with pytest.raises(RunMismatchError, match=r'different backend \(backend.base_urls\[0\]: '
+                                               r'"http://127.0.0.1:8000/v1" asked, "http://localhost:8000/v1" in the folder\)'):
+        run_condition(condition, Reaches("http://127.0.0.1:8000/v1"), items[:2], tmp_path / "run",
+                      cache_dir=tmp_path / "c", progress=False)
+    with pytest.raises(RunMismatchError, match=r"decoding.max_tokens_turn1: 64 asked, 1024 in the folder"):
+        run_condition(condition, Reaches("http://localhost:8000/v1"), items[:2], tmp_path / "run",
+                      cache_dir=tmp_path / "c", decoding=Decoding(max_tokens_turn1=64), progress=False)
+
+
+def test_a_rerun_of_a_subset_writes_a_summary_of_the_whole_folder(items, tmp_path):
+    condition = CONDITIONS["baseline_enhanced"]
+    run_condition(condition, ReferenceBackend(), items[:10], tmp_path / "run", cache_dir=tmp_path / "c", progress=False)
+    subset = run_condition(condition, ReferenceBackend(), items[:3], tmp_path / "run", cache_dir=tmp_path / "c",
+                           progress=False)
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["records"] == summary["answered"] == 10 and len(read_records(tmp_path / "run")) == 10
+    assert summary["asked"] == summary["asked_records"] == 3 and summary["status"] == "finished"
+    assert len(subset.records) == 3 and subset.summary.records == 10
+
+
+def test_a_run_ended_by_a_backend_error_says_so_with_its_message(items, tmp_path):
+    from cpdagthink.backends.base import BackendError
+
+    timed_out = BackendError("http://127.0.0.1:9/v1: no answer within 3 s (timeout), after 4 retries")
+    with pytest.raises(BackendError):
+        run_condition(CONDITIONS["baseline_enhanced"], DiesAfter(ReferenceBackend(), 4, timed_out), items,
+                      tmp_path / "run", cache_dir=tmp_path / "c", chunk_size=1, progress=False)
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["status"] == "error" and summary["records"] == 4
+    assert summary["message"] == "BackendError: http://127.0.0.1:9/v1: no answer within 3 s (timeout), after 4 retries"
+    assert json.loads((tmp_path / "run" / "metadata.json").read_text())["status"] == "error"

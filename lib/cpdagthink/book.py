@@ -18,17 +18,53 @@ from .data import PROJECT_ROOT
 NOTEBOOKS = PROJECT_ROOT / "notebooks"
 
 
-def notebook_parameters(path: Path) -> set[str]:
-    """Names assigned in the notebook's cell tagged ``parameters``."""
+def _parameter_assignments(path: Path) -> list[tuple[str, Any]]:
+    """``(name, value node)`` of each assignment in the notebook's cell tagged ``parameters``."""
     import ast
 
     import nbformat
 
     for cell in nbformat.read(path, as_version=4).cells:
         if "parameters" in cell.get("metadata", {}).get("tags", []):
-            return {t.id for node in ast.parse(cell.source).body if isinstance(node, ast.Assign)
-                    for t in node.targets if isinstance(t, ast.Name)}
+            return [(t.id, node.value) for node in ast.parse(cell.source).body if isinstance(node, ast.Assign)
+                    for t in node.targets if isinstance(t, ast.Name)]
     raise ValueError(f"{path.name} has no cell tagged 'parameters'")
+
+
+def notebook_parameters(path: Path) -> set[str]:
+    """Names assigned in the notebook's cell tagged ``parameters``."""
+    return {name for name, _ in _parameter_assignments(path)}
+
+
+def notebook_defaults(path: Path) -> dict[str, Any]:
+    """The parameters cell's values that are literals (``limit = 4``, ``seeds = [0]``), by name."""
+    import ast
+
+    defaults = {}
+    for name, node in _parameter_assignments(path):
+        try:
+            defaults[name] = ast.literal_eval(node)
+        except (ValueError, TypeError, SyntaxError):
+            continue  # an expression: not a run parameter
+    return defaults
+
+
+def check_parameters(notebooks: list[Path], overrides: dict[str, Any]) -> None:
+    """Validate what each notebook will run, its own defaults with the overrides it accepts, as ``run``
+    validates its flags (same messages): every value, the backend's options, and that the sample can be
+    drawn as asked. Each distinct sample is drawn once."""
+    from .experiments import setup_from_parameters
+
+    drawn = set()
+    for notebook in notebooks:
+        accepted = notebook_parameters(notebook)
+        setup = setup_from_parameters({**notebook_defaults(notebook),
+                                       **{k: v for k, v in overrides.items() if k in accepted}})
+        sample = setup.model_dump_json(include={"split", "data", "limit", "sample_seed", "sample_variables",
+                                                "sample_min_positives"})
+        if sample not in drawn:
+            setup.instances()
+            drawn.add(sample)
 
 
 def execute(notebook: Path, overrides: dict[str, Any], output_dir: Path) -> Path:
@@ -128,19 +164,16 @@ def select_notebooks(only: list[str] | None = None) -> list[Path]:
     return [n for n in notebooks if any(n.name.startswith(prefix) for prefix in only)]
 
 
-def check_backend(name: str | None) -> None:
-    """Refuse an unknown backend before any notebook starts (papermill would fail deep inside one)."""
-    from .backends import backend_factory
-
-    if name is not None:
-        backend_factory(name)
-
-
 def build(overrides: dict[str, Any], only: list[str] | None = None, root: Path = PROJECT_ROOT) -> Path:
     """Execute the notebooks (all, or those whose names start with an entry of ``only``) into ``root/book``
     and build the book at ``root`` (which holds ``_config.yml`` and ``_toc.yml``)."""
+    from .config import bare_urls
+    from .parameters import coerce_list
+
     notebooks = select_notebooks(only)
-    check_backend(overrides.get("backend"))
+    if overrides.get("base_url"):  # printed and stored in every executed notebook: no user info (credentials)
+        overrides = {**overrides, "base_url": bare_urls(coerce_list(overrides["base_url"], "base_url"))}
+    check_parameters(notebooks, overrides)  # papermill would fail deep inside a notebook
     book = root / "book"
     book.mkdir(exist_ok=True)
     # A headless kernel cannot run live widgets; notebooks that declare this show static views instead.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -124,13 +125,12 @@ def _parameters(args: argparse.Namespace, **fixed: Any) -> RunParameters:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from .backends import check_options, make_backend
+    from .backends import make_backend
     from .conditions import get_condition
     from .probes import PROBES
     from .runner import run_condition
 
-    config = _parameters(args).to_config()
-    check_options(config.backend, config.backend_arguments())  # a bad flag fails before the data is read
+    config = _parameters(args).to_config()  # checks the backend's options too, before the data is read
     instances = config.instances()
     backend = make_backend(config.backend, **config.backend_arguments())
     try:
@@ -142,9 +142,16 @@ def cmd_run(args: argparse.Namespace) -> int:
                                    cache_dir=run.cache_dir, chunk_size=run.chunk_size, config=run,
                                    intervention=PROBES[run.probe] if run.probe else None, intervention_name=run.probe)
             s = result.summary
-            print(f"{s.records} of {s.instances} instances in {result.out_dir} ({result.model_calls} model calls, "
-                  f"{s.unparsed} unparsed, {s.rejected} rejected, {s.cut_off} cut off, {s.problems} not posed)")
-            if s.records < s.instances:
+            print(f"{s.asked_records} of {s.asked} instances in {result.out_dir} ({result.model_calls} model calls, "
+                  f"{s.unparsed} unparsed, {s.rejected} rejected, {s.cut_off} cut off, {s.problems} not posed"
+                  + (f"; the folder holds {s.records} records" if s.records != s.asked_records else "") + ")")
+            if s.asked_records < s.asked:
+                return 1
+            refused = [r for r in result.records if r.rejected]
+            if refused and len(refused) == sum(r.problem is None for r in result.records):
+                first = next(t.rejected for t in refused[0].turns if t.rejected)
+                print(f"cpdagthink run: error: the service refused every request of this run ({len(refused)} "
+                      f"instances, none answered); its first message: {first}", file=sys.stderr)
                 return 1
     finally:
         backend.close()
@@ -186,8 +193,7 @@ def cmd_book(args: argparse.Namespace) -> int:
                  and v not in (None, [], "")}
     if args.sample_variables:
         overrides["sample_variables"] = None if "all" in args.sample_variables else args.sample_variables
-    _parameters(argparse.Namespace(**overrides)).to_config()  # every value is checked before any notebook starts
-    index = build(overrides, only=args.only)
+    index = build(overrides, only=args.only)  # every notebook's parameters are checked before any starts
     print(f"book: {index}")
     return 0
 
@@ -312,10 +318,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where Ctrl-C's KeyboardInterrupt would be, so a terminated run ends the same way."""
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    raise Terminated("terminated by SIGTERM")
+
+
 def main(argv: list[str] | None = None) -> int:
     from pydantic import ValidationError
 
     args = build_parser().parse_args(argv)
+    previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         return args.handler(args)
     except ValidationError as error:
@@ -325,7 +340,9 @@ def main(argv: list[str] | None = None) -> int:
     except (CpdagthinkError, ValueError) as error:
         print(f"cpdagthink {args.command}: error: {error}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print(f"cpdagthink {args.command}: interrupted; every finished record is kept, run again to resume",
-              file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as stop:
+        print(f"cpdagthink {args.command}: {str(stop) or 'interrupted'}; every finished record is kept, run again to "
+              "resume", file=sys.stderr)
+        return 143 if isinstance(stop, Terminated) else 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)

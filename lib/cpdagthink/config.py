@@ -11,9 +11,10 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Sequence
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -24,6 +25,7 @@ from pydantic import (
     model_validator,
 )
 
+from .credentials import strip_credentials
 from .data import OUTPUTS_ROOT, Instance
 from .parameters import coerce_list
 
@@ -67,6 +69,26 @@ def _short_hash(data: Any, length: int) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:length]
 
 
+def _distinct_seeds(seeds: Sequence[int]) -> Sequence[int]:
+    """Each seed is one run: a repeated seed would be the same run twice."""
+    repeated = sorted({s for s in seeds if seeds.count(s) > 1})
+    if repeated:
+        raise ValueError(f"seeds repeat: {list(seeds)} names {', '.join(map(str, repeated))} more than once; "
+                         "give each seed once")
+    return seeds
+
+
+def bare_urls(urls: str | list[str]) -> str | list[str]:
+    """A URL or a list of URLs without user info (:func:`.credentials.strip_credentials`): what may be stored,
+    printed or passed on."""
+    if isinstance(urls, str):
+        return strip_credentials(urls)
+    return [strip_credentials(u) for u in urls]
+
+
+_Seeds = AfterValidator(_distinct_seeds)
+
+
 class RunConfig(BaseModel):
     """Every choice that makes a run what it is; validated once, at whichever front door built it."""
 
@@ -83,11 +105,16 @@ class RunConfig(BaseModel):
     sample_seed: int = 0
     sample_variables: tuple[PositiveInt, ...] | None = None  # draw the sample from rows with these counts
     sample_min_positives: NonNegativeInt = 1  # at least this many gold positives in the sample
-    seeds: tuple[int, ...] = Field((0,), min_length=1)  # decoding seeds, one run folder each
+    seeds: Annotated[tuple[int, ...], _Seeds] = Field((0,), min_length=1)  # decoding seeds, one run folder each
     decoding: Decoding = Field(default_factory=Decoding)
     chunk_size: PositiveInt | None = None  # instances per batched call; None: the backend's preference
     out_root: str = Field(default_factory=lambda: str(OUTPUTS_ROOT / "runs"))
     cache_dir: str = Field(default_factory=lambda: str(OUTPUTS_ROOT / "cache"))
+
+    @field_validator("backend_options")
+    @classmethod
+    def _no_credentials(cls, options: dict[str, Any]) -> dict[str, Any]:
+        return {**options, "base_url": bare_urls(options["base_url"])} if options.get("base_url") else options
 
     @model_validator(mode="after")
     def _check(self) -> "RunConfig":
@@ -104,12 +131,11 @@ class RunConfig(BaseModel):
 
             if CONDITIONS[self.condition].flow is not Flow.TOOL:
                 raise ValueError(f"probe {self.probe!r} replaces a tool call's object; {self.condition!r} makes none")
-        from .backends import BACKENDS
+        from .backends import BACKENDS, check_options
 
         if self.backend not in BACKENDS:
             raise ValueError(f"unknown backend {self.backend!r}; choose one of {', '.join(sorted(BACKENDS))}")
-        if len(set(self.seeds)) != len(self.seeds):
-            raise ValueError(f"seeds repeat: {list(self.seeds)}")
+        check_options(self.backend, self.backend_arguments())  # a flag the backend does not take fails here
         if self.backend in _PROFILED_BACKENDS and self.model:
             from .backends.profiles import check_condition, profile_for
 
@@ -164,11 +190,21 @@ class RunConfig(BaseModel):
         from .data import sample
 
         rows = self.all_instances()
+        if not rows:
+            raise ValueError(f"{self.source} holds no rows (a header only?): there is nothing to run")
         if self.limit > 0 and self.sample_variables:
             rows = [r for r in rows if r.num_variables in self.sample_variables]
             if not rows:
                 raise ValueError(f"no row has {list(self.sample_variables)} variables")
-        return sample(rows, self.limit, self.sample_seed, self.sample_min_positives)
+        drawn = sample(rows, self.limit, self.sample_seed, self.sample_min_positives)
+        if self.limit < len(rows) and len(drawn) < self.limit:
+            # too few positives (or negatives) for the asked mix: a smaller sample would pass for the asked one
+            positives = sum(r.label for r in rows)
+            raise ValueError(
+                f"a sample of {self.limit} rows with at least {self.sample_min_positives} gold positives cannot be "
+                f"drawn: the {len(rows)} rows it is drawn from hold {positives} positives and "
+                f"{len(rows) - positives} negatives; lower --sample-min-positives or --limit")
+        return drawn
 
     def backend_arguments(self) -> dict[str, Any]:
         """Keyword options for :func:`backends.make_backend` (the model and the backend's own options)."""
@@ -210,13 +246,13 @@ class RunParameters(BaseModel):
     probe: str | None = None
     backend: str = "local"
     model: str | None = None
-    base_url: Annotated[list[str], _Listed] = []
+    base_url: Annotated[list[str], _Listed, AfterValidator(bare_urls)] = []  # user info kept in the environment only
     regex_mode: Literal["none", "vllm"] | None = None
     reasoning_effort: str | None = None
     reasoning_parser: str | None = None
     token_param: Literal["max_tokens", "max_completion_tokens"] | None = None
     revision: str | None = None
-    timeout: float | None = Field(None, gt=0)
+    timeout: float | None = Field(None, gt=0, allow_inf_nan=False)
     retries: NonNegativeInt | None = None
     jump_forward: bool | None = None
     split: str = "test"
@@ -225,7 +261,7 @@ class RunParameters(BaseModel):
     sample_seed: int = 0
     sample_variables: Annotated[list[PositiveInt] | None, _Listed] = None
     sample_min_positives: NonNegativeInt = 1
-    seeds: Annotated[list[int], _Listed] = Field(default_factory=lambda: [0], min_length=1)
+    seeds: Annotated[list[int], _Listed, _Seeds] = Field(default_factory=lambda: [0], min_length=1)
     tool_choice: Literal["auto", "forced"] = "auto"
     max_tokens_turn1: PositiveInt = 1024
     max_tokens_answer: PositiveInt = 512

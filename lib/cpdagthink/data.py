@@ -107,6 +107,8 @@ def read_csv(path: str | Path, split: str | None = None, source: str | None = No
     too many fields, a label other than 0/1, or a ``num_variables`` the premise contradicts.
     """
     path = Path(path)
+    if path.is_dir():
+        raise DataError(f"{path} is a directory, not a CSV file")
     if not path.is_file():
         raise DataError(f"no such file: {path}")
     split = split or path.stem

@@ -129,33 +129,44 @@ class RunRecord(BaseModel):
 
 
 class RunSummary(BaseModel):
-    """Written next to ``records.jsonl`` at the end of every session of a run (finished or interrupted)."""
+    """Written next to ``records.jsonl`` at the end of every session of a run (finished, stopped or failed).
 
-    instances: int  # asked for
-    records: int  # present after this session
+    The counts describe the folder: every record it holds, whichever session wrote it. ``asked`` and
+    ``asked_records`` describe this session's request (a rerun on a subset asks for fewer rows than the
+    folder holds). ``message`` says why a run that did not finish stopped.
+    """
+
+    records: int  # every record in the folder
     answered: int
     unparsed: int
     rejected: int
     cut_off: int
     problems: int
+    asked: int  # instances this session asked for
+    asked_records: int  # of those, how many have a record after this session
     model_calls: int  # calls this session really made (cache misses)
     cache_hits: int
     wall_clock_s: float
-    status: Literal["finished", "incomplete", "interrupted", "aborted"]
+    status: Literal["finished", "incomplete", "interrupted", "aborted", "error"]
+    message: str | None = None
 
     @classmethod
-    def of(cls, records: list[RunRecord], instances: int, *, model_calls: int, cache_hits: int,
-           wall_clock_s: float, status: str | None = None) -> "RunSummary":
+    def of(cls, folder: list[RunRecord], asked: int, asked_records: int, *, model_calls: int, cache_hits: int,
+           wall_clock_s: float, status: str | None = None, message: str | None = None) -> "RunSummary":
+        """The summary of a folder holding the records ``folder`` after a session that asked for ``asked``
+        instances and has records for ``asked_records`` of them; ``status`` None: finished or incomplete."""
         return cls(
-            instances=instances,
-            records=len(records),
-            answered=sum(r.answer is not None for r in records),
-            unparsed=sum(r.unparsed for r in records),
-            rejected=sum(r.rejected for r in records),
-            cut_off=sum(r.cut_off for r in records),
-            problems=sum(r.problem is not None for r in records),
+            records=len(folder),
+            answered=sum(r.answer is not None for r in folder),
+            unparsed=sum(r.unparsed for r in folder),
+            rejected=sum(r.rejected for r in folder),
+            cut_off=sum(r.cut_off for r in folder),
+            problems=sum(r.problem is not None for r in folder),
+            asked=asked,
+            asked_records=asked_records,
             model_calls=model_calls,
             cache_hits=cache_hits,
             wall_clock_s=round(wall_clock_s, 3),
-            status=status or ("finished" if len(records) >= instances else "incomplete"),
+            status=status or ("finished" if asked_records >= asked else "incomplete"),
+            message=message,
         )

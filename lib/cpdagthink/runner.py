@@ -163,10 +163,27 @@ def _check_resumable(folder: RunFolder, metadata: dict[str, Any], records: list[
     new = json.loads(json.dumps({k: metadata[k] for k in _RUN_IDENTITY}))
     differs = [k for k in _RUN_IDENTITY if old.get(k) != new[k]]
     if differs:
+        details = "; ".join(_difference(new[k], old.get(k), k) for k in differs)
         raise RunMismatchError(
-            f"{folder.path} already holds {len(records)} records of a run with a different {', '.join(differs)}; "
-            "resuming would mix the two. Choose another output folder or remove this one."
+            f"{folder.path} already holds {len(records)} records of a run with a different {', '.join(differs)} "
+            f"({details}); resuming would mix the two. Choose another output folder or remove this one."
         )
+
+
+def _difference(asked: Any, held: Any, path: str) -> str:
+    """The first field where two JSON values differ, with both values: ``backend.base_urls[0]: 'a' asked,
+    'b' in the folder``."""
+    if isinstance(asked, dict) and isinstance(held, dict):
+        key = next(k for k in sorted({*asked, *held}, key=str)
+                   if k not in asked or k not in held or asked[k] != held[k])
+        if key in asked and key in held:
+            return _difference(asked[key], held[key], f"{path}.{key}")
+        return f"{path}.{key}: " + (f"{json.dumps(asked[key])} asked, absent in the folder" if key in asked
+                                    else f"absent from this run, {json.dumps(held[key])} in the folder")
+    if isinstance(asked, list) and isinstance(held, list) and len(asked) == len(held):
+        index = next(i for i, (a, h) in enumerate(zip(asked, held)) if a != h)
+        return _difference(asked[index], held[index], f"{path}[{index}]")
+    return f"{path}: {json.dumps(asked)} asked, {json.dumps(held)} in the folder"
 
 
 def run_condition(
@@ -226,31 +243,35 @@ def run_condition(
             folder.write_json(CONFIG, config)
         session = _Session(condition, CachedBackend(backend, CallCache(cache_dir)), decoding, intervention,
                            intervention_name, abort_after)
+        in_folder = {r.id: r for r in done}  # the summary describes the folder, whatever subset is asked
         wanted = {i.id for i in instances}
         finished = {r.id: r for r in done if r.id in wanted}
         todo = [i for i in instances if i.id not in finished]
         bar = tqdm(total=len(instances), initial=len(finished), desc=condition.name, unit="inst", disable=not progress)
-        status = "finished"
+        status, message = None, None
         try:
             with folder.appender() as append:
                 for start in range(0, len(todo), chunk_size):
                     for record in session.chunk(todo[start:start + chunk_size]):
                         append(record)
-                        finished[record.id] = record
+                        finished[record.id] = in_folder[record.id] = record
                         bar.update(1)
                         session.watch(record)
-        except KeyboardInterrupt:
-            status = "interrupted"
+        except KeyboardInterrupt as stop:  # Ctrl-C, or SIGTERM as the command line raises it
+            status, message = "interrupted", str(stop) or "interrupted by Ctrl-C"
             raise
-        except RunAborted:
-            status = "aborted"
+        except RunAborted as error:
+            status, message = "aborted", str(error)
+            raise
+        except Exception as error:  # a backend that timed out or ran out of retries, a full disk, ...
+            status, message = "error", f"{type(error).__name__}: {error}"
             raise
         finally:
             bar.close()
             records = [finished[i.id] for i in instances if i.id in finished]
-            summary = RunSummary.of(records, len(instances), model_calls=session.cached.calls,
-                                    cache_hits=session.hits, wall_clock_s=time.time() - started,
-                                    status=None if status == "finished" else status)
+            summary = RunSummary.of(list(in_folder.values()), len(instances), len(records),
+                                    model_calls=session.cached.calls, cache_hits=session.hits,
+                                    wall_clock_s=time.time() - started, status=status, message=message)
             metadata.update(finished_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"), status=summary.status,
                             wall_clock_s=summary.wall_clock_s, model_calls_this_session=summary.model_calls)
             folder.write_json(METADATA, metadata)

@@ -39,6 +39,7 @@ import time
 from typing import Any, Callable, Sequence
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from ..credentials import with_credentials
 from .base import Backend, BackendError, Completion, Request, RequestRejected, ToolCall
 from .profiles import ModelProfile, check_effort, profile_for, with_overrides
 from .toolcalls import chat_messages, envelope_regex, parse_tool_calls, split_reasoning
@@ -351,6 +352,7 @@ class OpenAIBackend(Backend):
             raise ValueError(f"retries must be 0 or more, got {retries!r}")
         self.model = model
         urls: list[str | None] = [None] if base_url is None else [base_url] if isinstance(base_url, str) else list(base_url)
+        urls = [None if u is None else with_credentials(u) for u in urls]  # the key a front door stripped (credentials)
         if not urls:
             raise ValueError("base_url list is empty")
         self.base_urls = [public_url(u) for u in urls]
