@@ -31,7 +31,7 @@ def test_several_seeds_under_greedy_decoding_are_refused():
         RunConfig(seeds=(0, 1))
     sampled = RunParameters(backend="reference", seeds=[0, 1], temperature=0.7, top_p=0.8).to_config()
     assert sampled.decoding.temperature == 0.7 and sampled.decoding.top_p == 0.8 and sampled.seeds == (0, 1)
-    assert RunParameters(backend="reference").to_config().decoding.greedy  # one seed: greedy by default
+    assert RunParameters(backend="reference").to_config().decoding.greedy  # nothing to sample with: greedy
 
 
 def test_list_parameters_arrive_as_text_from_papermill_and_shells():
@@ -177,3 +177,16 @@ def test_data_that_cannot_give_the_sample_asked_for_is_refused(test_csv, tmp_pat
                                          r"the 1162 rows it is drawn from hold \d+ positives"):
         too_many.to_config().instances()
     assert len(RunParameters(backend="reference", data=str(test_csv), limit=1100).to_config().instances()) == 1100
+
+
+@pytest.mark.parametrize("backend, model", [("local", None), ("vllm", "Qwen/Qwen3.5-27B")])
+def test_one_seeds_run_is_seed_0_of_several_seeds_runs(backend, model, test_csv):
+    """Issue 20: the primary run is seed 0 of the sampled runs, so one seed samples as three do; greedy only
+    when asked for."""
+    one = RunParameters(backend=backend, model=model, data=str(test_csv), limit=4).to_config()
+    three = RunParameters(backend=backend, model=model, data=str(test_csv), limit=4, seeds=[0, 1, 2]).to_config()
+    assert not one.decoding.greedy and one.decoding == three.decoding
+    rows = one.instances()
+    assert one.for_run(seed=0).folder(rows) == three.for_run(seed=0).folder(rows)
+    asked = RunParameters(backend=backend, model=model, sampling="greedy").to_config()
+    assert asked.decoding.greedy

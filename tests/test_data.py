@@ -153,3 +153,32 @@ def test_the_paraphrase_split_is_checked_against_its_published_size(test_csv):
         verify_fingerprint(rows, "perturbation_by_paraphrasing")  # 1162 rows, not 2246
     verify_fingerprint(rows + rows[:1084], "perturbation_by_paraphrasing")  # only the size is published
     verify_fingerprint(rows, "test")
+
+
+def _write_split(path, rows):
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["input", "label", "num_variables", "template"])
+        writer.writerows([r.text, r.label, r.num_variables, r.template] for r in rows)
+    return path
+
+
+def test_a_downloaded_split_keeps_the_fingerprint_of_its_first_download(test_csv, tmp_path, monkeypatch):
+    """The paraphrase split publishes only its size; once downloaded, its positives and template counts are
+    stored beside it, and a later copy of the same size but other content is refused."""
+    from cpdagthink.data import fingerprint, stored_fingerprint_path
+
+    rows = read_csv(test_csv)
+    rows = rows + rows[:1084]  # the published size, 2246
+    downloaded = _write_split(tmp_path / "paraphrase.csv", rows)
+    monkeypatch.setattr(data, "HUB_CACHE", tmp_path / "hub")
+    monkeypatch.setattr(data, "download_split", lambda split: downloaded)
+    first = load_split("perturbation_by_paraphrasing")
+    stored = data.Fingerprint.model_validate_json(stored_fingerprint_path("perturbation_by_paraphrasing").read_text())
+    assert stored == fingerprint(first) and stored.positives == sum(r.label for r in rows) and stored.templates
+    assert load_split("perturbation_by_paraphrasing") == first  # the same file still matches
+
+    flipped = [rows[0].model_copy(update={"label": 1 - rows[0].label}), *rows[1:]]
+    _write_split(downloaded, flipped)
+    with pytest.raises(DataError, match="positives"):
+        load_split("perturbation_by_paraphrasing")

@@ -9,9 +9,9 @@ import pytest
 
 from cpdagthink.cli import main
 from cpdagthink.data import read_csv
-from cpdagthink.generate import FAMILIES, generate, read_edges, rows_from_dag, write_rows
+from cpdagthink.generate import FAMILIES, STRESS_SIZES, generate, perturb, read_edges, rows_from_dag, write_rows
 from cpdagthink.oracle import label_text
-from cpdagthink.premise import parse_hypothesis, parse_premise, split_input
+from cpdagthink.premise import PARAPHRASE_WORDINGS, paraphrase_hypothesis, parse_hypothesis, parse_premise, split_input
 
 
 @pytest.mark.parametrize("family, n", [("random7", 7), ("alarm7", 7), ("asia8", 8)])
@@ -56,14 +56,19 @@ def test_perturbations_keep_labels_and_change_the_surface(test_csv):
     assert not set(parse_premise(split_input(refactored.input)[0]).variables) & set("ABCDEF"[: original[0].num_variables])
 
 
-def test_paraphrases_never_use_a_hub_wording(test_csv):
-    from cpdagthink.generate import perturb
-
-    for row in perturb(read_csv(test_csv)[:60], "paraphrase", seed=0):
+def test_every_row_of_the_test_split_keeps_its_oracle_label_in_the_generator_paraphrase(test_csv):
+    """The done-when of issue 20: the whole split, reworded with the Corr2Cause generator's paraphrase
+    templates (what its Paraphrase-OOD split uses), parses and keeps every oracle label."""
+    original = read_csv(test_csv)
+    rows = perturb(original, "paraphrase", seed=0)
+    assert len(rows) == len(original) == 1162
+    templates = set(PARAPHRASE_WORDINGS.values())
+    for row, source in zip(rows, original):
         hypothesis = split_input(row.input)[1]
-        parse_hypothesis(hypothesis)
-        assert "directly causes" not in hypothesis and "causes something else" not in hypothesis
-        assert "but not a direct one" not in hypothesis and "There exists at least one" not in hypothesis
+        query = parse_hypothesis(hypothesis)
+        assert paraphrase_hypothesis(query) == hypothesis and PARAPHRASE_WORDINGS[query.relation] in templates
+        assert label_text(row.input).label == label_text(source.text).label
+        assert (row.label, row.template, row.num_variables) == (source.label, source.template, source.num_variables)
 
 
 def test_unknown_family_and_missing_source():
@@ -90,3 +95,11 @@ def test_generate_refuses_an_out_that_is_its_own_data(test_csv, tmp_path, capsys
         assert main(["generate", "--family", "refactor", "--data", str(source), "--out", str(out)]) == 2
         assert "is the input CSV" in capsys.readouterr().err
     assert source.read_bytes() == before
+
+
+def test_stress_families_default_to_the_papers_size():
+    asia = generate("asia8", seed=0)
+    assert len(asia) == STRESS_SIZES["asia8"].paper_n == 40  # App. C, Table 7: the ASIA-derived row's N
+    assert 0 < sum(r.label for r in asia) < len(asia)
+    assert STRESS_SIZES["random7"].paper_n is None and STRESS_SIZES["alarm7"].paper_n is None
+    assert len(generate("random7", seed=0, graphs=2)) == 2 * STRESS_SIZES["random7"].per_graph

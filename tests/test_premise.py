@@ -9,11 +9,13 @@ import pytest
 from cpdagthink.premise import (
     ContradictoryFactsError,
     HYPOTHESIS_WORDINGS,
+    PARAPHRASE_WORDINGS,
     Query,
     Relation,
     UnknownVariableError,
     UnparsableSentenceError,
     pair,
+    paraphrase_hypothesis,
     parse_hypothesis,
     parse_premise,
     split_input,
@@ -78,6 +80,27 @@ def test_every_wording_parses_to_its_relation(relation):
         assert parse_hypothesis(verbalise_hypothesis(query, index)) == query
 
 
+# The Corr2Cause generator's paraphrase templates (its Verbalizer), one per property; "child" and "non-child
+# descendant" swap the two variables, so each reads as a relation from the first-named variable.
+@pytest.mark.parametrize("sentence, query", [
+    ("X directly affects Y.", Query(Relation.DIRECT_CAUSE, "X", "Y")),
+    ("B directly affects E.", Query(Relation.DIRECT_CAUSE, "B", "E")),
+    ("X influences Y through some mediator(s).", Query(Relation.INDIRECT_CAUSE, "X", "Y")),
+    ("D influences A through some mediator(s).", Query(Relation.INDIRECT_CAUSE, "D", "A")),
+    ("X and Y together cause some other variable(s).", Query(Relation.COLLIDER, "X", "Y")),
+    ("Some variable(s) cause(s) both X and Y.", Query(Relation.CONFOUNDER, "X", "Y")),
+])
+def test_the_generator_paraphrase_templates_parse(sentence, query):
+    assert parse_hypothesis(sentence) == query
+    assert paraphrase_hypothesis(query) == sentence
+    assert PARAPHRASE_WORDINGS[query.relation] in HYPOTHESIS_WORDINGS[query.relation]
+
+
+def test_a_paraphrase_does_not_drop_its_parentheses():
+    with pytest.raises(UnparsableSentenceError):
+        parse_hypothesis("X influences Y through some mediators.")
+
+
 def test_hypothesis_errors():
     with pytest.raises(UnknownVariableError):
         parse_hypothesis("Z directly causes A.", ("A", "B"))
@@ -91,5 +114,6 @@ def test_round_trip_reproduces_every_row_of_the_real_split(test_csv):
         facts = parse_premise(text)
         assert verbalise_premise(facts) == text
         query = parse_hypothesis(hypothesis, facts.variables)
-        wording = next(i for i in range(5) if verbalise_hypothesis(query, i) == hypothesis)
+        wording = next(i for i in range(len(HYPOTHESIS_WORDINGS[query.relation]))
+                       if verbalise_hypothesis(query, i) == hypothesis)
         assert wording in (0, 1)

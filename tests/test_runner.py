@@ -281,3 +281,99 @@ def test_a_run_ended_by_a_backend_error_says_so_with_its_message(items, tmp_path
     assert summary["status"] == "error" and summary["records"] == 4
     assert summary["message"] == "BackendError: http://127.0.0.1:9/v1: no answer within 3 s (timeout), after 4 retries"
     assert json.loads((tmp_path / "run" / "metadata.json").read_text())["status"] == "error"
+
+
+class SaysYes(Backend):
+    """Answers YES to everything: a model needs no parse of the hypothesis to answer it."""
+
+    def identity(self):
+        return {"backend": "says-yes"}
+
+    def complete(self, request: Request) -> Completion:
+        return Completion(text="Answer: YES", finish_reason="stop")
+
+
+@pytest.mark.parametrize("condition", ["baseline_enhanced", "twoturn_prose_pc"])
+def test_a_hypothesis_the_oracle_cannot_read_is_posed_all_the_same(items, tmp_path, condition):
+    """Issue 20: such a row used to be a problem, posed to no condition; now only its oracle label is missing."""
+    odd = items[0].model_copy(update={"hypothesis": "A is a close friend of B."})
+    result = run_condition(CONDITIONS[condition], SaysYes(), [odd, *items[1:3]], tmp_path / "run",
+                           cache_dir=tmp_path / "c", progress=False)
+    record = result.records[0]
+    assert record.problem is None and record.turns and record.answer == "YES" and record.oracle_label is None
+    assert all(r.oracle_label in (0, 1) for r in result.records[1:]) and result.summary.problems == 0
+
+
+APP_J = ("model_revision", "tokenizer_revision", "model_package", "api", "served_models", "packages", "hardware",
+         "git_commit", "python", "decoding")
+
+
+def test_metadata_carries_the_app_j_fields(items, tmp_path):
+    import os
+
+    run_condition(CONDITIONS["baseline_enhanced"], ReferenceBackend(), items[:2], tmp_path / "run",
+                  cache_dir=tmp_path / "c", progress=False)
+    meta = json.loads((tmp_path / "run" / "metadata.json").read_text())
+    assert set(APP_J) <= set(meta)
+    assert meta["hardware"]["cpu_cores"] == os.cpu_count() and isinstance(meta["hardware"]["gpus"], list)
+    assert meta["packages"]["pydantic"] and meta["served_models"] == [] and meta["api"] is None
+    assert meta["model_revision"] is None  # the symbolic reference agent has no weights
+
+
+class WithProvenance(Backend):
+    """The reference agent reporting a local model's provenance, as :class:`LocalBackend` does."""
+
+    def identity(self):
+        return ReferenceBackend().identity()
+
+    def provenance(self):
+        from cpdagthink.backends.base import Provenance
+
+        return Provenance(model_revision="sha256:" + "ab" * 32, tokenizer_revision="sha256:" + "ab" * 32,
+                          model_package="some-gguf==1.0")
+
+    def complete(self, request: Request) -> Completion:
+        return ReferenceBackend().complete(request)
+
+
+def test_metadata_records_the_backends_provenance(items, tmp_path):
+    from cpdagthink.runner import RunMetadata
+
+    run_condition(CONDITIONS["structured"], WithProvenance(), items[:2], tmp_path / "run", cache_dir=tmp_path / "c",
+                  progress=False)
+    meta = RunMetadata.model_validate_json((tmp_path / "run" / "metadata.json").read_text())
+    assert meta.model_revision == meta.tokenizer_revision == "sha256:" + "ab" * 32
+    assert meta.model_package == "some-gguf==1.0" and meta.status == "finished"
+
+
+def test_an_api_runs_metadata_names_the_api_and_the_served_snapshot(items, tmp_path, monkeypatch):
+    from reasoning_api_server import GPT51_EFFORTS, ReasoningAPIServer
+
+    from cpdagthink.backends import make_backend
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-secret")
+    with ReasoningAPIServer(efforts=GPT51_EFFORTS) as server:
+        backend = make_backend("openai", model="gpt-5.4-mini", base_url=server.url, reasoning_effort="medium")
+        run_condition(CONDITIONS["baseline_enhanced"], backend, items[:2], tmp_path / "run", cache_dir=tmp_path / "c",
+                      decoding=Decoding(temperature=1.0, max_tokens_turn1=2048, max_tokens_answer=1024), progress=False)
+    text = (tmp_path / "run" / "metadata.json").read_text()
+    meta = json.loads(text)
+    assert meta["served_models"] == ["gpt-5.4-mini-2025-08-07"]  # the response's `model`, not the name asked for
+    assert meta["api"].startswith("OpenAI-compatible Chat Completions API at ") and server.url in meta["api"]
+    assert "sk-test-secret" not in text
+
+
+@pytest.mark.slow
+def test_a_local_runs_metadata_names_the_gguf_file_and_its_package(tmp_path):
+    from cpdagthink.backends import make_backend
+
+    backend = make_backend("local", model="smollm2-135m", n_ctx=2048)
+    try:
+        run_condition(CONDITIONS["baseline_enhanced"], backend, [], tmp_path / "run", cache_dir=tmp_path / "c",
+                      progress=False)
+    finally:
+        backend.close()
+    meta = json.loads((tmp_path / "run" / "metadata.json").read_text())
+    sha = "sha256:b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+    assert meta["model_revision"] == meta["tokenizer_revision"] == sha
+    assert "==" in meta["model_package"] and meta["packages"]["llama_cpp_python"]

@@ -151,3 +151,15 @@ def test_by_variables_omits_thin_bins(test_csv, tmp_path, monkeypatch):
     assert bins["positives"].sum() == sum(r.gold_label for r in runs[("structured", 0)])
     correct = sum(r.prediction == r.gold_label for r in runs[("structured", 0)])
     assert (bins["accuracy"] * bins["n"]).sum() / 100 == pytest.approx(correct)
+
+
+def test_a_row_without_an_oracle_label_is_scored_on_its_published_label():
+    """Issue 20: a row the oracle cannot label (e.g. a hypothesis in an unknown wording) is posed and scored;
+    its corrected score falls back to the published label and the frame says how many such rows there were."""
+    records = [record(i, g, p) for i, (g, p) in enumerate(zip(GOLD, TARGET[0]))]
+    records[0] = records[0].model_copy(update={"oracle_label": None})
+    records[4] = records[4].model_copy(update={"oracle_label": 1})  # a published label the oracle corrects
+    scores = tables.scores_frame({("structured", 0): records}).set_index("labels")
+    assert scores.loc["corrected", "published only"] == 1 and scores.loc["gold", "published only"] == 0
+    assert scores.loc["gold", "F1"] == pytest.approx(100.0)
+    assert scores.loc["corrected", "n"] == len(records) and scores.loc["corrected", "fn"] == 1

@@ -230,7 +230,8 @@ def _model_options(parser: argparse.ArgumentParser, budgets: str = "defaults 102
     parser.add_argument("--max-tokens-turn1", type=int, help=f"turn-1 budget ({budgets})")
     parser.add_argument("--max-tokens-answer", type=int, help="answer-turn budget")
     parser.add_argument("--sampling", choices=["auto", "greedy", "recommended"],
-                        help="auto (default): greedy for one seed, the model's recommended sampling for several")
+                        help="auto (default): the model's recommended sampling for any number of seeds, so seed 0 is "
+                             "the primary run (greedy where none is known and one seed is asked); greedy: only when asked")
     parser.add_argument("--temperature", type=float, help="sampling temperature (0: greedy)")
     parser.add_argument("--top-p", type=float)
     parser.add_argument("--top-k", type=int)
@@ -267,8 +268,9 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--family", required=True, choices=["random7", "alarm7", "asia8", "refactor", "paraphrase"])
     gen.add_argument("--data", help="source CSV for refactor/paraphrase")
     gen.add_argument("--seed", type=int, default=0)
-    gen.add_argument("--graphs", type=int, default=10, help="graphs to draw (random7, alarm7)")
-    gen.add_argument("--per-graph", type=int, default=20, help="hypotheses per graph, half positive when possible")
+    gen.add_argument("--graphs", type=int, help="graphs to draw (random7, alarm7; default 10)")
+    gen.add_argument("--per-graph", type=int, help="hypotheses per graph, half positive when possible (default: the "
+                                                   "paper's N where it states one, asia8 40; else 20)")
     gen.add_argument("--out", required=True)
     run = parsers["run"]
     _data_options(run)

@@ -281,7 +281,9 @@ class RunParameters(BaseModel):
         return None if value == "" else value
 
     def sampling_settings(self) -> Sampling:
-        """Greedy for one seed, the model's recommended sampling for several (``auto``); explicit values win.
+        """The model's recommended sampling (``auto``, whatever the number of seeds, so that a single seed's run
+        is seed 0 of several seeds' runs: the primary run of the paper's primary-seed table); greedy only when
+        asked for (``greedy``), or for one seed of a model with no known recommendation. Explicit values win.
         A service that takes no sampling parameters is recorded with the sampling it applies itself."""
         explicit = {k: getattr(self, k) for k in Sampling.model_fields if getattr(self, k) is not None}
         fixed = service_sampling(self.backend, self.model)
@@ -290,16 +292,15 @@ class RunParameters(BaseModel):
                 raise ValueError(f"{self.model} takes no sampling parameters (it always samples at temperature 1); "
                                  "leave --temperature/--top-p unset for it")
             return fixed
-        base = Sampling()
-        wants_recommended = self.sampling == "recommended" or (self.sampling == "auto" and len(self.seeds) > 1)
-        if wants_recommended:
-            found = recommended_sampling(self.backend, self.model, self.thinking)
-            if found is None and self.temperature is None:
-                raise ValueError(
-                    f"no recommended sampling is known for {self.backend}:{self.model or 'default'}; "
-                    "set --temperature (and --top-p/--top-k/--min-p) for a run with several seeds")
-            base = found or base
-        return base.model_copy(update=explicit)
+        if self.sampling == "greedy":
+            return Sampling().model_copy(update=explicit)
+        found = recommended_sampling(self.backend, self.model, self.thinking)
+        needs_one = self.sampling == "recommended" or len(self.seeds) > 1
+        if found is None and needs_one and self.temperature is None:
+            raise ValueError(
+                f"no recommended sampling is known for {self.backend}:{self.model or 'default'}; "
+                "set --temperature (and --top-p/--top-k/--min-p) for a run with several seeds")
+        return (found or Sampling()).model_copy(update=explicit)
 
     def to_config(self) -> RunConfig:
         options: dict[str, Any] = {k: getattr(self, k) for k in _BACKEND_OPTIONS if getattr(self, k) is not None}

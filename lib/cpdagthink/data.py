@@ -38,7 +38,8 @@ OUTPUTS_ROOT = Path(os.environ.get(ENV_OUTPUTS) or PROJECT_ROOT / "outputs").exp
 
 class Fingerprint(BaseModel):
     """What a split must look like: row count, positives, and rows per template (None: not published, so
-    not checked; the paraphrase split's size is the paper's, §4.1, its other figures are not known here)."""
+    not checked; the paraphrase split's size is the paper's, §4.1; its positives and template counts are
+    read from the file itself on its first download and stored beside it, see :func:`expected_fingerprint`)."""
 
     rows: int
     positives: int | None = None
@@ -163,9 +164,25 @@ def fingerprint(instances: list[Instance]) -> Fingerprint:
     )
 
 
-def verify_fingerprint(instances: list[Instance], split: str) -> None:
-    """Raise :class:`DataError` when a split with a published fingerprint does not match it."""
-    expected = FINGERPRINTS.get(split)
+def stored_fingerprint_path(split: str, cache: Path | None = None) -> Path:
+    """Where the fingerprint read from a split's first download is kept (beside the download, per revision)."""
+    return (cache or HUB_CACHE) / f"{split}-{HUB_REVISION[:8]}.fingerprint.json"
+
+
+def expected_fingerprint(split: str, cache: Path | None = None) -> Fingerprint | None:
+    """The published fingerprint, its unpublished figures filled in from the one stored at the first
+    download (so a later copy must also keep its positives and template counts); None: nothing to check."""
+    published = FINGERPRINTS.get(split)
+    stored = stored_fingerprint_path(split, cache)
+    if published is None or not stored.is_file():
+        return published
+    recorded = Fingerprint.model_validate_json(stored.read_text(encoding="utf-8"))
+    return Fingerprint(**{k: v if v is not None else getattr(recorded, k) for k, v in published.model_dump().items()})
+
+
+def verify_fingerprint(instances: list[Instance], split: str, cache: Path | None = None) -> None:
+    """Raise :class:`DataError` when a split with a published (or stored) fingerprint does not match it."""
+    expected = expected_fingerprint(split, cache)
     if expected is None:
         return
     got = fingerprint(instances)
@@ -174,6 +191,15 @@ def verify_fingerprint(instances: list[Instance], split: str) -> None:
             f"the '{split}' split does not match its fingerprint at revision {HUB_REVISION[:8]}: "
             f"expected {expected.model_dump()}, got {got.model_dump()}"
         )
+
+
+def store_fingerprint(instances: list[Instance], split: str, cache: Path | None = None) -> None:
+    """Keep a downloaded split's full fingerprint beside it, once it has matched what is published; later
+    reads are checked against every figure of it (:func:`expected_fingerprint`)."""
+    stored = stored_fingerprint_path(split, cache)
+    if split in FINGERPRINTS and not stored.is_file():
+        stored.parent.mkdir(parents=True, exist_ok=True)
+        stored.write_text(fingerprint(instances).model_dump_json(indent=2), encoding="utf-8")
 
 
 def download_split(split: str, cache: Path = HUB_CACHE) -> Path:
@@ -203,7 +229,8 @@ def load_split(split: str = "test", csv_path: str | Path | None = None) -> list[
     """Load a Corr2Cause split.
 
     ``csv_path`` (or ``$CORR2CAUSE_CSV`` for the ``test`` split) names a local copy; otherwise the split is
-    downloaded at the pinned revision. The test split's fingerprint is always verified.
+    downloaded at the pinned revision. The test split's fingerprint is always verified; another split's
+    published row count is, and from its first download on, its stored positives and template counts too.
     """
     if csv_path is None and split == "test":
         csv_path = os.environ.get(ENV_CSV) or None
@@ -216,6 +243,8 @@ def load_split(split: str = "test", csv_path: str | Path | None = None) -> list[
     hub_source = f"{HUB_REPO}@{HUB_REVISION[:8]}:{HUB_FILES.get(split, path.name)}"
     instances = read_csv(path, split=split, source=None if csv_path is not None else hub_source)
     verify_fingerprint(instances, split)
+    if csv_path is None:
+        store_fingerprint(instances, split)
     return instances
 
 

@@ -7,6 +7,8 @@ is never mistaken for one of the hub's (e.g. the hub's Paraphrase-OOD split).
 from __future__ import annotations
 
 import csv
+import hashlib
+import json
 import random
 from dataclasses import dataclass
 from itertools import combinations, permutations
@@ -24,6 +26,7 @@ from .premise import (
     Query,
     Relation,
     parse_hypothesis,
+    paraphrase_hypothesis,
     parse_premise,
     verbalise_hypothesis,
     verbalise_premise,
@@ -32,8 +35,25 @@ from .premise import (
 GRAPHS_DIR = PROJECT_ROOT / "data" / "graphs"
 FAMILIES = ("random7", "alarm7", "asia8", "refactor", "paraphrase")
 COLUMNS = ("input", "label", "num_variables", "template", "source")
-# The hub's own wordings of each relation; higher indices are this project's paraphrases.
-_HUB_WORDINGS = {Relation.DIRECT_CAUSE: 1, Relation.INDIRECT_CAUSE: 2, Relation.COLLIDER: 1, Relation.CONFOUNDER: 1}
+
+
+@dataclass(frozen=True)
+class StressSize:
+    """How many graphs and hypotheses per graph a stress family draws by default, and the paper's N for it
+    (App. C, Table 7; None where the paper does not state it)."""
+
+    graphs: int
+    per_graph: int
+    paper_n: int | None = None
+
+
+# ASIA8 is the one ASIA graph, drawn at the paper's N=40; the paper states no N for the n=7 families, so they
+# draw ten graphs of twenty hypotheses each (half positive where the class entails enough).
+STRESS_SIZES = {
+    "random7": StressSize(graphs=10, per_graph=20),
+    "alarm7": StressSize(graphs=10, per_graph=20),
+    "asia8": StressSize(graphs=1, per_graph=40, paper_n=40),
+}
 
 
 @dataclass(frozen=True)
@@ -209,16 +229,15 @@ def _hub_wording_index(hypothesis: str, query: Query) -> int:
 
 
 def paraphrase_row(instance: Instance, rng: random.Random, seed: int) -> Row:
-    """Reword the hypothesis with one of this project's paraphrases (never a hub wording)."""
+    """Reword the hypothesis as the Corr2Cause generator words its Paraphrase-OOD split (one template per
+    relation, so no draw is made; ``rng`` is taken for a uniform call with :func:`refactor_row`)."""
     query = parse_hypothesis(instance.hypothesis)
-    first = _HUB_WORDINGS[query.relation]
-    wording = rng.randrange(first, len(HYPOTHESIS_WORDINGS[query.relation]))
     return Row(
-        input=f"{instance.premise}\nHypothesis: {verbalise_hypothesis(query, wording)}",
+        input=f"{instance.premise}\nHypothesis: {paraphrase_hypothesis(query)}",
         label=instance.label,
         num_variables=instance.num_variables,
         template=instance.template,
-        source=f"generated:paraphrase seed={seed} from {instance.id} wording={wording}",
+        source=f"generated:paraphrase seed={seed} from {instance.id} (Corr2Cause generator's paraphrase templates)",
     )
 
 
@@ -231,12 +250,25 @@ def perturb(instances: list[Instance], family: str, seed: int) -> list[Row]:
     return [make(instance, rng, seed) for instance in instances]
 
 
-def generate(family: str, *, seed: int = 0, graphs: int = 10, per_graph: int = 20, data: str | Path | None = None) -> list[Row]:
-    """One entry point for every family (``data`` is the source CSV of the two perturbations)."""
+def stress_size(family: str, graphs: int | None = None, per_graph: int | None = None) -> StressSize:
+    """A stress family's size: the values given, the family's default (:data:`STRESS_SIZES`) for the rest."""
+    if family not in STRESS_SIZES:
+        raise ValueError(f"unknown stress family {family!r}; choose one of {', '.join(STRESS_SIZES)}")
+    default = STRESS_SIZES[family]
+    return StressSize(default.graphs if graphs is None else graphs,
+                      default.per_graph if per_graph is None else per_graph, default.paper_n)
+
+
+def generate(family: str, *, seed: int = 0, graphs: int | None = None, per_graph: int | None = None,
+             data: str | Path | None = None) -> list[Row]:
+    """One entry point for every family (``data`` is the source CSV of the two perturbations; a stress
+    family's ``graphs`` and ``per_graph`` default to its :data:`STRESS_SIZES`)."""
     if family in ("refactor", "paraphrase"):
         if data is None:
             raise ValueError(f"--family {family} perturbs an existing split: pass --data PATH")
         return perturb(read_csv(data), family, seed)
+    size = stress_size(family, graphs, per_graph)
+    graphs, per_graph = size.graphs, size.per_graph
     for flag, value in (("--graphs", graphs), ("--per-graph", per_graph)):
         if value < 1:
             raise ValueError(f"{flag} must be at least 1 (got {value}): family {family} would write no rows")
@@ -256,15 +288,20 @@ def write_rows(rows: list[Row], path: str | Path) -> Path:
 
 
 def generated_split(family: str, seed: int = 0) -> Path:
-    """A perturbed copy of the test split (``paraphrase`` or ``refactor``), written once under outputs/generated."""
-    path = OUTPUTS_ROOT / "generated" / f"{family}-of-test-seed{seed}.csv"
+    """A perturbed copy of the test split (``paraphrase`` or ``refactor``), written once under outputs/generated
+    (named by the wordings it was written with, so a copy made with other templates is never reused)."""
+    wordings = hashlib.sha256(json.dumps({r.value: w for r, w in HYPOTHESIS_WORDINGS.items()}).encode()).hexdigest()[:8]
+    path = OUTPUTS_ROOT / "generated" / f"{family}-of-test-seed{seed}-w{wordings}.csv"
     if not path.is_file():
         write_rows(perturb(load_split("test"), family, seed), path)
     return path
 
 
-def stress_csv(family: str, graphs: int, per_graph: int, seed: int) -> Path:
-    """A generated stress set (``random7``, ``alarm7``, ``asia8``), written once under outputs/generated."""
+def stress_csv(family: str, graphs: int | None, per_graph: int | None, seed: int) -> Path:
+    """A generated stress set (``random7``, ``alarm7``, ``asia8``; None: the family's default size), written
+    once under outputs/generated."""
+    size = stress_size(family, graphs, per_graph)
+    graphs, per_graph = size.graphs, size.per_graph
     path = OUTPUTS_ROOT / "generated" / f"{family}-g{graphs}-k{per_graph}-seed{seed}.csv"
     if not path.is_file():
         write_rows(generate(family, seed=seed, graphs=graphs, per_graph=per_graph), path)

@@ -98,32 +98,26 @@ _CORRELATES = re.compile(rf"^{_VAR} correlates with {_VAR}$")
 _MARGINAL = re.compile(rf"^{_VAR} is independent of {_VAR}$")
 _CONDITIONAL = re.compile(rf"^{_VAR} and {_VAR} are independent given (.+)$")
 
-# Several wordings per relation: the hub's own, its two "indirect" variants, and the paraphrases the
-# generator writes. Matching is on the text, never on the dataset's template column.
+# The Corr2Cause generator's two template sets (its ``Verbalizer``), relation by relation. Its six properties
+# are four relations here: "child" and "non-child descendant" are "parent" and "non-parent ancestor" with the
+# two variables swapped, so ``{x}`` is always the cause. The hub's test split uses the original templates
+# (the indirect relation in both of its wordings); its Paraphrase-OOD split uses the paraphrased ones, where
+# ancestor and descendant read alike. Matching is on the text, never on the dataset's template column.
+HUB_WORDINGS: dict[Relation, tuple[str, ...]] = {
+    Relation.DIRECT_CAUSE: ("{x} directly causes {y}.",),
+    Relation.INDIRECT_CAUSE: ("{x} causes something else which causes {y}.", "{x} is a cause for {y}, but not a direct one."),
+    Relation.COLLIDER: ("There exists at least one collider (i.e., common effect) of {x} and {y}.",),
+    Relation.CONFOUNDER: ("There exists at least one confounder (i.e., common cause) of {x} and {y}.",),
+}
+PARAPHRASE_WORDINGS: dict[Relation, str] = {
+    Relation.DIRECT_CAUSE: "{x} directly affects {y}.",
+    Relation.INDIRECT_CAUSE: "{x} influences {y} through some mediator(s).",
+    Relation.COLLIDER: "{x} and {y} together cause some other variable(s).",
+    Relation.CONFOUNDER: "Some variable(s) cause(s) both {x} and {y}.",
+}
+# Every wording the parser reads: the hub's first (index 0 is the test split's usual one), then the paraphrase.
 HYPOTHESIS_WORDINGS: dict[Relation, tuple[str, ...]] = {
-    Relation.DIRECT_CAUSE: (
-        "{x} directly causes {y}.",
-        "{x} is a direct cause of {y}.",
-        "{y} is directly caused by {x}.",
-        "{x} has a direct causal effect on {y}.",
-    ),
-    Relation.INDIRECT_CAUSE: (
-        "{x} causes something else which causes {y}.",
-        "{x} is a cause for {y}, but not a direct one.",
-        "{x} affects {y} through some other variable.",
-        "{x} is an indirect cause of {y}.",
-        "{y} is indirectly caused by {x}.",
-    ),
-    Relation.COLLIDER: (
-        "There exists at least one collider (i.e., common effect) of {x} and {y}.",
-        "{x} and {y} have at least one common effect.",
-        "Some variable is a common effect of {x} and {y}.",
-    ),
-    Relation.CONFOUNDER: (
-        "There exists at least one confounder (i.e., common cause) of {x} and {y}.",
-        "{x} and {y} have at least one common cause.",
-        "Some variable is a common cause of {x} and {y}.",
-    ),
+    relation: HUB_WORDINGS[relation] + (PARAPHRASE_WORDINGS[relation],) for relation in Relation
 }
 
 
@@ -276,9 +270,14 @@ def verbalise_premise(facts: Facts) -> str:
 
 
 def verbalise_hypothesis(query: Query, wording: int = 0) -> str:
-    """Write a query with the ``wording``-th template of its relation (0 is the hub's)."""
+    """Write a query with the ``wording``-th of :data:`HYPOTHESIS_WORDINGS` for its relation (0 is the hub's)."""
     templates = HYPOTHESIS_WORDINGS[query.relation]
     return templates[wording % len(templates)].format(x=query.x, y=query.y)
+
+
+def paraphrase_hypothesis(query: Query) -> str:
+    """Write a query as the generator's Paraphrase-OOD split words it (:data:`PARAPHRASE_WORDINGS`)."""
+    return PARAPHRASE_WORDINGS[query.relation].format(x=query.x, y=query.y)
 
 
 def all_pairs(variables: tuple[str, ...]) -> list[Pair]:
@@ -288,7 +287,9 @@ def all_pairs(variables: tuple[str, ...]) -> list[Pair]:
 __all__ = [
     "ContradictoryFactsError",
     "Facts",
+    "HUB_WORDINGS",
     "HYPOTHESIS_WORDINGS",
+    "PARAPHRASE_WORDINGS",
     "PremiseError",
     "Query",
     "Relation",
@@ -298,6 +299,7 @@ __all__ = [
     "declared_variables",
     "pair",
     "parse_hypothesis",
+    "paraphrase_hypothesis",
     "parse_premise",
     "split_input",
     "verbalise_hypothesis",

@@ -209,9 +209,10 @@ def bin_gains_sentence(gains: pd.DataFrame) -> str:
                      for _, r in gains.iterrows())
 
 
-def stress_runs(setup: RunConfig, families: Sequence[str], graphs: int, per_graph: int, seed: int,
+def stress_runs(setup: RunConfig, families: Sequence[str], graphs: int | None, per_graph: int | None, seed: int,
                 conditions: Sequence[str], seeds: Sequence[int]) -> dict[str, dict[tuple[str, int], list[RunRecord]]]:
-    """Run grids on each generated larger-graph stress set (every hypothesis of the set, no sampling)."""
+    """Run grids on each generated larger-graph stress set (every hypothesis of the set, no sampling; None:
+    the family's default size, the paper's N where it states one)."""
     from .generate import stress_csv
 
     return {family: ex.run_grid(ex.updated(setup, data=str(stress_csv(family, graphs, per_graph, seed)), limit=0),

@@ -75,7 +75,7 @@ class RunRecord(BaseModel):
     num_variables: int
     template: str
     gold_label: int
-    oracle_label: int | None  # the exact oracle's label (None: no DAG satisfies the premise)
+    oracle_label: int | None  # the exact oracle's label (None: no DAG satisfies the premise, or its text is unreadable)
     prompt_sha256: dict[str, str] = {}
     turns: list[TurnRecord] = []
     tool_flow: bool = False  # turn 1 was the CausalAnalysis tool call

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import platform
+import shutil
 import subprocess
 import time
 from dataclasses import dataclass, replace
@@ -19,6 +21,7 @@ from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from pydantic import BaseModel
 from tqdm.auto import tqdm
 
 from .backends.base import Backend, BackendError, Completion, Request, RequestRejected
@@ -40,13 +43,16 @@ from .conditions import (
 from .config import RunConfig
 from .data import PROJECT_ROOT, Instance
 from .errors import CpdagthinkError
-from .oracle import UnfaithfulFactsError, label_text
+from .oracle import OracleLabel, UnfaithfulFactsError, label_text
 from .premise import PremiseError
 from .records import SCHEMA_VERSION, InterventionRecord, RunRecord, RunSummary, ToolCallRecord, TurnRecord
 from .runfolder import CONFIG, METADATA, SUMMARY, RunFolder
 
 ABORT_AFTER_REJECTIONS = 5
-_PACKAGES = ("cpdagthink", "llama_cpp_python", "outlines", "outlines_core", "openai", "vllm", "networkx", "pydantic")
+# The frameworks App. J names (torch, transformers, vLLM, llama.cpp) and what this package runs on; read from
+# the installed distributions, so no framework is imported just to learn its version.
+_PACKAGES = ("cpdagthink", "llama_cpp_python", "outlines", "outlines_core", "openai", "vllm", "torch", "transformers",
+             "tokenizers", "huggingface_hub", "networkx", "pydantic")
 
 
 class RunMismatchError(CpdagthinkError, ValueError):
@@ -134,6 +140,77 @@ def _versions() -> dict[str, str]:
     return found
 
 
+def _oracle_verdict(instance: Instance) -> OracleLabel:
+    """The oracle's verdict; a label of None where it has none: an unfaithful premise (with its problem), or text
+    it cannot read (e.g. a hypothesis in a wording it does not know). A model needs no parse, so such a row is
+    posed all the same and scored against its published label alone."""
+    try:
+        return label_text(instance.text)
+    except PremiseError:
+        return OracleLabel(None)
+
+
+class Hardware(BaseModel):
+    """What a run ran on: each GPU's model (empty: none visible), else the CPU and its cores."""
+
+    gpus: list[str]
+    cpu: str | None
+    cpu_cores: int | None
+
+
+def _hardware() -> Hardware:
+    gpus: list[str] = []
+    if shutil.which("nvidia-smi"):
+        try:
+            listed = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                                    text=True, timeout=10).stdout
+            gpus = [line.strip() for line in listed.splitlines() if line.strip()]
+        except (OSError, subprocess.SubprocessError):
+            pass  # a driver that does not answer: recorded as no GPU seen
+    cpu = platform.processor() or None
+    try:
+        cpu = next((line.partition(":")[2].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                    if line.startswith("model name")), cpu)
+    except OSError:
+        pass  # not Linux: platform.processor() stands
+    return Hardware(gpus=gpus, cpu=cpu, cpu_cores=os.cpu_count())
+
+
+class RunMetadata(BaseModel):
+    """``metadata.json``: what a run is (the fields that must match to resume it) and what it ran with, as the
+    paper's App. J lists: decoding, model and tokenizer revisions, the API and the snapshots it served,
+    package versions and hardware."""
+
+    record_schema: int
+    condition: dict[str, Any]
+    intervention: str | None
+    backend: dict[str, Any]  # the backend's identity (the cache key's model part)
+    decoding: dict[str, Any]
+    instances: int
+    instances_sha256: str
+    sources: list[str]
+    seed: int
+    model_revision: str | None  # resolved commit hash, or sha256 of the weights file
+    tokenizer_revision: str | None
+    model_package: str | None  # a local model's pip package(s), ``name==version``
+    api: str | None  # the API a service was called through, and where
+    served_models: list[str] = []  # the snapshots the API reported serving (each response's ``model``)
+    git_commit: str | None
+    packages: dict[str, str]
+    python: str
+    hardware: Hardware
+    started_at: str
+    finished_at: str | None = None
+    status: str | None = None
+    message: str | None = None  # why a run ended early (an error, an interruption)
+    wall_clock_s: float | None = None
+    model_calls_this_session: int | None = None
+
+
+def _served_models(records: Iterable[RunRecord]) -> list[str]:
+    return sorted({t.meta["served_model"] for r in records for t in r.turns if t.meta.get("served_model")})
+
+
 @dataclass
 class RunResult:
     out_dir: Path
@@ -143,7 +220,7 @@ class RunResult:
     summary: RunSummary
 
 
-def _check_resumable(folder: RunFolder, metadata: dict[str, Any], records: list[RunRecord],
+def _check_resumable(folder: RunFolder, metadata: RunMetadata, records: list[RunRecord],
                      instances: list[Instance]) -> None:
     """Refuse to append to records written under another condition, prompt, model, decoding or version, or
     for other data (a row of the same id but other content: another file of the same name, an edited CSV)."""
@@ -160,7 +237,7 @@ def _check_resumable(folder: RunFolder, metadata: dict[str, Any], records: list[
         raise RunMismatchError(
             f"{folder.path} holds {len(records)} records of another version of cpdagthink (record schema "
             f"{old.get('record_schema', 1)}, this one writes {SCHEMA_VERSION}); choose another output folder.")
-    new = json.loads(json.dumps({k: metadata[k] for k in _RUN_IDENTITY}))
+    new = metadata.model_dump(mode="json", include=set(_RUN_IDENTITY))
     differs = [k for k in _RUN_IDENTITY if old.get(k) != new[k]]
     if differs:
         details = "; ".join(_difference(new[k], old.get(k), k) for k in differs)
@@ -219,21 +296,28 @@ def run_condition(
     with folder.locked():
         done = folder.load_records()
         started = time.time()
-        metadata = {
-            "record_schema": SCHEMA_VERSION,
-            "condition": describe(condition),
-            "intervention": intervention_name,
-            "backend": backend.identity(),
-            "decoding": decoding.model_dump(),
-            "instances": len(instances),
-            "instances_sha256": _hash([(i.id, i.content_sha256) for i in instances]),
-            "sources": sorted({i.source for i in instances}),
-            "seed": decoding.seed,
-            "git_commit": _git_commit(),
-            "packages": _versions(),
-            "python": platform.python_version(),
-            "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)),
-        }
+        provenance = backend.provenance()
+        metadata = RunMetadata(
+            record_schema=SCHEMA_VERSION,
+            condition=describe(condition),
+            intervention=intervention_name,
+            backend=backend.identity(),
+            decoding=decoding.model_dump(),
+            instances=len(instances),
+            instances_sha256=_hash([(i.id, i.content_sha256) for i in instances]),
+            sources=sorted({i.source for i in instances}),
+            seed=decoding.seed,
+            model_revision=provenance.model_revision,
+            tokenizer_revision=provenance.tokenizer_revision,
+            model_package=provenance.model_package,
+            api=provenance.api,
+            served_models=_served_models(done),
+            git_commit=_git_commit(),
+            packages=_versions(),
+            python=platform.python_version(),
+            hardware=_hardware(),
+            started_at=time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)),
+        )
         _check_resumable(folder, metadata, done, instances)
         if any(r.rejected for r in done):  # a request the service refused is asked again
             done = [r for r in done if not r.rejected]
@@ -272,8 +356,10 @@ def run_condition(
             summary = RunSummary.of(list(in_folder.values()), len(instances), len(records),
                                     model_calls=session.cached.calls, cache_hits=session.hits,
                                     wall_clock_s=time.time() - started, status=status, message=message)
-            metadata.update(finished_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"), status=summary.status,
-                            wall_clock_s=summary.wall_clock_s, model_calls_this_session=summary.model_calls)
+            metadata = metadata.model_copy(update={
+                "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "status": summary.status,
+                "message": summary.message, "wall_clock_s": summary.wall_clock_s, "model_calls_this_session": summary.model_calls,
+                "served_models": _served_models(records)})
             folder.write_json(METADATA, metadata)
             folder.write_json(SUMMARY, summary)
     return RunResult(folder.path, records, session.cached.calls, session.hits, summary)
@@ -301,13 +387,15 @@ class _Session:
         posed, problems = [], {}
         for instance in chunk:
             try:
-                verdict = label_text(instance.text)
-                if verdict.problem:  # no DAG satisfies the premise: no label to score an answer against
-                    problems[instance.id] = verdict.problem
-                    continue
-                posed.append((instance, first_request(self.condition, instance, self.decoding), verdict.label))
+                request = first_request(self.condition, instance, self.decoding)
+                verdict = _oracle_verdict(instance)
             except (PremiseError, UnfaithfulFactsError) as error:
                 problems[instance.id] = f"{type(error).__name__}: {error}"
+                continue
+            if verdict.problem:  # no DAG satisfies the premise: no label to score an answer against
+                problems[instance.id] = verdict.problem
+                continue
+            posed.append((instance, request, verdict.label))
         turns = [[(request, *result)] for (_, request, _), result
                  in zip(posed, self.cached.complete_batch([request for _, request, _ in posed]))]
         emitted = [read_emitted(t[0][1], inst) if self.condition.flow is Flow.TOOL else None

@@ -43,8 +43,9 @@ def usage(record: RunRecord) -> Usage:
 
 def _columns(records: Sequence[RunRecord], labels: str = "gold") -> tuple[list[int | None], list[int]]:
     """Predictions (None: no answer, scored as NO and counted apart) and the truth to score them against
-    (``gold`` or ``corrected``, the oracle's labels)."""
-    truth = [r.gold_label if labels == "gold" else r.oracle_label for r in records]
+    (``gold`` or ``corrected``, the oracle's labels; a row the oracle cannot label keeps its published one,
+    and :func:`scores_frame` counts such rows)."""
+    truth = [r.gold_label if labels == "gold" or r.oracle_label is None else r.oracle_label for r in records]
     return [r.prediction for r in records], truth
 
 
@@ -57,17 +58,20 @@ def _variables(records: Sequence[RunRecord]) -> list[int]:
 
 def scores_frame(runs: Runs) -> pd.DataFrame:
     """One row per (condition, seed, labels) with F1, precision, recall, accuracy (%) and counts, including
-    unparsed answers and instances cut off by the token budget."""
+    unparsed answers, instances cut off by the token budget, and (``published only``) rows the oracle could
+    not label, which the corrected scores score against their published label."""
     rows = []
     for (condition, seed), records in runs.items():
         pred, gold = _columns(records, "gold")
         _, corrected = _columns(records, "corrected")
         truncated = sum(r.cut_off for r in records)
+        unlabelled = sum(r.oracle_label is None for r in records)
         for labels, s in scores_against(pred, gold, corrected).items():
             rows.append({"condition": condition, "seed": seed, "labels": labels, "n": s.n,
                          "F1": 100 * s.f1, "precision": 100 * s.precision, "recall": 100 * s.recall,
                          "accuracy": 100 * s.accuracy, "tp": s.tp, "fp": s.fp, "fn": s.fn, "tn": s.tn,
-                         "unparsed": s.unparsed, "cut off": truncated})
+                         "unparsed": s.unparsed, "cut off": truncated,
+                         "published only": unlabelled if labels == "corrected" else 0})
     return pd.DataFrame(rows)
 
 

@@ -95,6 +95,17 @@ class Completion:
         return cls(**data)
 
 
+@dataclass(frozen=True)
+class Provenance:
+    """Where a backend's model came from, as a run's metadata records it (paper App. J). None: not known
+    to this backend, or not applicable (e.g. the symbolic reference agent has no weights)."""
+
+    model_revision: str | None = None  # the resolved commit hash, or ``sha256:...`` of a weights file
+    tokenizer_revision: str | None = None  # the same for the tokenizer (a GGUF file carries its own)
+    model_package: str | None = None  # the pip package a local model file was installed from, ``name==version``
+    api: str | None = None  # the API a service was called through, and where
+
+
 class Backend(ABC):
     """A model behind one interface. ``identity()`` names the exact model (and revision or sha256).
 
@@ -110,6 +121,10 @@ class Backend(ABC):
     @abstractmethod
     def identity(self) -> dict[str, Any]:
         """Backend, model, revision or file hash, and fixed settings: what makes two calls comparable."""
+
+    def provenance(self) -> Provenance:
+        """The model's resolved revisions and the API used, for run metadata (never part of the cache key)."""
+        return Provenance()
 
     @abstractmethod
     def complete(self, request: Request) -> Completion:

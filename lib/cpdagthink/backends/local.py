@@ -49,9 +49,9 @@ from typing import Any
 
 import numpy as np
 
-from .base import Backend, BackendError, Completion, Request, RequestRejected
+from .base import Backend, BackendError, Completion, Provenance, Request, RequestRejected
 from .jump_forward import DraftLength, IndexWalker, LookupDrafter, admitted_prefix
-from .models import DEFAULT_MODEL, atomic_write_text, default_cache_dir, resolve_model
+from .models import DEFAULT_MODEL, MODELS, atomic_write_text, default_cache_dir, resolve_model
 from .toolcalls import (
     THINK_CLOSE,
     THINK_OPEN,
@@ -475,6 +475,14 @@ class LocalBackend(Backend):
         self._index_dir = Path(cache_dir or default_cache_dir()) / "regex-indexes"
 
     # ----------------------------------------------------------------------------------------- identity
+    def provenance(self) -> Provenance:
+        """The GGUF file's sha256 is both revisions (the file carries its tokenizer); a registry model also
+        names the pip package(s) it came from."""
+        spec = MODELS.get(self.model_file.name)
+        revision = f"sha256:{self.model_file.sha256}"
+        return Provenance(model_revision=revision, tokenizer_revision=revision,
+                          model_package=" ".join(f"{dist}=={spec.version}" for dist, _, _ in spec.parts) if spec else None)
+
     def identity(self) -> dict[str, Any]:
         try:
             from importlib.metadata import version

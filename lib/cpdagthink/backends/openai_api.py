@@ -40,7 +40,7 @@ from typing import Any, Callable, Sequence
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ..credentials import with_credentials
-from .base import Backend, BackendError, Completion, Request, RequestRejected, ToolCall
+from .base import Backend, BackendError, Completion, Provenance, Request, RequestRejected, ToolCall
 from .profiles import ModelProfile, check_effort, profile_for, with_overrides
 from .toolcalls import chat_messages, envelope_regex, parse_tool_calls, split_reasoning
 
@@ -396,6 +396,12 @@ class OpenAIBackend(Backend):
         self._stop = threading.Event()
         self.served_model: str | None = None
         self.attempts = 0  # total HTTP attempts made (for tests and cost accounting)
+
+    def provenance(self) -> Provenance:
+        """The revision asked for (a service resolves its own: each response's ``model`` is recorded as the
+        served snapshot) and the API with its public endpoints."""
+        where = ", ".join(self.base_urls)
+        return Provenance(model_revision=self.revision, api=f"OpenAI-compatible Chat Completions API at {where}")
 
     def identity(self) -> dict[str, Any]:
         p = self.profile

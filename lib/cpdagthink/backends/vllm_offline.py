@@ -16,9 +16,10 @@ template is refused.
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any, Sequence
 
-from .base import Backend, BackendError, Completion, Request
+from .base import Backend, BackendError, Completion, Provenance, Request
 from .profiles import ModelProfile, profile_for, with_overrides
 from .toolcalls import chat_messages, completion_from_text, envelope_regex, render_unparsed_calls
 
@@ -143,6 +144,17 @@ class VLLMBackend(Backend):
             raise BackendError(f"vLLM could not load {model!r} (revision {revision!r}): {exc}") from exc
         self.tokenizer = self.llm.get_tokenizer()
         self.thinking_supported = template_supports_thinking(self.tokenizer)
+
+    def provenance(self) -> Provenance:
+        """The commit vLLM loaded, read from the hub cache's snapshot folder (named by its commit hash);
+        the tokenizer is loaded from the same snapshot. Unresolved (a local folder, no cache): the revision asked."""
+        try:
+            from huggingface_hub import snapshot_download
+
+            revision = Path(snapshot_download(self.model, revision=self.revision, local_files_only=True)).name
+        except Exception:  # noqa: BLE001 - not a hub model or not cached: nothing more to resolve
+            revision = self.revision
+        return Provenance(model_revision=revision, tokenizer_revision=revision)
 
     def identity(self) -> dict[str, Any]:
         return {
