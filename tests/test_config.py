@@ -190,3 +190,15 @@ def test_one_seeds_run_is_seed_0_of_several_seeds_runs(backend, model, test_csv)
     assert one.for_run(seed=0).folder(rows) == three.for_run(seed=0).folder(rows)
     asked = RunParameters(backend=backend, model=model, sampling="greedy").to_config()
     assert asked.decoding.greedy
+
+
+def test_a_long_model_name_still_names_a_folder_that_can_be_created(test_csv, tmp_path):
+    """Issue 19 item 10: a 300-character model name made a run folder name longer than a file name may be."""
+    long = "org/" + "m" * 300
+    config = RunParameters(backend="openai", model=long, data=str(test_csv), limit=2, out_root=str(tmp_path)).to_config()
+    folder = config.folder(config.instances())
+    assert len(folder.name.encode()) < 255
+    folder.mkdir(parents=True)
+    other = RunParameters(backend="openai", model=long + "x", data=str(test_csv), limit=2,
+                          out_root=str(tmp_path)).to_config()
+    assert other.folder(other.instances()) != folder

@@ -217,8 +217,8 @@ class RunConfig(BaseModel):
         settings = self.decoding.model_dump(exclude={"seed", "tool_choice"})
         options = {k: v for k, v in self.backend_options.items() if k not in _TRANSPORT_OPTIONS}
         decoding = _short_hash({**settings, **({"backend_options": options} if options else {})}, 6)
-        model = (self.model or "default").replace("/", "_")
-        source = Path(self.data).stem if self.data else self.split.replace(":", "_")
+        model = _bounded((self.model or "default").replace("/", "_"))
+        source = _bounded(Path(self.data).stem if self.data else self.split.replace(":", "_"))
         parts = [self.condition, self.backend, model, source, f"n{len(instances)}-{data}", f"seed{self.seed}",
                  f"dec{decoding}"]
         if self.decoding.tool_choice != "auto":
@@ -226,6 +226,14 @@ class RunConfig(BaseModel):
         if self.probe:
             parts.append(f"probe-{self.probe}")
         return Path(self.out_root) / "-".join(parts)
+
+
+def _bounded(part: str, limit: int = 64) -> str:
+    """``part`` of a folder name, kept short enough that the whole name stays under the file system's 255 bytes
+    (a long model path or file name would otherwise fail to create the folder): a prefix and a hash of the rest."""
+    if len(part.encode()) <= limit:
+        return part
+    return f"{part[:limit - 9]}-{_short_hash(part, 8)}"
 
 
 # Options that say how to reach a model, not what it computes: they never separate two runs.
