@@ -388,13 +388,14 @@ def fragment(gallery: pd.DataFrame, sampled: pd.DataFrame | None = None, print_c
               .replace("PAGE_SIZE", str(PAGE_SIZE)))
     printed = "".join(_static_card(c) for c in errors[:print_cases])
     total = (f"The first {min(print_cases, len(errors))} of {len(errors)} errors; the online book's explorer "
-             "searches and filters all of them and shows the messages each turn sent.")
+             "searches and filters all of them and shows the messages each turn sent." if errors else
+             "No errors in this run; the online book's explorer lists the correct cases.")
     return (f'<div class="cpx" id="{root_id}"><style>{STYLE}</style>'
             f'<script type="application/json" class="cpx-data">{_script_json(cases)}</script>'
             f'<div class="cpx-live">{BAR}<div class="cpx-legend">{html.escape(LEGEND)}</div>'
             f'<div class="cpx-list"></div><button type="button" class="cpx-more"></button></div>'
             f'<div class="cpx-print"><div class="cpx-note">{html.escape(total)}</div>'
-            f'<div class="cpx-legend">{html.escape(LEGEND)}</div>{printed}</div>'
+            f'{f"<div class=cpx-legend>{html.escape(LEGEND)}</div>" if errors else ""}{printed}</div>'
             f"<script>{script}</script></div>")
 
 
