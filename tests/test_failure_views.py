@@ -77,6 +77,11 @@ def test_correct_cases_come_for_contrast():
     rows = gallery_rows(mixed_runs(), INSTANCES, include_correct=True)
     assert len(rows) == 6 and rows["kind"].tolist().count("correct") == 2
     assert rows.loc[rows["kind"] == "correct", "id"].tolist() == ["chain", "tail"]
+    # Only on rows some run got wrong: a row every run answered correctly is left out.
+    runs = {"a": [record(COLLIDER, "YES"), record(TAIL, "NO")], "b": [record(COLLIDER, "YES"), record(TAIL, "YES")]}
+    rows = gallery_rows(runs, INSTANCES, include_correct=True)
+    assert list(zip(rows["condition"], rows["id"], rows["kind"])) == [("a", "tail", "one_turn_mec_ambiguity"),
+                                                                       ("b", "tail", "correct")]
 
 
 def test_rows_carry_both_turns_as_sent_rebuilt_like_cpdagthink_prompt(tmp_path):

@@ -170,10 +170,20 @@ def case_data(row: Mapping[str, Any], sampled: bool = False) -> dict[str, Any]:
         turn1_arguments=_clip(row["turn1_arguments"]),
         turn1_text=_clip(row["turn1_text"]),
         answer_text=_clip(row["answer_text"]),
-        messages=[_clip(row[c], 10 * MAX_TEXT) for c in ("turn1_messages", "turn2_messages")],
+        messages=[_message_texts(row[c]) for c in ("turn1_messages", "turn2_messages")],
         graphs=graphs,
     )
     return case
+
+
+def _message_texts(printed: Any) -> list[str] | None:
+    """The messages of ``cpdagthink prompt``'s JSON one by one, each as printed inside the list (so that
+    ``"[\\n" + ",\\n".join(texts) + "\\n]"`` is the printed list again); each clipped. The page keeps every
+    distinct text once: system prompts and earlier turns repeat across cases."""
+    text = _plain(printed)
+    if text is None:
+        return None
+    return [_clip(json.dumps([m], indent=2, ensure_ascii=False)[2:-2], 10 * MAX_TEXT) for m in json.loads(text)]
 
 
 def _script_json(value: Any) -> str:
@@ -212,7 +222,8 @@ STYLE = """
 SCRIPT = """
 (function () {
   var root = document.getElementById(ROOT_ID);
-  var cases = JSON.parse(root.querySelector('script.cpx-data').textContent);
+  var data = JSON.parse(root.querySelector('script.cpx-data').textContent);
+  var cases = data.cases, texts = data.texts;  // a case's messages are indices into texts
   var filters = FILTERS, keys = ['case', 'q', 'correct', 'sample'].concat(FILTERS);
   var pageSize = PAGE_SIZE, shown = pageSize, only = null;  // only: the key of one linked case
   var live = root.querySelector('.cpx-live'), list = live.querySelector('.cpx-list');
@@ -311,7 +322,8 @@ SCRIPT = """
     c.messages.forEach(function (m, i) {
       if (m === null) return;
       sent.appendChild(el('div', 'cpx-note', 'turn ' + (i + 1)));
-      sent.appendChild(el('pre', 'cpx-text', m));
+      var printed = '[\\n' + m.map(function (t) { return texts[t]; }).join(',\\n') + '\\n]';
+      sent.appendChild(el('pre', 'cpx-text', printed));
     });
     if (c.as_recorded === false) sent.appendChild(el('div', 'cpx-note',
       'Rebuilt from the record, but not the request it recorded (made under other settings).'));
@@ -384,6 +396,10 @@ def fragment(gallery: pd.DataFrame, sampled: pd.DataFrame | None = None, print_c
     chosen = set() if sampled is None else set(zip(sampled["condition"], sampled["id"]))
     cases = [case_data(row, (row["condition"], row["id"]) in chosen) for row in gallery.to_dict("records")]
     errors = [c for c in cases if c["kind"] != CORRECT]
+    texts: dict[str, int] = {}  # each distinct message text once, cases hold indices
+    for case in cases:
+        case["messages"] = [None if m is None else [texts.setdefault(t, len(texts)) for t in m]
+                            for m in case["messages"]]
     script = (SCRIPT.replace("ROOT_ID", json.dumps(root_id)).replace("FILTERS", json.dumps(FILTERS))
               .replace("PAGE_SIZE", str(PAGE_SIZE)))
     printed = "".join(_static_card(c) for c in errors[:print_cases])
@@ -391,7 +407,8 @@ def fragment(gallery: pd.DataFrame, sampled: pd.DataFrame | None = None, print_c
              "searches and filters all of them and shows the messages each turn sent." if errors else
              "No errors in this run; the online book's explorer lists the correct cases.")
     return (f'<div class="cpx" id="{root_id}"><style>{STYLE}</style>'
-            f'<script type="application/json" class="cpx-data">{_script_json(cases)}</script>'
+            f'<script type="application/json" class="cpx-data">{_script_json({"cases": cases, "texts": list(texts)})}'
+            "</script>"
             f'<div class="cpx-live">{BAR}<div class="cpx-legend">{html.escape(LEGEND)}</div>'
             f'<div class="cpx-list"></div><button type="button" class="cpx-more"></button></div>'
             f'<div class="cpx-print"><div class="cpx-note">{html.escape(total)}</div>'

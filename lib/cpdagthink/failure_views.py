@@ -48,8 +48,9 @@ def _messages(inspected) -> str:
 
 def gallery_rows(records: Records, instances: Iterable[Instance] | Mapping[str, Instance], *,
                  decodings: Mapping[str, Decoding] | None = None, include_correct: bool = False) -> pd.DataFrame:
-    """One row per error (and per correct case, kind ``"correct"``, with ``include_correct``); ``flow``
-    is ``tool``, ``prose`` or ``one_turn``.
+    """One row per error; with ``include_correct`` also one per correct answer (kind ``"correct"``) on the
+    rows some run got wrong, for contrast (every correct case would make a full split's page too large).
+    ``flow`` is ``tool``, ``prose`` or ``one_turn``.
 
     ``emitted_analysis`` is turn 1's parsed object, ``shown_analysis`` the object turn 2 saw (they differ
     under a probe), ``reference_analysis`` the oracle's CPDAG, all three as JSON text (None when absent);
@@ -60,10 +61,11 @@ def gallery_rows(records: Records, instances: Iterable[Instance] | Mapping[str, 
     digests equal the recorded ones."""
     found = instances_by_id(instances)
     rows = []
-    for name, record in named_records(records):
+    diagnosed = [(name, record, diagnose(record, found[record.id])) for name, record in named_records(records)]
+    erred = {record.id for _, record, d in diagnosed if d.kind is not None}
+    for name, record, diagnosis in diagnosed:
         instance = found[record.id]
-        diagnosis = diagnose(record, instance)
-        if diagnosis.kind is None and not (include_correct and diagnosis.corrected_label is not None):
+        if diagnosis.kind is None and not (include_correct and record.id in erred):
             continue
         first = record.turns[0] if record.turns else None
         last = record.turns[-1] if record.turns else None
