@@ -164,9 +164,10 @@ def draw_pair(emitted: CausalAnalysis | None, reference: CausalAnalysis | None, 
     """Draw ``emitted`` on ``ax_left`` and ``reference`` on ``ax_right`` with one shared circular layout.
 
     Directed edges are arrows, undirected edges plain lines, pairs listed only in the skeleton field dotted
-    lines, pairs listed with two orientations dashed. An edge drawn in one graph but not the other (same pair and same kind and direction) is drawn in
-    ``highlight``; shared edges in black. Each edge is one ``FancyArrowPatch`` on its axes. Returns the
-    figure of ``ax_left``. Uses whatever matplotlib backend is active (no pyplot needed).
+    lines, pairs listed with two orientations dashed. An edge drawn in one graph but not the other (same pair
+    and same kind and direction) is drawn in ``highlight``; shared edges in black. Each edge is one
+    ``FancyArrowPatch`` on its axes. Returns the figure of ``ax_left``. Uses whatever matplotlib backend is
+    active (no pyplot needed).
     """
     import networkx as nx
 
