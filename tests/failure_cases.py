@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
+import re
+from pathlib import Path
+
 import networkx as nx
 
+from cpdagthink.backends.base import Backend, Completion, Request
+from cpdagthink.backends.reference import ReferenceBackend
+from cpdagthink.conditions import get_condition
+from cpdagthink.config import Decoding
 from cpdagthink.dag import independence_facts
 from cpdagthink.data import Instance
 from cpdagthink.oracle import analyse_premise, label_text
@@ -73,3 +81,43 @@ def reversed_graph(inst: Instance) -> dict:
     graph = reference(inst)
     graph["directed_edges"] = [[b, a] for a, b in graph["directed_edges"]]
     return graph
+
+
+# A model that closes the Markdown code fence and then writes live markup; each payload sets ``window.pwned``
+# when it runs. ``</script>``, ``<!--`` and a line separator would end or change a JSON data block.
+HOSTILE = ('\n```\n\n<iframe src="javascript:parent.pwned=\'iframe\'"></iframe>\n'
+           '<script>window.pwned = "script"</script>\n<img src="x" onerror="window.pwned = \'img\'">\n'
+           '[click](javascript:window.pwned=1) </script><!-- \u2028 end')
+
+
+def hostile_text(text: str) -> str:
+    """``text`` with its YES/NO answer flipped and :data:`HOSTILE` appended."""
+    return re.sub(r"Answer: (YES|NO)", lambda m: "Answer: " + ("NO" if m[1] == "YES" else "YES"), text) + HOSTILE
+
+
+class Hostile(Backend):
+    """The reference agent with every YES/NO answer flipped (so every row is an error) and :data:`HOSTILE`
+    appended to every text it writes; turn-1 tool calls pass unchanged."""
+
+    def __init__(self) -> None:
+        self.inner = ReferenceBackend()
+
+    def identity(self) -> dict:
+        return {"backend": "hostile"}
+
+    def complete(self, request: Request) -> Completion:
+        out = self.inner.complete(request)
+        if out.tool_calls:
+            return out
+        return dataclasses.replace(out, text=hostile_text(out.text), raw="")
+
+
+HOSTILE_CONDITIONS = ("structured", "baseline_enhanced", "twoturn_prose_pc")
+
+
+def hostile_runs(folder: Path, instances: list[Instance], decoding: Decoding) -> dict[str, list[RunRecord]]:
+    """Records of :data:`HOSTILE_CONDITIONS` written by the runner with :class:`Hostile` as the model."""
+    from cpdagthink.runner import run_condition
+
+    return {c: run_condition(get_condition(c), Hostile(), instances, folder / c, decoding=decoding,
+                             cache_dir=folder / "cache", progress=False).records for c in HOSTILE_CONDITIONS}

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 
 import pytest
 
 from analyses import make
 from cpdagthink import explorer
-from cpdagthink.failure_views import gallery_rows
-from failure_cases import CHAIN, COLLIDER, INSTANCES, TAIL, instance, record, reference, reversed_graph
+from cpdagthink.config import Decoding
+from cpdagthink.failure_views import case_html, gallery_rows
+from cpdagthink.failures import paper_sample
+from failure_cases import (CHAIN, COLLIDER, HOSTILE, INSTANCES, TAIL, hostile_runs, hostile_text, instance, mixed_runs,
+                           record, reference, reversed_graph)
 
 # A constructed case whose id and hypothesis carry markup and quotes, to catch missing escapes.
 TRICKY = instance([("A", "C"), ("B", "C")], "A directly causes C.", "ABC", 'q"</script><b>x&amp;')
@@ -46,14 +50,30 @@ def test_cases_carry_the_gallery_and_escape_their_text(gallery):
     assert [c["kind"] for c in cases[:4]] == ["wrong_graph", "mec_ambiguity", "mec_ambiguity", "no_graph"]
     first = cases[0]
     assert (first["answer"], first["oracle"], first["graph_verdict"], first["num_variables"]) == ("NO", 1, 0, "3")
-    assert first["left_title"] == "emitted in turn 1, shown in turn 2" and first["answer_text"].endswith("Answer: NO")
-    assert cases[3]["left_title"] == "no usable object" and cases[3]["graph_verdict"] is None
-    assert cases[4]["left_title"] == "no object: this condition emits none"
+    assert [g[0] for g in first["graphs"]] == ["turn 1: emitted, shown in turn 2", "reference CPDAG (oracle)"]
+    assert first["answer_text"].endswith("Answer: NO") and first["key"] == "structured:collider"
+    assert not first["premise"].lower().startswith("premise:")  # the card adds the label once
+    assert first["verdict"] == ("model answered NO; oracle (corrected label) YES; published label YES; the shown "
+                                "graph implies NO; hypothesis holds in 1 of 1 DAGs of the class")
+    assert cases[3]["graphs"][0][0] == "turn 1: no usable object" and cases[3]["graph_verdict"] is None
+    assert cases[4]["graphs"][0][0] == "no object: this condition emits none"
     html = explorer.page(gallery)
     data = re.search(r'<script type="application/json" class="cpx-data">(.*?)</script>', html, re.S).group(1)
-    assert "<" not in data and "&" not in data  # so no "</script>" or entity can end or change the block
-    assert json.loads(data)[3]["id"] == TRICKY.id
-    assert "<b>x" not in html  # the id is only inside the JSON, escaped there
+    assert "<" not in data and "&" not in data  # so no "</script>", "<!--" or entity can end or change the block
+    assert json.loads(data)["cases"][3]["id"] == TRICKY.id
+    assert "<b>x" not in html  # the id is only inside the JSON (and the printed card), escaped there
+
+
+def test_script_json_escapes_what_ends_or_changes_a_script_block():
+    text = explorer._script_json(["</script><!--\u2028\u2029&"])
+    assert not set(text) & set("<>&\u2028\u2029") and json.loads(text) == ["</script><!--\u2028\u2029&"]
+
+
+def test_a_probed_object_is_drawn_beside_the_emitted_one():
+    probed = record(COLLIDER, "NO", parsed=reference(COLLIDER), shown=reversed_graph(COLLIDER))
+    case = explorer.case_data(gallery_rows([probed], INSTANCES).iloc[0])
+    assert [g[0] for g in case["graphs"]] == ["turn 1: emitted", "turn 2: shown (replaced by a probe)",
+                                             "reference CPDAG (oracle)"]
 
 
 def test_two_fragments_do_not_share_ids(gallery):
@@ -68,8 +88,8 @@ STATE = """(() => {
   const root = document.querySelectorAll('.cpx')[%d];
   return {
     count: root.querySelector('.cpx-count').textContent,
-    cases: [...root.querySelectorAll('.cpx-card')].map(c => c.getAttribute('data-case')),
-    heads: [...root.querySelectorAll('.cpx-head')].map(h => h.textContent),
+    cases: [...root.querySelectorAll('.cpx-live .cpx-card')].map(c => c.getAttribute('data-case')),
+    heads: [...root.querySelectorAll('.cpx-live .cpx-head')].map(h => h.textContent),
     more: getComputedStyle(root.querySelector('.cpx-more')).display !== 'none',
     options: [...root.querySelectorAll('select')].map(s => [s.name, [...s.options].map(o => o.value)]),
   };
@@ -98,22 +118,22 @@ def test_filters_change_the_visible_cases_and_the_graphs_render(gallery, browser
 
     choose(browser, "kind", "mec_ambiguity")
     state = browser.evaluate(STATE % 0)
-    assert state["count"] == "2 of 7 cases" and state["cases"] == ["chain", "tail"]
+    assert state["count"] == "2 of 7 cases" and state["cases"] == ["structured:chain", "structured:tail"]
     choose(browser, "num_variables", "4")
-    assert browser.evaluate(STATE % 0)["cases"] == ["tail"]
+    assert browser.evaluate(STATE % 0)["cases"] == ["structured:tail"]
     choose(browser, "condition", "baseline_enhanced")
     assert browser.evaluate(STATE % 0)["count"] == "0 of 7 cases"
     choose(browser, "kind", "")
-    assert browser.evaluate(STATE % 0)["cases"] == ["tail"]
+    assert browser.evaluate(STATE % 0)["cases"] == ["baseline_enhanced:tail"]
 
     # The tail case: the emitted graph (D - A -> B <- C) next to the reference, both drawn with real size.
     choose(browser, "condition", "structured")
-    graphs = browser.evaluate("""[...document.querySelectorAll('.cpx-card svg')].map(svg => {
+    graphs = browser.evaluate("""[...document.querySelectorAll('.cpx-live .cpx-card svg')].map(svg => {
       const box = svg.getBoundingClientRect();
       return {width: box.width, height: box.height, nodes: svg.querySelectorAll('circle').length,
               arrows: svg.querySelectorAll('polygon').length, title: svg.querySelector('title').textContent};
     })""")
-    assert [g["title"] for g in graphs] == ["emitted in turn 1, shown in turn 2", "reference CPDAG"]
+    assert [g["title"] for g in graphs] == ["turn 1: emitted, shown in turn 2", "reference CPDAG"]
     assert all(g["width"] > 100 and g["height"] > 100 and g["nodes"] == 4 and g["arrows"] == 2 for g in graphs)
 
 
@@ -157,8 +177,187 @@ def test_real_probe_errors_in_the_browser(test_csv, browser, tmp_path, monkeypat
     choose(browser, "condition", "scramble_full")
     state = browser.evaluate(STATE % 0)
     full = rows[rows["condition"] == "scramble_full"]
-    assert state["cases"] == full["id"].tolist()
-    captions = browser.evaluate("[...document.querySelectorAll('.cpx-card figcaption')].map(f => f.textContent)")
-    assert captions[:2] == ["shown in turn 2 (replaced by a probe)", "reference CPDAG (oracle)"]
-    sizes = browser.evaluate("[...document.querySelectorAll('.cpx-card svg')].map(s => s.getBBox().width)")
-    assert len(sizes) == 2 * len(full) and min(sizes) > 100
+    assert state["cases"] == [f"scramble_full:{i}" for i in full["id"]]
+    captions = browser.evaluate("[...document.querySelectorAll('.cpx-live figcaption')].map(f => f.textContent)")
+    assert captions[:3] == ["turn 1: emitted", "turn 2: shown (replaced by a probe)", "reference CPDAG (oracle)"]
+    sizes = browser.evaluate("[...document.querySelectorAll('.cpx-live svg')].map(s => s.getBBox().width)")
+    assert len(sizes) == 3 * len(full) and min(sizes) > 100
+
+
+# ------------------------------------------------------------------------- hostile output, links, the turns
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory):
+    """The runner's records of three conditions with a model that writes live markup into every text and
+    answers every row wrongly, on the constructed rows and one whose id carries markup; their gallery."""
+    decoding = Decoding(max_tokens_turn1=64, max_tokens_answer=32)
+    instances = [*INSTANCES, TRICKY]
+    runs = hostile_runs(tmp_path_factory.mktemp("hostile"), instances, decoding)
+    rows = gallery_rows(runs, instances, decodings=dict.fromkeys(runs, decoding), include_correct=True)
+    return runs, rows, instances
+
+
+# The payloads set window.pwned when they run (an image's onerror fires after load: wait a little).
+PWNED = "new Promise(r => setTimeout(() => r(window.pwned === undefined ? null : String(window.pwned)), 300))"
+
+
+def test_hostile_model_output_runs_nowhere_and_shows_as_text(hostile, browser, tmp_path):
+    """The explorer (live and printed) and the notebook's case view, on one page: no payload runs, and the
+    model's text is on the page letter for letter."""
+    runs, rows, _ = hostile
+    assert len(rows) == 12 and (rows["kind"] != "correct").all()
+    views = explorer.fragment(rows, print_cases=12) + "".join(case_html(r) for r in rows.to_dict("records"))
+    path = tmp_path / "hostile.html"
+    path.write_text(f"<!DOCTYPE html><html><head><meta charset='utf-8'></head><body>{views}</body></html>",
+                    encoding="utf-8")
+    browser.open(path)
+    assert browser.evaluate(PWNED) is None
+    assert browser.evaluate("document.querySelectorAll('iframe, img, .cpx-card script').length") == 0
+    cards = browser.evaluate("[...document.querySelectorAll('.cpx-live .cpx-card')].map(c => c.textContent)")
+    assert len(cards) == explorer.PAGE_SIZE and all(HOSTILE in card for card in cards)
+    assert TRICKY.id in browser.evaluate("document.querySelector('.cpx-live').textContent")
+    assert browser.evaluate("document.body.innerText").count('<script>window.pwned = "script"</script>') >= 22
+    # Printed (the PDF): the live view gives way to the static cards, as inert.
+    browser.send("Emulation.setEmulatedMedia", {"media": "print"})
+    try:
+        printed = browser.evaluate("""[getComputedStyle(document.querySelector('.cpx-live')).display,
+            [...document.querySelectorAll('.cpx-print .cpx-card')].map(c => c.innerText)]""")
+    finally:
+        browser.send("Emulation.setEmulatedMedia", {"media": ""})
+    assert printed[0] == "none" and len(printed[1]) == 12
+    assert all('<iframe src="javascript:parent.pwned=\'iframe\'"></iframe>' in card for card in printed[1])
+    assert browser.evaluate(PWNED) is None
+
+
+STATE_OF = """(() => {
+  const root = document.querySelector('.cpx');
+  return {count: root.querySelector('.cpx-count').textContent,
+          cases: [...root.querySelectorAll('.cpx-live .cpx-card')].map(c => c.getAttribute('data-case')),
+          search: root.querySelector('.cpx-search').value, link: root.querySelector('.cpx-link').href,
+          selects: Object.fromEntries([...root.querySelectorAll('select')].map(s => [s.name, s.value]))};
+})()"""
+
+
+def reopen(browser, url: str) -> dict:
+    browser.open("about:blank")  # a new load, not a jump within the page
+    browser.open(url)
+    return browser.evaluate(STATE_OF)
+
+
+def test_search_case_and_filter_links_and_the_turns_of_a_case(hostile, browser, tmp_path):
+    runs, rows, instances = hostile
+    sample = paper_sample(runs, instances, size=5, seed=1)
+    url = explorer.write_page(rows, tmp_path / "explorer.html", sampled=sample).resolve().as_uri()
+    browser.open(url)
+    assert browser.evaluate(STATE_OF)["count"] == "12 of 12 cases (first 10 shown)"
+
+    # Search over premise, hypothesis and answer, then a filter: the state goes into the link.
+    browser.evaluate("""(() => { const s = document.querySelector('.cpx-search');
+      s.value = 'DIRECTLY causes b'; s.dispatchEvent(new Event('input')); })()""")
+    state = browser.evaluate(STATE_OF)
+    expected = [f"{c}:{i}" for c in runs for i in ("chain", "tail")]
+    assert state["count"] == "6 of 12 cases" and state["cases"] == expected
+    choose(browser, "condition", "twoturn_prose_pc")
+    state = browser.evaluate(STATE_OF)
+    assert state["cases"] == ["twoturn_prose_pc:chain", "twoturn_prose_pc:tail"]
+    assert "#" in state["link"] and browser.evaluate("location.hash") == "#" + state["link"].split("#", 1)[1]
+    linked = reopen(browser, state["link"])
+    assert (linked["cases"], linked["search"], linked["selects"]["condition"]) == (
+        state["cases"], "DIRECTLY causes b", "twoturn_prose_pc")
+    browser.evaluate("""(() => { const s = document.querySelector('.cpx-search');
+      s.value = 'pwned = "script"'; s.dispatchEvent(new Event('input')); })()""")  # the answers' text
+    assert len(browser.evaluate(STATE_OF)["cases"]) == 4
+
+    # The appendix-I sample as a filter.
+    sampled = reopen(browser, url + "#sample=1")
+    assert sorted(sampled["cases"]) == sorted(f"{c}:{i}" for c, i in zip(sample["condition"], sample["id"]))
+
+    # A case link opens that case alone, with its turns.
+    browser.open(url)
+    link = browser.evaluate("""[...document.querySelectorAll('.cpx-card')].find(c =>
+      c.getAttribute('data-case') === 'structured:chain').querySelector('a.cpx-case-link').href""")
+    one = reopen(browser, link)
+    assert one["cases"] == ["structured:chain"] and one["count"] == "one linked case"
+    card = browser.evaluate("""(() => { const c = document.querySelector('.cpx-live .cpx-card');
+      return {emitted: c.querySelector('.cpx-emitted pre').textContent,
+              messages: [...c.querySelectorAll('.cpx-messages pre')].map(p => p.textContent),
+              svgs: c.querySelectorAll('svg').length, text: c.textContent}; })()""")
+    row = rows.set_index(["condition", "id"]).loc[("structured", "chain")]
+    assert json.loads(card["emitted"]) == reference(CHAIN) and card["svgs"] == 2
+    assert card["messages"] == [row["turn1_messages"], row["turn2_messages"]]
+    assert "made under other settings" not in card["text"]
+    assert '"role": "system"' in card["messages"][0] and '"role": "tool"' in card["messages"][1]
+    browser.evaluate("document.querySelector('.cpx-all').click()")
+    assert browser.evaluate(STATE_OF)["count"] == "12 of 12 cases (first 10 shown)"
+
+    # The prose control's intermediate is shown.
+    prose = reopen(browser, url + "#case=twoturn_prose_pc%3Acollider")
+    assert prose["cases"] == ["twoturn_prose_pc:collider"]
+    summaries = browser.evaluate("[...document.querySelectorAll('.cpx-live .cpx-card summary')].map(s => s.textContent)")
+    assert "Turn 1: the prose intermediate" in summaries and "Turn 2: the answer (model output)" in summaries
+
+
+def test_correct_cases_for_contrast_and_flags(browser, tmp_path):
+    odd = reference(COLLIDER)
+    odd.update(directed_edges=[["A", "C"], ["C", "A"], ["B", "B"]])  # A, C both ways; a self-loop
+    runs = {**mixed_runs(), "flagged": [record(COLLIDER, "NO", parsed=odd)]}
+    rows = gallery_rows(runs, INSTANCES, include_correct=True)
+    browser.open(explorer.write_page(rows, tmp_path / "contrast.html"))
+    assert browser.evaluate(STATE_OF)["count"] == "5 of 7 cases"
+    browser.evaluate("(() => { const b = document.querySelector('.cpx-correct'); b.click(); })()")
+    state = browser.evaluate(STATE_OF)
+    assert state["count"] == "7 of 7 cases" and "correct=1" in state["link"]
+    choose(browser, "kind", "correct")
+    assert browser.evaluate(STATE_OF)["cases"] == ["structured:chain", "baseline_enhanced:tail"]
+    choose(browser, "kind", "")
+    flagged = browser.evaluate("""(() => { const c = [...document.querySelectorAll('.cpx-card')].find(c =>
+      c.getAttribute('data-case') === 'flagged:collider');
+      return {flags: c.querySelector('.cpx-flags').textContent,
+              dashed: c.querySelectorAll('svg line[stroke="#ff7f0e"]').length}; })()""")
+    assert flagged["flags"] == "Flagged in the object: self-loop B -> B in directed_edges; A, C listed as A -> C and as C -> A"
+    assert flagged["dashed"] == 1  # drawn once, not two arrows on top of each other
+
+
+@pytest.mark.slow
+def test_chapter_06_built_from_a_hostile_server_runs_no_payload(test_csv, browser, tmp_path, monkeypatch):
+    """Chapter 06 executed by papermill against an API server whose model writes live markup, built by
+    jupyter-book (the site and the single page printed to PDF): in Chromium no payload runs on either page,
+    and the model's text shows literally."""
+    from reasoning_api_server import ReasoningAPIServer
+
+    from cpdagthink.book import build
+    from cpdagthink.data import PROJECT_ROOT
+
+    class HostileServer(ReasoningAPIServer):
+        def answer(self, path, body):
+            code, payload = super().answer(path, body)
+            message = payload["choices"][0]["message"] if code == 200 else {}
+            if message.get("content"):
+                message["content"] = hostile_text(message["content"])
+            return code, payload
+
+    monkeypatch.setenv("CORR2CAUSE_CSV", str(test_csv))
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    for name in ("_config.yml", "_static", "data/paper_reported.csv"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (shutil.copytree if (PROJECT_ROOT / name).is_dir() else shutil.copy)(PROJECT_ROOT / name, tmp_path / name)
+    (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: book/intro\nchapters:\n  - file: book/06_failure_gallery\n")
+    (tmp_path / "book").mkdir()
+    (tmp_path / "book" / "intro.md").write_text("# Front page\n")
+    with HostileServer() as server:
+        build({"backend": "openai", "model": "gpt-5.4-mini", "base_url": [server.url], "reasoning_effort": "medium",
+               "max_tokens_turn1": 8192, "max_tokens_answer": 4096, "limit": 4, "out_root": str(tmp_path / "runs"),
+               "cache_dir": str(tmp_path / "cache")}, only=["06"], root=tmp_path)
+    literal = '<script>window.pwned = "script"</script>'
+    for page, media in ((tmp_path / "_build" / "html" / "book" / "06_failure_gallery.html", ""),
+                        (tmp_path / "_build" / "singlehtml" / "index.html", "print")):
+        browser.open(page)
+        browser.send("Emulation.setEmulatedMedia", {"media": media})
+        try:
+            assert browser.evaluate(PWNED) is None, page
+            assert browser.evaluate("document.querySelectorAll('iframe, img[src=x]').length") == 0, page
+            assert literal in browser.evaluate("document.body.innerText"), page
+        finally:
+            browser.send("Emulation.setEmulatedMedia", {"media": ""})
+    assert (tmp_path / "_build" / "book.pdf").read_bytes()[:5] == b"%PDF-"

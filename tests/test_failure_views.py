@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 
 import matplotlib
@@ -13,14 +14,20 @@ from matplotlib.colors import to_rgba  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.patches import FancyArrowPatch  # noqa: E402
 
-from cpdagthink.failure_views import GALLERY_COLUMNS, draw_pair, gallery_rows, show_case, widget_browser  # noqa: E402
+from cpdagthink.conditions import get_condition  # noqa: E402
+from cpdagthink.config import Decoding  # noqa: E402
+from cpdagthink.failure_views import (GALLERY_COLUMNS, case_html, draw_pair, drawn_edges, gallery_rows,  # noqa: E402
+                                      graph_flags, show_case, widget_browser)
+from cpdagthink.inspection import inspect_request  # noqa: E402
 from cpdagthink.schema import CausalAnalysis  # noqa: E402
-from failure_cases import CHAIN, COLLIDER, INSTANCES, TAIL, mixed_runs, record, reference, reversed_graph  # noqa: E402
+from failure_cases import (CHAIN, COLLIDER, HOSTILE, INSTANCES, TAIL, Hostile, hostile_runs, mixed_runs,  # noqa: E402
+                           record, reference, reversed_graph)
 
 
 def test_gallery_rows_list_every_error_with_its_objects():
     rows = gallery_rows(mixed_runs(), INSTANCES)
     assert list(rows.columns) == GALLERY_COLUMNS and len(rows) == 4
+    assert rows["flow"].tolist() == ["tool", "tool", "one_turn", "one_turn"]
     first = rows.iloc[0]
     assert (first["id"], first["kind"], first["oracle"], first["answer"]) == ("collider", "wrong_graph", 1, "NO")
     assert json.loads(first["emitted_analysis"])["directed_edges"] == [["C", "A"], ["C", "B"]]
@@ -64,6 +71,63 @@ def test_draw_pair_without_an_emitted_graph():
     draw_pair(None, ref, left, right)
     assert len(arrows(left)) == 0 and len(arrows(right)) == 2 and left.get_title() == "emitted: none"
     assert all(p.get_edgecolor() == to_rgba("tab:red") for p in arrows(right))
+
+
+def test_correct_cases_come_for_contrast():
+    rows = gallery_rows(mixed_runs(), INSTANCES, include_correct=True)
+    assert len(rows) == 6 and rows["kind"].tolist().count("correct") == 2
+    assert rows.loc[rows["kind"] == "correct", "id"].tolist() == ["chain", "tail"]
+    # Only on rows some run got wrong: a row every run answered correctly is left out.
+    runs = {"a": [record(COLLIDER, "YES"), record(TAIL, "NO")], "b": [record(COLLIDER, "YES"), record(TAIL, "YES")]}
+    rows = gallery_rows(runs, INSTANCES, include_correct=True)
+    assert list(zip(rows["condition"], rows["id"], rows["kind"])) == [("a", "tail", "one_turn_mec_ambiguity"),
+                                                                       ("b", "tail", "correct")]
+
+
+def test_rows_carry_both_turns_as_sent_rebuilt_like_cpdagthink_prompt(tmp_path):
+    decoding = Decoding(max_tokens_turn1=64, max_tokens_answer=32)
+    runs = hostile_runs(tmp_path, INSTANCES, decoding)
+    rows = gallery_rows(runs, INSTANCES, decodings=dict.fromkeys(runs, decoding)).set_index(["condition", "id"])
+    assert rows["as_recorded"].all() and len(rows) == 9  # every answer flipped: every row an error
+    for condition in runs:
+        for inst in INSTANCES:
+            row = rows.loc[(condition, inst.id)]
+            for turn, column in ((1, "turn1_messages"), (2, "turn2_messages")):
+                if condition == "baseline_enhanced" and turn == 2:
+                    assert pd.isna(row[column])
+                    continue
+                printed = inspect_request(get_condition(condition), Hostile(), inst, turn, decoding=decoding)
+                assert row[column] == json.dumps(printed.to_json()["messages"], indent=2, ensure_ascii=False)
+    structured = rows.loc[("structured", "collider")]
+    assert json.loads(structured["turn1_arguments"]) == reference(COLLIDER) and structured["turn1_text"] == ""
+    prose = rows.loc[("twoturn_prose_pc", "collider")]
+    assert prose["flow"] == "prose" and prose["turn1_text"].endswith(HOSTILE) and pd.isna(prose["turn1_arguments"])
+    # Settings other than the run's rebuild other requests, and the rows say so.
+    other = gallery_rows(runs, INSTANCES, decodings=dict.fromkeys(runs, Decoding()))
+    assert not other["as_recorded"].any()
+
+
+def test_flags_and_drawing_of_what_no_cpdag_holds():
+    odd = CausalAnalysis.model_validate({
+        "variables": ["A", "B", "C"], "skeleton": [["A", "B"], ["B", "C"], ["C", "C"]], "separating_sets": [],
+        "v_structures": [], "directed_edges": [["A", "B"], ["B", "C"], ["C", "B"], ["A", "A"]],
+        "undirected_edges": [["B", "A"]]})
+    assert graph_flags(odd) == ["self-loop C - C in skeleton", "self-loop A -> A in directed_edges",
+                                "A, B listed as A -> B and as A - B", "B, C listed as B -> C and as C -> B"]
+    assert drawn_edges(odd) == {("conflict", "A", "B"), ("conflict", "B", "C")}  # once each, no self-loop
+    assert graph_flags(CausalAnalysis.model_validate(reference(TAIL))) == []
+    figure = Figure()
+    left, right = figure.subplots(1, 2)
+    draw_pair(odd, None, left, right)
+    assert len(arrows(left)) == 2 and all(p.get_linestyle() == "dashed" for p in arrows(left))
+
+
+def test_a_case_shows_hostile_text_as_text(tmp_path):
+    runs = hostile_runs(tmp_path, INSTANCES, Decoding())
+    row = gallery_rows(runs, INSTANCES).iloc[0]
+    shown = case_html(row)
+    assert "<script>" not in shown and "<iframe" not in shown and "<img" not in shown
+    assert html.escape(HOSTILE) in shown and "```" in shown
 
 
 def test_a_case_is_shown_and_the_widget_browser_filters(capsys):

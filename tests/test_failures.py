@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from cpdagthink.failures import FailureKind, classify, diagnose, failure_counts
+from cpdagthink.failures import COUNT_COLUMNS, FailureKind, classify, diagnose, failure_counts, paper_sample
 from cpdagthink.oracle import analyse_premise
+from cpdagthink.records import TurnRecord
 from failure_cases import CHAIN, COLLIDER, INSTANCES, TAIL, instance, mixed_runs, record, reference, reversed_graph
 
 
@@ -14,9 +15,17 @@ def test_constructed_instances_are_what_the_comments_say():
     assert [len(analyse_premise(i.premise).members) for i in INSTANCES] == [1, 3, 2]
 
 
+def rejected(inst, **kwargs):
+    """A record whose answer turn the service refused (HTTP 400), as the runner writes it."""
+    out = record(inst, None, **kwargs)
+    refused = TurnRecord(messages_sha256="", request_sha256="", meta={"rejected": "context too long"})
+    return out.model_copy(update={"turns": [*out.turns[:-1], refused]})
+
+
 def test_every_kind_on_a_constructed_case():
     cases = {
         FailureKind.UNPARSED_ANSWER: record(COLLIDER, None, parsed=reference(COLLIDER)),
+        FailureKind.REJECTED: rejected(COLLIDER, parsed=reference(COLLIDER)),
         FailureKind.NO_GRAPH: record(COLLIDER, "NO", parsed=None),
         FailureKind.WRONG_GRAPH: record(COLLIDER, "NO", parsed=reversed_graph(COLLIDER)),
         FailureKind.WRONG_READOUT: record(COLLIDER, "NO", parsed=reference(COLLIDER)),
@@ -52,9 +61,20 @@ def test_a_false_yes_no_member_supports_is_not_an_ambiguity_case():
     assert classify(record(never, "YES", parsed=reference(never)), never) is FailureKind.WRONG_READOUT
 
 
+def test_a_missing_answer_is_scored_as_chapter_01_scores_it():
+    """Scored as NO: an error on a YES row (kind from the record's own flags), correct on a NO row."""
+    assert classify(record(COLLIDER, None, parsed=None), COLLIDER) is FailureKind.UNPARSED_ANSWER
+    assert classify(record(CHAIN, None, parsed=None), CHAIN) is None
+    assert classify(rejected(COLLIDER), COLLIDER) is FailureKind.REJECTED
+    assert classify(rejected(CHAIN), CHAIN) is None
+    # A row that was not posed has nothing to localise against.
+    unposed = record(COLLIDER, None).model_copy(update={"problem": "PremiseError: x", "oracle_label": None})
+    assert classify(unposed, COLLIDER) is None
+
+
 def test_precedence_and_the_shown_object():
-    # Unparsed wins over a missing graph, and over a "correct" NO-by-default.
-    assert classify(record(CHAIN, None, parsed=None), CHAIN) is FailureKind.UNPARSED_ANSWER
+    # Unparsed wins over a missing graph.
+    assert classify(record(COLLIDER, None, parsed=None), COLLIDER) is FailureKind.UNPARSED_ANSWER
     # Under a probe the shown object is judged, not the emitted one.
     probed = record(COLLIDER, "NO", parsed=reference(COLLIDER), shown=reversed_graph(COLLIDER))
     assert classify(probed, COLLIDER) is FailureKind.WRONG_GRAPH
@@ -78,9 +98,36 @@ def test_failure_counts_by_run_name_or_by_condition():
     assert counts.loc["structured", "wrong_graph"] == 1 and counts.loc["structured", "mec_ambiguity"] == 1
     assert counts.loc["baseline_enhanced", "one_turn_other"] == 1
     assert counts.loc["baseline_enhanced", "one_turn_mec_ambiguity"] == 1
-    assert list(counts.columns) == ["n", "correct", "errors", *(k.value for k in FailureKind)]
+    assert list(counts.columns) == [*COUNT_COLUMNS, *(k.value for k in FailureKind)]
     flat = failure_counts([r for run in runs.values() for r in run], {i.id: i for i in INSTANCES})
     assert flat.equals(counts)
+
+
+def test_failure_counts_agree_with_the_records_and_the_scores():
+    """Errors are the scores' false answers against the corrected labels; unparsed and refused answers are
+    counted from the records' own flags, also where scoring them as NO made them correct."""
+    run = [record(COLLIDER, None, parsed=None), record(CHAIN, None, parsed=None), rejected(TAIL, parsed=None),
+           rejected(CHAIN), record(TAIL, "YES", parsed=reference(TAIL))]
+    row = failure_counts({"structured": run}, INSTANCES).loc["structured"]
+    wrong = sum(r.says_yes != r.oracle_label for r in run)
+    assert (row["n"], row["errors"], row["correct"]) == (5, wrong, 5 - wrong) == (5, 2, 3)
+    assert (row["unparsed"], row["rejected"]) == (sum(r.unparsed for r in run), sum(r.rejected for r in run)) == (2, 2)
+    assert (row["unparsed_answer"], row["rejected_request"], row["cut off"]) == (1, 1, 0)
+    assert row[[k.value for k in FailureKind]].sum() == row["errors"]
+
+
+def test_the_papers_view_is_a_seeded_sample_of_errors():
+    runs = {f"run{i}": [record(COLLIDER, "NO", parsed=reversed_graph(COLLIDER)), record(CHAIN, "YES", parsed=reference(CHAIN)),
+                        record(TAIL, "YES", parsed=reference(TAIL))] for i in range(20)}  # 40 errors, 20 correct
+    sample = paper_sample(runs, INSTANCES, size=32, seed=3)
+    assert list(sample.columns) == ["condition", "id", "kind"] and len(sample) == 32
+    assert not sample.duplicated().any() and set(sample["id"]) <= {"collider", "chain"}
+    assert set(sample["kind"]) <= {"wrong_graph", "mec_ambiguity"}
+    order = [list(FailureKind).index(FailureKind(k)) for k in sample["kind"]]
+    assert order == sorted(order)
+    assert sample.equals(paper_sample(runs, INSTANCES, size=32, seed=3))
+    assert not sample.equals(paper_sample(runs, INSTANCES, size=32, seed=4))
+    assert len(paper_sample(runs, INSTANCES, size=100)) == 40  # fewer errors than asked: all of them
 
 
 @pytest.mark.parametrize("inst", INSTANCES, ids=lambda i: i.id)

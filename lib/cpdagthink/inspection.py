@@ -8,16 +8,18 @@ printed request is the one a probed run sent.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from .backends.base import Backend, Completion, Request
-from .conditions import Condition, Decoding, Flow, Turn2Input, first_request, intervene, read_emitted, second_request
+from .backends.base import Backend, Completion, Request, ToolCall
+from .conditions import (Condition, Decoding, Flow, Turn2Input, first_request, get_condition, intervene, read_emitted,
+                         second_request)
 from .data import Instance
 from .interventions import get_probe
 from .cache import CallCache
-from .runner import CachedBackend
+from .records import RunRecord, TurnRecord
+from .runner import CachedBackend, _hash
 
 
 @dataclass(frozen=True)
@@ -27,6 +29,7 @@ class Inspected:
     request: Request
     probe: str | None = None
     given: Turn2Input | None = None
+    as_recorded: bool | None = None  # rebuilt from a record: the request's digest equals the one recorded
 
     def to_json(self) -> dict[str, Any]:
         """The request as sent (messages, tools, tool choice, constraint, decoding), then the probe apart:
@@ -48,14 +51,35 @@ def inspect_request(condition: Condition, backend: Backend, instance: Instance, 
         raise ValueError(f"{condition.name!r} is a one-turn condition: it has no turn 2")
     if probe is not None and (turn == 1 or condition.flow is not Flow.TOOL):
         raise ValueError("a probe changes turn 2 of a tool condition (e.g. structured) only")
-    intervention = get_probe(probe) if probe is not None else None
     first = first_request(condition, instance, decoding)
     if turn == 1:
         return Inspected(first)
-    turn1 = _complete(backend, first, cache_dir)
+    return _second(condition, instance, decoding, _complete(backend, first, cache_dir), probe)
+
+
+def _second(condition: Condition, instance: Instance, decoding: Decoding, turn1: Completion,
+            probe: str | None) -> Inspected:
     emitted = read_emitted(turn1, instance)
-    given = intervene(intervention, instance, emitted.analysis, decoding.seed)
+    given = intervene(get_probe(probe) if probe is not None else None, instance, emitted.analysis, decoding.seed)
     return Inspected(second_request(condition, instance, decoding, turn1, given, emitted), probe, given)
+
+
+def recorded_requests(record: RunRecord, instance: Instance, decoding: Decoding) -> list[Inspected]:
+    """The request of each of a finished record's turns, built as :func:`inspect_request` builds them but
+    from the record's own turn-1 output (no model call). ``decoding`` is the run's; each result says whether
+    its digest equals the one the runner recorded (False: the record was made under other settings)."""
+    condition = get_condition(record.condition)
+    probe = record.intervention.name if record.intervention is not None else None
+    built = [Inspected(first_request(condition, instance, decoding))]
+    if len(record.turns) > 1:
+        built.append(_second(condition, instance, decoding, _completion(record.turns[0]), probe))
+    return [replace(b, as_recorded=_hash(b.request.to_json()) == t.request_sha256)
+            for b, t in zip(built, record.turns)]
+
+
+def _completion(turn: TurnRecord) -> Completion:
+    return Completion(text=turn.text, tool_calls=[ToolCall(c.name, c.arguments) for c in turn.tool_calls],
+                      reasoning=turn.reasoning, raw=turn.raw, finish_reason=turn.finish_reason, meta=dict(turn.meta))
 
 
 def _complete(backend: Backend, request: Request, cache_dir: str | Path | None) -> Completion:
