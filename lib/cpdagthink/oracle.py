@@ -1,11 +1,15 @@
 """The PC algorithm with the premise as its independence oracle, and exact equivalence-class queries.
 
 Steps (each a small function): skeleton and separating sets, v-structures, Meek's rules -> CPDAG. A
-hypothesis is entailed iff it holds in every DAG of the class. The class is enumerated member by member
-(never the 2^|E| orientations of the skeleton): pick an undirected edge, orient it each way, close under
-Meek's rules, recurse. By Meek (1995, Thm. 2-4) every branch ends in a distinct member and none is a dead
-end, so the cost is linear in the class size, which is exponential only in the largest undirected
-(chordal) component.
+hypothesis is entailed iff it holds in every DAG of the class, and that is decided on the CPDAG itself
+(:func:`entailed_by_cpdag`: an arc for direct causes, polynomially many witness members for the other three
+relations), so labelling a premise costs polynomial time in its variables, however large its class. The
+faithfulness certificate uses one member (:func:`one_extension`).
+
+The class can still be listed member by member (:func:`consistent_extensions`, never the 2^|E| orientations
+of the skeleton): pick an undirected edge, orient it each way, close under Meek's rules, recurse. By Meek
+(1995, Thm. 2-4) every branch ends in a distinct member and none is a dead end, so the cost is linear in the
+class size, which is exponential in the largest undirected (chordal) component: diagnostics and tests only.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from typing import Callable, Iterable, Iterator, Sequence
 
 import networkx as nx
 
-from .dag import d_separated, holds
+from .dag import d_separated, holds, independence_facts
 from .errors import CpdagthinkError
 from .premise import Facts, Pair, Query, Relation, pair, parse_hypothesis, parse_premise, split_input
 
@@ -81,6 +85,17 @@ class PDAG:
 
     def children(self, a: str) -> set[str]:
         return set(self._children.get(a, ()))
+
+    def arcs_acyclic(self) -> bool:
+        """Whether the directed arcs contain no cycle (Kahn's algorithm on the kept indexes)."""
+        waiting = {v: len(ps) for v, ps in self._parents.items()}
+        ready = [v for v, n in waiting.items() if n == 0]
+        for v in ready:  # grows while it is read
+            for child in self._children.get(v, ()):
+                waiting[child] -= 1
+                if waiting[child] == 0:
+                    ready.append(child)
+        return len(ready) == len(waiting)
 
     def to_dag(self) -> nx.DiGraph:
         if self.undirected:
@@ -207,7 +222,7 @@ def apply_meek_rules(g: PDAG) -> PDAG:
     """Close a pattern under Meek's rules, in place; returns it for chaining."""
     while (arc := _meek_step(g)) is not None:
         g.orient(*arc)
-    if not nx.is_directed_acyclic_graph(nx.DiGraph(list(g.directed))):
+    if not g.arcs_acyclic():
         raise UnfaithfulFactsError("the forced orientations contain a directed cycle")
     return g
 
@@ -231,11 +246,11 @@ def consistent_extensions(cpdag: CPDAG | PDAG) -> Iterator[nx.DiGraph]:
 
 # ------------------------------------------------------------------------------------------- the oracle
 
-# The most variables a premise may declare. Every step is polynomial except two that a premise's own size
-# bounds: PC reads the stated separating sets, and the faithfulness certificate tries every conditioning set of
-# each non-adjacent pair (2^(n-2) d-separations each). At 12 variables a fully correlated row takes well under a
-# second (benchmarks/oracle.py); past the bound a row is refused, never half-analysed.
-MAX_VARIABLES = 12
+# The most variables a premise may declare (Corr2Cause has at most 6). Labels are polynomial in the variables;
+# what is not is the faithfulness certificate, which tries all 2^(n-2) conditioning sets of each non-adjacent
+# pair, as the premise itself lists them. At 10 variables the worst premises (an empty or a chain graph, a
+# megabyte of text) still take under a second (benchmarks/oracle.py); past the bound a row is refused.
+MAX_VARIABLES = 10
 
 
 class OversizedPremiseError(UnfaithfulFactsError):
@@ -325,38 +340,19 @@ def is_cpdag(graph: PDAG) -> bool:
     return closed.directed == graph.directed and closed.undirected == graph.undirected
 
 
-def certify_faithful(facts: Facts, member: nx.DiGraph) -> None:
-    """Raise :class:`UnfaithfulFactsError` unless ``member``'s d-separations are exactly the stated facts.
-
-    PC recovers the class of any DAG faithful to the facts, so one member decides: if it disagrees, no DAG is
-    faithful. Each stated independence must be a d-separation; an adjacent pair has none; and a non-adjacent
-    pair has as many d-separating sets as were stated (so, the stated ones being among them, the same ones).
-    """
-    for p, given in facts.statements():
-        x, y = sorted(p)
-        if not d_separated(member, x, y, given):
-            raise UnfaithfulFactsError("no DAG has exactly the stated independencies")
-    for x, y in combinations(facts.variables, 2):
-        if member.has_edge(x, y) or member.has_edge(y, x):
-            continue
-        others = [v for v in facts.variables if v not in (x, y)]
-        separating = sum(d_separated(member, x, y, frozenset(s))
-                         for k in range(len(others) + 1) for s in combinations(others, k))
-        if separating != len(facts.independencies.get(pair(x, y), ())):
-            raise UnfaithfulFactsError("no DAG has exactly the stated independencies")
-
-
 def analyse_facts(facts: Facts) -> PremiseAnalysis:
-    """PC plus a faithfulness certificate on one member (:func:`one_extension`, :func:`certify_faithful`).
+    """PC plus a faithfulness certificate: one member's d-separations must equal the stated facts exactly.
 
-    Raises :class:`OversizedPremiseError` past :data:`MAX_VARIABLES` and :class:`UnfaithfulFactsError` when no
-    DAG has exactly the stated facts.
+    PC recovers the class of any DAG faithful to the facts, so a mismatch proves that no DAG is. The member is
+    :func:`one_extension`, so the certificate never lists the class. Raises :class:`OversizedPremiseError`
+    past :data:`MAX_VARIABLES` and :class:`UnfaithfulFactsError` when no DAG has exactly the stated facts.
     """
     if len(facts.variables) > MAX_VARIABLES:
         raise OversizedPremiseError(
             f"{len(facts.variables)} variables, more than the oracle's bound of {MAX_VARIABLES}")
     cpdag = pc_cpdag(facts)
-    certify_faithful(facts, one_extension(cpdag))
+    if independence_facts(one_extension(cpdag), facts.variables).statements() != facts.statements():
+        raise UnfaithfulFactsError("no DAG has exactly the stated independencies")
     return PremiseAnalysis(facts, cpdag)
 
 
@@ -423,7 +419,8 @@ def witnesses(cpdag: PDAG, choices: Sequence[tuple[str, ParentChoices]]) -> Iter
     def extend(graph: PDAG, rest: Sequence[tuple[str, ParentChoices]]) -> Iterator[nx.DiGraph]:
         if rest:
             (node, offer), later = rest[0], rest[1:]
-            configured = [g for parents in offer(graph, node) if (g := _configured(graph, node, parents)) is not None]
+            configured = [g for parents in offer(graph, node) if (g := _configured(graph, node, parents)) is not None
+                          ] if graph.undirected_neighbours(node) else []
             for g in configured or [graph]:
                 yield from extend(g, later)
         elif _is_member(member := one_extension(graph), cpdag):
@@ -464,6 +461,8 @@ def entailed_by_cpdag(cpdag: CPDAG | PDAG, query: Query) -> bool:
     x, y = query.x, query.y
     if query.relation is Relation.DIRECT_CAUSE:
         return (x, y) in graph.directed
+    if not graph.undirected:  # a class of one
+        return holds(graph.to_dag(), query)
     choices: dict[Relation, list[tuple[str, ParentChoices]]] = {
         Relation.INDIRECT_CAUSE: [(x, _maximal_parents), (y, _heads)],
         Relation.CONFOUNDER: [(x, _heads), (y, _heads)],
