@@ -394,3 +394,50 @@ def test_one_extension_is_the_first_enumerated_member_and_is_cpdag_recognises_cp
     from cpdagthink.oracle import PDAG
 
     assert not is_cpdag(PDAG(tuple("ABCD"), undirected={pair(*e) for e in ("AB", "BC", "CD", "DA")}))
+
+
+def definite_ancestor(cpdag, x: str, y: str) -> bool:
+    """The published criterion, written independently of the oracle: x is an ancestor of y in every member iff
+    the CPDAG has a directed path from x to y, or uncovered possibly directed paths from x to y leave x through
+    two non-adjacent undirected neighbours (Zhang 2006; Roumpelaki et al. 2016, Thm. 3.1). Walks are searched
+    (states are edges), which finds the same pairs: such a walk is directed in every member that orients its
+    first edge away from x, so it is a path there."""
+    arcs = nx.DiGraph(list(cpdag.directed))
+    arcs.add_nodes_from(cpdag.variables)
+    if nx.has_path(arcs, x, y):
+        return True
+    undirected = {frozenset(p) for p in cpdag.undirected}
+    adjacent = {frozenset(e) for e in cpdag.directed} | undirected
+
+    def onward(b: str) -> list[str]:
+        return [c for c in cpdag.variables if (b, c) in cpdag.directed or frozenset((b, c)) in undirected]
+
+    def reaches(first: str) -> bool:
+        seen, stack = {(x, first)}, [(x, first)]
+        while stack:
+            a, b = stack.pop()
+            if b == y:
+                return True
+            for c in onward(b):
+                if c != a and frozenset((a, c)) not in adjacent and (b, c) not in seen:
+                    seen.add((b, c))
+                    stack.append((b, c))
+        return False
+
+    leaving = [u for u in cpdag.variables if frozenset((x, u)) in undirected and reaches(u)]
+    return any(frozenset((u, w)) not in adjacent for u, w in combinations(leaving, 2))
+
+
+def test_indirect_cause_between_non_adjacent_nodes_is_the_published_definite_ancestor_criterion():
+    rng = random.Random(8)
+    compared = through_two_neighbours = 0
+    for _ in range(150):
+        cpdag = cpdag_of_dag(random_dag(rng, rng.randint(3, 7)))
+        arcs = nx.DiGraph(list(cpdag.directed))
+        for x, y in permutations(cpdag.variables, 2):
+            if pair(x, y) not in cpdag.skeleton:
+                entailed_here = entailed_by_cpdag(cpdag, Query(Relation.INDIRECT_CAUSE, x, y))
+                assert entailed_here == definite_ancestor(cpdag, x, y), (sorted(cpdag.directed), sorted(cpdag.undirected), x, y)
+                compared += 1
+                through_two_neighbours += entailed_here and not (x in arcs and y in arcs and nx.has_path(arcs, x, y))
+    assert compared > 1000 and through_two_neighbours > 0

@@ -325,7 +325,7 @@ def one_extension(graph: CPDAG | PDAG) -> nx.DiGraph:
 
 def is_cpdag(graph: PDAG) -> bool:
     """Whether ``graph`` is the CPDAG of some DAG, in polynomial time: one extension's CPDAG (its skeleton and
-    v-structures, Meek-closed: Meek 1995, Thm. 3; Chickering 1995) must be ``graph`` itself. If ``graph`` is a
+    v-structures, Meek-closed: Meek 1995; Chickering 1995) must be ``graph`` itself. If ``graph`` is a
     CPDAG, :func:`one_extension` is one of its members; if not, no DAG's CPDAG equals it."""
     try:
         member = one_extension(graph)
@@ -409,53 +409,46 @@ def _configured(graph: PDAG, node: str, parents: frozenset[str]) -> PDAG | None:
 ParentChoices = Callable[[PDAG, str], list[frozenset[str]]]
 
 
-def witnesses(cpdag: PDAG, choices: Sequence[tuple[str, ParentChoices]]) -> Iterator[nx.DiGraph]:
-    """Members of the class in which each named node takes one of its offered undirected parent sets, one
-    member per consistent combination, completed by :func:`one_extension` and checked to be a member
-    (:func:`_is_member`). A node none of whose offers is consistent with the earlier ones is left to the
-    completion. At most (n + 1)^len(choices) members, each built in polynomial time, whatever the class size.
+def witnesses(cpdag: PDAG, choices: Sequence[tuple[str, ParentChoices]]) -> list[nx.DiGraph]:
+    """Members of the class in which each named node takes one of its offered undirected parent sets: one per
+    combination that some member has, completed by :func:`one_extension` and checked to be a member
+    (:func:`_is_member`). When no offer of a node fits the earlier choices, that node is left to the
+    completion. At most n^len(choices) members, each built in polynomial time, whatever the class size; never
+    none for a CPDAG, so a relation is never true for want of members.
     """
 
-    def extend(graph: PDAG, rest: Sequence[tuple[str, ParentChoices]]) -> Iterator[nx.DiGraph]:
-        if rest:
-            (node, offer), later = rest[0], rest[1:]
-            configured = [g for parents in offer(graph, node) if (g := _configured(graph, node, parents)) is not None
-                          ] if graph.undirected_neighbours(node) else []
-            for g in configured or [graph]:
-                yield from extend(g, later)
-        elif _is_member(member := one_extension(graph), cpdag):
-            yield member
+    def extend(graph: PDAG, rest: Sequence[tuple[str, ParentChoices]]) -> list[nx.DiGraph]:
+        if not rest:
+            member = one_extension(graph)
+            return [member] if _is_member(member, cpdag) else []
+        (node, offer), later = rest[0], rest[1:]
+        found = []
+        if graph.undirected_neighbours(node):
+            for parents in offer(graph, node):
+                if (configured := _configured(graph, node, parents)) is not None:
+                    found += extend(configured, later)
+        return found or extend(graph, later)
 
-    yield from extend(cpdag, choices)
+    return extend(cpdag, choices)
 
 
 def entailed_by_cpdag(cpdag: CPDAG | PDAG, query: Query) -> bool:
-    """True iff ``query`` holds in every DAG of the class of the CPDAG ``cpdag``, without enumerating the class.
+    """True iff ``query`` holds in every DAG of the class of the CPDAG ``cpdag``, without listing the class.
 
-    Three facts about a CPDAG carry the proofs (README, "The oracle"): its members are exactly the acyclic
-    orientations without v-structures of each chain component, chosen independently (Andersson, Madigan &
-    Perlman 1997, Thm. 4.1); all nodes of a chain component have the same parents outside it (ibid.: no induced
-    a -> b - c), so a directed path through another component can jump straight to where it leaves it, and
-    ``x``'s descendants in its own component are exactly the nodes joined to ``x`` there once its parents are
-    deleted; and reversing a covered edge keeps a DAG in its class (Chickering 1995, Lemma 1).
+    - direct cause x -> y: iff the CPDAG has the arc x -> y (arcs are compelled, undirected edges reversible:
+      Meek 1995; Andersson, Madigan & Perlman 1997, Thm. 4.1).
+    - indirect cause (a directed path of two or more edges): iff it holds in the :func:`witnesses` where x's
+      undirected parents are a maximal clique of its undirected neighbours and y heads its chain component.
+      Between non-adjacent nodes this is ancestry, for which the known criterion is a directed path, or two
+      uncovered possibly directed paths leaving x through non-adjacent neighbours (Zhang 2006; Roumpelaki et
+      al. 2016; Perković et al. 2017); the tests check the two agree.
+    - common cause: iff it holds in the member where x heads its chain component, and y its own.
+    - common effect: iff it holds in the members where x, then y, has a maximal clique of undirected parents.
 
-    - direct cause x -> y: iff the CPDAG has the arc x -> y. Arcs are compelled, undirected edges reversible
-      (Meek 1995, Thm. 2-3; Andersson et al. 1997).
-    - indirect cause (a directed path of two or more edges from x to y): iff it holds in the members where
-      x's undirected parents are a maximal clique of its undirected neighbours. Reversing the covered edges
-      x -> k for such k only removes paths from x, and x's descendants then depend on that clique alone. For
-      plain ancestry this is the known CPDAG criterion in another form: a directed path, or two uncovered
-      possibly directed paths leaving x through non-adjacent neighbours (Zhang 2006; Roumpelaki et al. 2016;
-      Perković et al. 2017 on possibly causal paths).
-    - common cause: iff it holds in the member where x heads its chain component, and y heads its own when it
-      is another one: a path from a common cause into either is then a path of every member.
-    - common effect: iff it holds in the members where x and then y take a maximal clique of undirected
-      parents. Reversing covered edges at x (then at y) keeps every other edge and only removes paths from
-      x (from y); when x and y are in different chain components each one's descendants depend on its clique
-      alone. For x and y in one component the argument is a sketch; the tests check it against the
-      enumerated class on every CPDAG up to five nodes, random ones up to seven and the whole test split.
-
-    Every NO is shown by a member, so a wrong answer can only be a YES the enumeration would refute.
+    The proofs (README, "The oracle") rest on the independent orientation of chain components (Andersson et
+    al. 1997), their shared outside parents, and covered-edge reversal (Chickering 1995, Lemma 1); for a
+    common effect of two nodes in one chain component the argument is a sketch, checked against the listed
+    class in the tests. Every NO is shown by a member, so an error could only be a YES.
     """
     graph = cpdag.pdag() if isinstance(cpdag, CPDAG) else cpdag
     x, y = query.x, query.y
@@ -486,7 +479,7 @@ class OracleLabel:
 
 
 def label_text(text: str) -> OracleLabel:
-    """Label a Corr2Cause ``input`` cell; unfaithful premises get ``label=None`` and a ``problem``."""
+    """Label a Corr2Cause ``input`` cell; unfaithful or oversized premises get ``label=None`` and a ``problem``."""
     premise, hypothesis = split_input(text)
     try:
         analysis = analyse_premise(premise)
