@@ -1,7 +1,8 @@
 """Single-DAG facts: d-separation statements and the four Corr2Cause relations.
 
-The oracle asks these questions of every member of an equivalence class, so they are written as plain
-reachability over ``networkx.DiGraph`` objects rather than path enumeration.
+The oracle asks these questions of a few witness members of an equivalence class (and the tests of every
+member), so they are written as plain reachability over ``networkx.DiGraph`` objects rather than path
+enumeration.
 """
 
 from __future__ import annotations

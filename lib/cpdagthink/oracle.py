@@ -14,6 +14,7 @@ class size, which is exponential in the largest undirected (chordal) component: 
 
 from __future__ import annotations
 
+import copy
 import functools
 from dataclasses import dataclass, field
 from itertools import combinations
@@ -61,7 +62,11 @@ class PDAG:
                 self._neighbours[b].add(a)
 
     def copy(self) -> "PDAG":
-        return PDAG(self.variables, set(self.directed), set(self.undirected))
+        twin = copy.copy(self)  # the indexes are copied, not rebuilt from the edges
+        twin.directed, twin.undirected = set(self.directed), set(self.undirected)
+        twin._parents, twin._children, twin._neighbours = (
+            {v: set(s) for v, s in index.items()} for index in (self._parents, self._children, self._neighbours))
+        return twin
 
     def adjacent(self, a: str, b: str) -> bool:
         return b in self._parents.get(a, ()) or b in self._children.get(a, ()) or b in self._neighbours.get(a, ())
@@ -332,8 +337,7 @@ def is_cpdag(graph: PDAG) -> bool:
     except (UnfaithfulFactsError, ValueError):
         return False
     pattern = PDAG(graph.variables, undirected={pair(a, b) for a, b in member.edges})
-    for (ends, collider) in _v_structures(lambda c: set(member.predecessors(c)),
-                                          lambda a, b: member.has_edge(a, b) or member.has_edge(b, a), member.nodes):
+    for (ends, collider) in _dag_v_structures(member):
         for end in ends:
             pattern.orient(end, collider)
     closed = apply_meek_rules(pattern)
@@ -371,11 +375,9 @@ def _v_structures(parents: Callable[[str], set[str]], adjacent: Callable[[str, s
                      if not adjacent(a, b))
 
 
-def _is_member(dag: nx.DiGraph, cpdag: PDAG) -> bool:
-    """Verma & Pearl (1990): same skeleton (an orientation of the CPDAG has it) and same v-structures."""
-    ours = _v_structures(lambda c: set(dag.predecessors(c)),
-                         lambda a, b: dag.has_edge(a, b) or dag.has_edge(b, a), dag.nodes)
-    return ours == _v_structures(cpdag.parents, cpdag.adjacent, cpdag.variables)
+def _dag_v_structures(dag: nx.DiGraph) -> frozenset[tuple[Pair, str]]:
+    return _v_structures(lambda c: set(dag.predecessors(c)), lambda a, b: dag.has_edge(a, b) or dag.has_edge(b, a),
+                         dag.nodes)
 
 
 def _heads(graph: PDAG, node: str) -> list[frozenset[str]]:
@@ -412,15 +414,17 @@ ParentChoices = Callable[[PDAG, str], list[frozenset[str]]]
 def witnesses(cpdag: PDAG, choices: Sequence[tuple[str, ParentChoices]]) -> list[nx.DiGraph]:
     """Members of the class in which each named node takes one of its offered undirected parent sets: one per
     combination that some member has, completed by :func:`one_extension` and checked to be a member
-    (:func:`_is_member`). When no offer of a node fits the earlier choices, that node is left to the
+    (Verma & Pearl 1990: an orientation of the CPDAG's skeleton with its v-structures). When no offer of a node fits the earlier choices, that node is left to the
     completion. At most n^len(choices) members, each built in polynomial time, whatever the class size; never
     none for a CPDAG, so a relation is never true for want of members.
     """
 
+    v_structures = _v_structures(cpdag.parents, cpdag.adjacent, cpdag.variables)
+
     def extend(graph: PDAG, rest: Sequence[tuple[str, ParentChoices]]) -> list[nx.DiGraph]:
         if not rest:
             member = one_extension(graph)
-            return [member] if _is_member(member, cpdag) else []
+            return [member] if _dag_v_structures(member) == v_structures else []
         (node, offer), later = rest[0], rest[1:]
         found = []
         if graph.undirected_neighbours(node):
