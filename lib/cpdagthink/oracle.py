@@ -145,7 +145,8 @@ class CPDAG:
 
 
 def learn_skeleton(
-    variables: tuple[str, ...], independent: Independence, stated: Callable[[Pair], Iterable[frozenset[str]]] | None = None
+    variables: tuple[str, ...], independent: Independence,
+    stated: Callable[[Pair], Iterable[frozenset[str]]] | None = None,
 ) -> tuple[set[Pair], dict[Pair, frozenset[str]]]:
     """PC's adjacency search (Spirtes, Glymour & Scheines 2000, §5.4.2; order-independent 'stable' form,
     Colombo & Maathuis 2014): remove x - y at the first conditioning size where some subset of x's or y's
@@ -413,10 +414,11 @@ ParentChoices = Callable[[PDAG, str], list[frozenset[str]]]
 
 def witnesses(cpdag: PDAG, choices: Sequence[tuple[str, ParentChoices]]) -> list[nx.DiGraph]:
     """Members of the class in which each named node takes one of its offered undirected parent sets: one per
-    combination that some member has, completed by :func:`one_extension` and checked to be a member
-    (Verma & Pearl 1990: an orientation of the CPDAG's skeleton with its v-structures). When no offer of a node fits the earlier choices, that node is left to the
-    completion. At most n^len(choices) members, each built in polynomial time, whatever the class size; never
-    none for a CPDAG, so a relation is never true for want of members.
+    combination that some member has, completed by :func:`one_extension` and checked to be a member (Verma &
+    Pearl 1990: an orientation of the CPDAG's skeleton with its v-structures). When no offer of a node fits
+    the earlier choices, that node is left to the completion. At most n^len(choices) members, each built in
+    polynomial time, whatever the class size; never none for a CPDAG, so a relation is never true for want of
+    members.
     """
 
     v_structures = _v_structures(cpdag.parents, cpdag.adjacent, cpdag.variables)

@@ -124,7 +124,8 @@ class CausalAnalysis(BaseModel):
         except (UnfaithfulFactsError, PremiseError, ValueError) as error:
             return GraphVerdict(False, f"graph unusable: {error}")
         if len(members) > MAX_COMPLETIONS:
-            return GraphVerdict(False, f"graph unusable: not a CPDAG, and it has more than {MAX_COMPLETIONS} completions")
+            return GraphVerdict(False,
+                                f"graph unusable: not a CPDAG, and it has more than {MAX_COMPLETIONS} completions")
         return GraphVerdict(all(holds(m, query) for m in members), f"checked {len(members)} completion(s)")
 
     def to_dot(self) -> str:
