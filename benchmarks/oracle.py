@@ -1,9 +1,14 @@
 """Benchmark: label the whole Corr2Cause test split in-process, against brute-force enumeration.
 
-Prints the oracle's wall-clock for 1162 rows from a cold cache (every premise parsed, PC run, class
-enumerated and certified once; rows then share their premise's analysis) and the same labels computed by
-brute force (every acyclic orientation of the skeleton with the same v-structures, relations by simple
-path enumeration), measured in the same run. Target: the oracle under 1 s on this 2-core machine.
+Prints the oracle's wall-clock for 1162 rows from a cold cache (every premise parsed, PC run and certified
+once; rows then share their premise's analysis) and the same labels computed by brute force (every acyclic
+orientation of the skeleton with the same v-structures, relations by simple path enumeration), measured in the
+same run. Target: the oracle under 1 s on this 2-core machine.
+
+Then the rows whose classes are too large to enumerate (issue 19): every pair of 8, 9 and 10 variables
+correlated (one undirected component, n! DAGs), and the two 10-variable premises with the most text (no edge
+at all, and a chain), each labelled for all four relations from a cold cache: wall-clock and peak memory
+(tracemalloc, in a second pass so that tracing does not slow the timed one). Target: under 1 s per row.
 
     CORR2CAUSE_CSV=../shared/corr2cause/test.csv .venv/bin/python benchmarks/oracle.py
 """
@@ -12,7 +17,9 @@ from __future__ import annotations
 
 import sys
 import time
+import tracemalloc
 from itertools import combinations, product
+from math import factorial
 from pathlib import Path
 
 import networkx as nx
@@ -21,8 +28,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from test_oracle import brute_force_truths  # noqa: E402  (the tests' independent brute force)
 
 from cpdagthink.data import load_split  # noqa: E402
+from cpdagthink.dag import independence_facts  # noqa: E402
 from cpdagthink.oracle import analyse_premise, label_text  # noqa: E402
-from cpdagthink.premise import parse_hypothesis, parse_premise  # noqa: E402
+from cpdagthink.premise import (Facts, Query, Relation, pair, parse_hypothesis, parse_premise,  # noqa: E402
+                                verbalise_hypothesis, verbalise_premise)
 
 
 def brute_force_class(facts) -> list[nx.DiGraph]:
@@ -52,6 +61,40 @@ def brute_force_label(premise: str, hypothesis: str, cache: dict) -> int:
     return int(all(query in brute_force_truths(m, [query]) for m in members))
 
 
+def large_premises() -> list[tuple[str, str]]:
+    """(description, premise text) of the rows the enumerating oracle could not label."""
+    rows = []
+    for n in (8, 9, 10):
+        names = tuple("ABCDEFGHIJ"[:n])
+        everything = Facts(names, frozenset(pair(a, b) for a, b in combinations(names, 2)), {})
+        rows.append((f"{n} variables, every pair correlated ({factorial(n)} DAGs)", verbalise_premise(everything)))
+    names = tuple("ABCDEFGHIJ")
+    for shape, edges in (("no edge", []), ("a chain", list(zip(names, names[1:])))):
+        dag = nx.DiGraph(edges)
+        dag.add_nodes_from(names)
+        rows.append((f"10 variables, {shape} (1 DAG)", verbalise_premise(independence_facts(dag, names))))
+    return rows
+
+
+def label_all_relations(premise: str) -> list[int | None]:
+    analyse_premise.cache_clear()
+    return [label_text(f"{premise} Hypothesis: {verbalise_hypothesis(Query(r, 'B', 'A'))}").label for r in Relation]
+
+
+def large_rows() -> None:
+    print("rows too large to enumerate: four rows each (one per relation, sharing the premise), cold cache:")
+    for description, premise in large_premises():
+        start = time.perf_counter()
+        labels = label_all_relations(premise)
+        seconds = time.perf_counter() - start
+        tracemalloc.start()
+        label_all_relations(premise)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        print(f"  {description}: premise {len(premise) / 1e3:.0f} kB, labels {labels}, {seconds:.3f} s, "
+              f"peak {peak / 2**20:.1f} MiB  target < 1 s: {'met' if seconds < 1 else 'MISSED'}")
+
+
 def main() -> None:
     instances = load_split("test")
     analyse_premise.cache_clear()
@@ -74,6 +117,7 @@ def main() -> None:
     print(f"oracle, warm cache: {warm_s:.3f} s")
     print(f"brute-force enumeration (same rows, same run): {brute_s:.3f} s")
     print(f"speed-up of the oracle over brute force: {brute_s / oracle_s:.1f}x")
+    large_rows()
 
 
 if __name__ == "__main__":

@@ -88,7 +88,7 @@ def test_precedence_and_the_shown_object():
     assert classify(record(COLLIDER, "NO", parsed={"variables": ["A"]}), COLLIDER) is FailureKind.NO_GRAPH
     details = diagnose(record(CHAIN, "YES", parsed=reference(CHAIN)), CHAIN)
     assert (details.members, details.members_holding, details.graph_verdict) == (3, 1, 0)
-    assert details.graph_detail == "checked 3 completion(s)"  # every DAG of A - B - C
+    assert details.graph_detail == "decided on the CPDAG (2 undirected edge(s))"  # A - B - C, its 3 DAGs unlisted
 
 
 def test_failure_counts_by_run_name_or_by_condition():

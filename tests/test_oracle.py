@@ -15,17 +15,24 @@ from itertools import combinations, permutations, product
 import networkx as nx
 import pytest
 
-from cpdagthink.dag import d_separated, independence_facts
+from cpdagthink.dag import d_separated, holds, independence_facts
 from cpdagthink.oracle import (
+    MAX_VARIABLES,
+    OversizedPremiseError,
     UnfaithfulFactsError,
     analyse_premise,
     consistent_extensions,
     cpdag_of_dag,
     entailed,
+    entailed_by_cpdag,
+    is_cpdag,
     label_text,
+    learn_skeleton,
+    one_extension,
     pc_cpdag,
 )
-from cpdagthink.premise import Facts, Query, Relation, pair, parse_premise, verbalise_premise
+from cpdagthink.premise import (Facts, Query, Relation, pair, parse_premise, split_input, verbalise_hypothesis,
+                                verbalise_premise)
 
 
 # ------------------------------------------------------------------------------------ brute-force truth
@@ -259,3 +266,181 @@ def test_cpdag_of_dag_keeps_the_given_variable_order_then_the_rest_sorted():
     assert cpdag.separating_sets == {pair("B", "C"): frozenset(), pair("A", "D"): frozenset(),
                                      pair("B", "D"): frozenset(), pair("C", "D"): frozenset()}
     assert cpdag_of_dag(dag).variables == ("A", "B", "C", "D")
+
+
+# ------------------------------------------- labels decided on the CPDAG, against the enumerated class
+
+
+def enumerated(members: list[nx.DiGraph], query: Query) -> bool:
+    return all(holds(m, query) for m in members)
+
+
+def every_query(variables) -> list[Query]:
+    """Every relation for every ordered pair (the symmetric ones too, both ways round)."""
+    return [Query(r, x, y) for x, y in permutations(variables, 2) for r in Relation]
+
+
+def test_cpdag_criteria_agree_with_the_enumerated_class_on_every_row_of_the_test_split(test_csv):
+    import csv
+
+    rows = list(csv.DictReader(open(test_csv, encoding="utf-8")))
+    checked = 0
+    for row in rows:
+        analysis = analyse_premise(split_input(row["input"])[0])
+        query = label_text(row["input"]).query
+        assert entailed(analysis, query) == enumerated(list(consistent_extensions(analysis.cpdag)), query), row["input"]
+        checked += 1
+    assert checked == len(rows) == 1162
+
+
+def random_dag(rng: random.Random, n: int) -> nx.DiGraph:
+    names = "ABCDEFG"[:n]
+    order = rng.sample(names, n)
+    density = rng.random()
+    dag = nx.DiGraph()
+    dag.add_nodes_from(names)
+    dag.add_edges_from((a, b) for i, a in enumerate(order) for b in order[i + 1:] if rng.random() < density)
+    return dag
+
+
+def test_cpdag_criteria_agree_with_the_enumerated_class_on_random_dags_up_to_seven_nodes():
+    """Dense and sparse DAGs, so that chain components of every size up to 7 occur."""
+    rng = random.Random(20261201)
+    largest = 0
+    for _ in range(120):
+        dag = random_dag(rng, rng.randint(2, 7))
+        cpdag = cpdag_of_dag(dag)
+        members = list(consistent_extensions(cpdag))
+        largest = max(largest, len(members))
+        for query in every_query(cpdag.variables):
+            assert entailed_by_cpdag(cpdag, query) == enumerated(members, query), (sorted(dag.edges), query)
+    assert largest >= 720  # some class is a whole undirected component of six or seven nodes
+
+
+def test_a_relation_that_depends_on_the_far_end_s_component():
+    """E -> A, E -> B with A - B undirected: E reaches B through A only in the members where A -> B, so
+    'E causes something else which causes B' is not entailed (a witness must let B head its component)."""
+    dag = nx.DiGraph([("A", "D"), ("B", "A"), ("C", "A"), ("C", "B"), ("C", "D"), ("C", "E"), ("C", "F"),
+                      ("E", "A"), ("E", "B"), ("F", "A"), ("F", "B")])
+    cpdag = cpdag_of_dag(dag)
+    assert pair("A", "B") in cpdag.undirected and {("E", "A"), ("E", "B")} <= cpdag.directed
+    query = Query(Relation.INDIRECT_CAUSE, "E", "B")
+    assert not enumerated(list(consistent_extensions(cpdag)), query)
+    assert entailed_by_cpdag(cpdag, query) is False
+
+
+def fully_correlated(n: int) -> str:
+    names = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"[:n]
+    facts = Facts(tuple(names), frozenset(pair(a, b) for a, b in combinations(names, 2)), {})
+    return verbalise_premise(facts)
+
+
+@pytest.mark.parametrize("n", [9, MAX_VARIABLES])
+def test_a_fully_correlated_row_is_labelled_without_enumerating_its_class(n):
+    """Every pair correlated: one undirected chain component, n! members (9! = 362880 took 116 s and 2.9 GB
+    when they were enumerated). Every relation is refuted by some member, so every label is 0."""
+    import tracemalloc
+
+    premise = fully_correlated(n)
+    analyse_premise.cache_clear()
+    tracemalloc.start()
+    labels = {r: label_text(f"{premise} Hypothesis: {verbalise_hypothesis(Query(r, 'B', 'A'))}").label
+              for r in Relation}
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert labels == {r: 0 for r in Relation}
+    assert "members" not in vars(analyse_premise(premise))  # the class was never listed
+    assert peak < 20e6
+
+
+def test_a_premise_past_the_bound_is_refused_with_the_reason():
+    premise = fully_correlated(MAX_VARIABLES + 1)
+    with pytest.raises(OversizedPremiseError, match=f"{MAX_VARIABLES + 1} variables, more than the oracle's bound"):
+        analyse_premise(premise)
+    verdict = label_text(premise + " Hypothesis: A directly causes B.")
+    assert verdict.label is None
+    assert verdict.problem == (f"premise refused: {MAX_VARIABLES + 1} variables, "
+                               f"more than the oracle's bound of {MAX_VARIABLES}")
+
+
+def test_reading_the_stated_separating_sets_gives_pc_s_own_skeleton_and_sets():
+    """The premise lists every separating set, so PC can read them instead of trying subsets: same result."""
+    rng = random.Random(5)
+    for _ in range(60):
+        dag = random_dag(rng, rng.randint(3, 7))
+        facts = independence_facts(dag)
+        tried = learn_skeleton(facts.variables, facts.independent)
+        read = learn_skeleton(facts.variables, facts.independent, lambda p: facts.independencies.get(p, frozenset()))
+        assert read == tried
+
+
+def test_the_certificate_rejects_a_premise_missing_one_separating_set():
+    """A -> B -> C, D apart: A and C are separated by {B} and by {B, D}. Dropping the second still lets PC find
+    the class, but its members separate A and C given {B, D}, so no DAG has exactly the stated facts."""
+    dag = nx.DiGraph([("A", "B"), ("B", "C")])
+    dag.add_node("D")
+    facts = independence_facts(dag, ("A", "B", "C", "D"))
+    independencies = dict(facts.independencies)
+    independencies[pair("A", "C")] = independencies[pair("A", "C")] - {frozenset("BD")}
+    with pytest.raises(UnfaithfulFactsError, match="no DAG has exactly the stated independencies"):
+        analyse_premise(verbalise_premise(Facts(facts.variables, facts.correlations, independencies)))
+
+
+def test_one_extension_is_the_first_enumerated_member_and_is_cpdag_recognises_cpdags():
+    rng = random.Random(11)
+    for _ in range(40):
+        cpdag = cpdag_of_dag(random_dag(rng, rng.randint(2, 6)))
+        first = next(consistent_extensions(cpdag))
+        assert set(one_extension(cpdag).edges) == set(first.edges)
+        assert is_cpdag(cpdag.pdag())
+    # A - B - C - D - A: a chordless four-cycle is no CPDAG (every orientation adds a v-structure).
+    from cpdagthink.oracle import PDAG
+
+    assert not is_cpdag(PDAG(tuple("ABCD"), undirected={pair(*e) for e in ("AB", "BC", "CD", "DA")}))
+
+
+def definite_ancestor(cpdag, x: str, y: str) -> bool:
+    """The published criterion, written independently of the oracle: x is an ancestor of y in every member iff
+    the CPDAG has a directed path from x to y, or uncovered possibly directed paths from x to y leave x through
+    two non-adjacent undirected neighbours (Zhang 2006; Roumpelaki et al. 2016, Thm. 3.1). Walks are searched
+    (states are edges), which finds the same pairs: such a walk is directed in every member that orients its
+    first edge away from x, so it is a path there."""
+    arcs = nx.DiGraph(list(cpdag.directed))
+    arcs.add_nodes_from(cpdag.variables)
+    if nx.has_path(arcs, x, y):
+        return True
+    undirected = {frozenset(p) for p in cpdag.undirected}
+    adjacent = {frozenset(e) for e in cpdag.directed} | undirected
+
+    def onward(b: str) -> list[str]:
+        return [c for c in cpdag.variables if (b, c) in cpdag.directed or frozenset((b, c)) in undirected]
+
+    def reaches(first: str) -> bool:
+        seen, stack = {(x, first)}, [(x, first)]
+        while stack:
+            a, b = stack.pop()
+            if b == y:
+                return True
+            for c in onward(b):
+                if c != a and frozenset((a, c)) not in adjacent and (b, c) not in seen:
+                    seen.add((b, c))
+                    stack.append((b, c))
+        return False
+
+    leaving = [u for u in cpdag.variables if frozenset((x, u)) in undirected and reaches(u)]
+    return any(frozenset((u, w)) not in adjacent for u, w in combinations(leaving, 2))
+
+
+def test_indirect_cause_between_non_adjacent_nodes_is_the_published_definite_ancestor_criterion():
+    rng = random.Random(8)
+    compared = through_two_neighbours = 0
+    for _ in range(150):
+        cpdag = cpdag_of_dag(random_dag(rng, rng.randint(3, 7)))
+        arcs = nx.DiGraph(list(cpdag.directed))
+        for x, y in permutations(cpdag.variables, 2):
+            if pair(x, y) not in cpdag.skeleton:
+                entailed_here = entailed_by_cpdag(cpdag, Query(Relation.INDIRECT_CAUSE, x, y))
+                assert entailed_here == definite_ancestor(cpdag, x, y), (sorted(cpdag.directed), x, y)
+                compared += 1
+                through_two_neighbours += entailed_here and not (x in arcs and y in arcs and nx.has_path(arcs, x, y))
+    assert compared > 1000 and through_two_neighbours > 0

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import re
+from itertools import combinations
 
 import pytest
 from pydantic import ValidationError
 
+from cpdagthink import schema
 from cpdagthink.data import read_csv
 from cpdagthink.generate import stress_family
 from cpdagthink.oracle import analyse_premise, label_text
@@ -96,12 +98,12 @@ def test_the_reference_cpdag_answers_every_hypothesis_like_the_oracle(test_csv):
             continue
         verdict = CausalAnalysis.from_cpdag(analyse_premise(premise).cpdag).answer(hypothesis)
         assert verdict.holds == bool(oracle.label), instance.id
-        assert verdict.detail == f"checked {len(analyse_premise(premise).members)} completion(s)"
+        assert verdict.detail == f"decided on the CPDAG ({len(analyse_premise(premise).cpdag.undirected)} undirected edge(s))"
 
 
 def test_an_answer_needs_every_consistent_dag_and_meek_closes_first():
     undetermined = graph(undirected=[("A", "B")], variables=("A", "B"))
-    assert undetermined.answer("A directly causes B.") == GraphVerdict(False, "checked 2 completion(s)")
+    assert undetermined.answer("A directly causes B.") == GraphVerdict(False, "decided on the CPDAG (1 undirected edge(s))")
     # A -> B - C with A, C non-adjacent: Meek R1 forces B -> C, so A causes C indirectly in the one completion.
     chain = graph(directed=[("A", "B")], undirected=[("B", "C")])
     assert chain.answer("A causes something else which causes C.") == GraphVerdict(True, "checked 1 completion(s)")
@@ -113,3 +115,24 @@ def test_a_graph_no_dag_extends_or_a_foreign_hypothesis_answers_no_with_the_reas
     assert verdict.holds is False and verdict.detail.startswith("graph unusable:")
     foreign = graph(directed=[("A", "B")]).answer("A directly causes Z.")
     assert foreign.holds is False and foreign.detail.startswith("graph unusable:")
+
+
+def test_a_large_cpdag_is_answered_on_the_graph_without_listing_its_dags():
+    """All undirected on 10 variables: 10! DAGs, none listed; each relation fails in some of them."""
+    names = "ABCDEFGHIJ"
+    complete = graph(undirected=list(combinations(names, 2)), variables=names)
+    for hypothesis in ("A directly causes B.", "A causes something else which causes B.",
+                       "There exists at least one collider (i.e., common effect) of A and B.",
+                       "There exists at least one confounder (i.e., common cause) of A and B."):
+        assert complete.answer(hypothesis) == GraphVerdict(False, "decided on the CPDAG (45 undirected edge(s))")
+
+
+def test_a_graph_that_is_no_cpdag_is_listed_only_up_to_the_bound(monkeypatch):
+    # Complete on 5 nodes with one arc A -> B: Meek-closed, no CPDAG, 5!/2 = 60 completions.
+    names = "ABCDE"
+    one_arc = graph(directed=[("A", "B")], undirected=[e for e in combinations(names, 2) if e != ("A", "B")],
+                    variables=names)
+    assert one_arc.answer("A directly causes B.") == GraphVerdict(True, "checked 60 completion(s)")
+    monkeypatch.setattr(schema, "MAX_COMPLETIONS", 59)
+    assert one_arc.answer("A directly causes B.") == GraphVerdict(
+        False, "graph unusable: not a CPDAG, and it has more than 59 completions")

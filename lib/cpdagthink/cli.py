@@ -58,7 +58,8 @@ def cmd_oracle(args: argparse.Namespace) -> int:
 
     labelled = [r for r in records if r["oracle_label"] is not None]
     agree = sum(r["oracle_label"] == r["gold_label"] for r in labelled)
-    print(f"labelled {len(labelled)}/{len(records)} rows ({len(records) - len(labelled)} unfaithful premises)")
+    print(f"labelled {len(labelled)}/{len(records)} rows "
+          f"({len(records) - len(labelled)} premises unfaithful or past the oracle's bound)")
     print(f"agreement with gold: {agree}/{len(labelled)} = {agree / max(len(labelled), 1):.4f}")
     for name, key in (("template", lambda i: i.template), ("num_variables", lambda i: i.num_variables)):
         groups: dict = defaultdict(lambda: [0, 0])

@@ -1,12 +1,14 @@
 """Single-DAG facts: d-separation statements and the four Corr2Cause relations.
 
-The oracle asks these questions of every member of an equivalence class, so they are written as plain
-reachability over ``networkx.DiGraph`` objects rather than path enumeration.
+The oracle asks these questions of a few witness members of an equivalence class (and the tests of every
+member), so they are written as plain reachability over ``networkx.DiGraph`` objects rather than path
+enumeration.
 """
 
 from __future__ import annotations
 
 from itertools import combinations
+from typing import Mapping
 
 import networkx as nx
 
@@ -42,11 +44,15 @@ def holds(dag: nx.DiGraph, query: Query) -> bool:
     return bool(common - {x, y})
 
 
-def d_separated(dag: nx.DiGraph, x: str, y: str, given: frozenset[str]) -> bool:
-    """Pearl's d-separation via the moralised ancestral graph (Lauritzen et al., 1990)."""
+def d_separated(dag: nx.DiGraph, x: str, y: str, given: frozenset[str],
+                ancestors: Mapping[str, set[str]] | None = None) -> bool:
+    """Pearl's d-separation via the moralised ancestral graph (Lauritzen et al., 1990).
+
+    ``ancestors`` (each node's ancestors in ``dag``) saves recomputing them when one DAG is asked many times.
+    """
     relevant = {x, y} | set(given)
     for node in list(relevant):
-        relevant |= nx.ancestors(dag, node)
+        relevant |= ancestors[node] if ancestors is not None else nx.ancestors(dag, node)
     moral: dict[str, set[str]] = {n: set() for n in relevant}
     for child in relevant:
         parents = [p for p in dag.predecessors(child)]
@@ -68,17 +74,22 @@ def d_separated(dag: nx.DiGraph, x: str, y: str, given: frozenset[str]) -> bool:
 
 
 def independence_facts(dag: nx.DiGraph, variables: tuple[str, ...] | None = None) -> Facts:
-    """Every d-separation of ``dag`` as Corr2Cause facts: all pairs, every conditioning subset."""
+    """Every d-separation of ``dag`` as Corr2Cause facts: all pairs, every conditioning subset.
+
+    Adjacent pairs are d-connected given any set, so only non-adjacent pairs have their 2^(n-2) conditioning
+    sets tried.
+    """
     variables = tuple(variables or sorted(dag.nodes))
+    ancestors = {v: nx.ancestors(dag, v) for v in dag.nodes}
     independencies: dict[Pair, frozenset[frozenset[str]]] = {}
     correlations = set()
     for x, y in combinations(variables, 2):
         others = [v for v in variables if v not in (x, y)]
-        sets = frozenset(
+        sets = frozenset() if dag.has_edge(x, y) or dag.has_edge(y, x) else frozenset(
             frozenset(s)
             for k in range(len(others) + 1)
             for s in combinations(others, k)
-            if d_separated(dag, x, y, frozenset(s))
+            if d_separated(dag, x, y, frozenset(s), ancestors)
         )
         if sets:
             independencies[pair(x, y)] = sets

@@ -11,16 +11,21 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import islice
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from .dag import holds, max_v_structures
-from .oracle import CPDAG, PDAG, UnfaithfulFactsError, apply_meek_rules, consistent_extensions
+from .oracle import (CPDAG, PDAG, UnfaithfulFactsError, apply_meek_rules, consistent_extensions, entailed_by_cpdag,
+                     is_cpdag)
 from .premise import PremiseError, pair, parse_hypothesis
 
 Variable = Annotated[str, Field(pattern=r"^[A-Za-z]$")]
 FIELD_ORDER = ("variables", "skeleton", "separating_sets", "v_structures", "directed_edges", "undirected_edges")
+# Completions listed for a graph that is not a CPDAG (a CPDAG is decided without listing any). A graph on n
+# variables has at most n! of them, so a graph of up to 7 variables is always listed in full.
+MAX_COMPLETIONS = 5040
 TOOL_NAME = "record_causal_analysis"
 TOOL_DESCRIPTION = (
     "Record the CPDAG you derived from the premise: variables, skeleton, separating sets of non-adjacent "
@@ -102,15 +107,25 @@ class CausalAnalysis(BaseModel):
 
     def answer(self, hypothesis: str) -> GraphVerdict:
         """Whether the hypothesis holds in every DAG consistent with this graph's directed and undirected
-        edges, Meek-closed first (the other fields are not read). A graph that no DAG extends, or a
-        hypothesis that does not parse over these variables, answers NO with the reason."""
+        edges, Meek-closed first (the other fields are not read). When the closed graph is a CPDAG (checked in
+        polynomial time) it is decided on the graph itself (``oracle.entailed_by_cpdag``), so a large class
+        costs no more than a small one. Any other graph has its completions listed, at most
+        ``MAX_COMPLETIONS``. A graph that no DAG extends or that allows more completions, or a hypothesis that
+        does not parse over these variables, answers NO with the reason."""
         graph = PDAG(tuple(self.variables), {tuple(e) for e in self.directed_edges},
                      {pair(*e) for e in self.undirected_edges})
         try:
             query = parse_hypothesis(hypothesis, tuple(self.variables))
-            members = list(consistent_extensions(apply_meek_rules(graph)))
+            closed = apply_meek_rules(graph)
+            if is_cpdag(closed):
+                return GraphVerdict(entailed_by_cpdag(closed, query),
+                                    f"decided on the CPDAG ({len(closed.undirected)} undirected edge(s))")
+            members = list(islice(consistent_extensions(closed), MAX_COMPLETIONS + 1))
         except (UnfaithfulFactsError, PremiseError, ValueError) as error:
             return GraphVerdict(False, f"graph unusable: {error}")
+        if len(members) > MAX_COMPLETIONS:
+            return GraphVerdict(False,
+                                f"graph unusable: not a CPDAG, and it has more than {MAX_COMPLETIONS} completions")
         return GraphVerdict(all(holds(m, query) for m in members), f"checked {len(members)} completion(s)")
 
     def to_dot(self) -> str:
