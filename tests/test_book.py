@@ -84,7 +84,7 @@ def test_render_reads_each_chapters_configuration_and_marks_a_mixed_book(tmp_pat
     assert list(records) == ["01_main_results", "04_probes"]
     one = build_summary(records)
     assert one.startswith("**One configuration for every chapter:** symbolic reference agent")
-    assert "| 01_main_results | the gain | +1.0 [-40.0, +45.0] | +13.35 | This build cannot test the paper's claim |" in one
+    assert "| 01_main_results | the gain | +1 [-40, +45] | +13.35 | This build cannot test the paper's claim |" in one
     assert "- 04_probes: `cpdagthink book --only 04`" in one
     _executed(book / "04_probes.ipynb", {**CONFIG, "instances": 20})
     assert build_summary(chapter_records(book)).startswith("**This book is mixed:**")

@@ -28,7 +28,7 @@ def test_banner_names_the_resolved_model_budgets_and_runs_and_puts_the_verdict_f
     text = ex.banner(setup, instances, [0], conditions=["structured", "baseline_enhanced"], probes=["scramble_full"],
                      verdict="This build cannot test the paper's claim: X.", command="cpdagthink book --only 01")
     assert text.startswith("**Verdict.** This build cannot test the paper's claim")
-    assert "model symbolic reference agent" in text and "default" not in text
+    assert "model the symbolic reference agent" in text and "default" not in text
     assert "token budgets 1024 for turn 1 and 512 for the answer (1536 for one-turn conditions)" in text
     assert "Conditions: Structured Thinking, BaselineEnhanced." in text and "Probes: `scramble_full`." in text
     assert text.endswith("Reproduce this page: `cpdagthink book --only 01`")

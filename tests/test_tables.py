@@ -96,7 +96,7 @@ def test_bin_gain_frame_matches_per_bin_comparisons_and_names_omitted_bins(runs)
 def test_bin_tables_are_narrow(runs):
     sizes, accuracy = tables.bin_tables(tables.bins_frame(runs))
     assert list(sizes.columns) == ["n", "positives"] and sizes.loc[5, "positives"] == 1
-    assert list(accuracy.columns) == ["accuracy baseline_enhanced", "accuracy structured"]
+    assert list(accuracy.columns) == ["accuracy BaselineEnhanced", "accuracy Structured Thinking"]
 
 
 def test_cut_off_and_usage():

@@ -107,8 +107,8 @@ def build_summary(records: dict[str, dict[str, Any]]) -> str:
     def figure(h: dict[str, Any]) -> str:
         if h["value"] is None:
             return "not computed"
-        ci = "" if h["ci_low"] is None else f" [{h['ci_low']:+.1f}, {h['ci_high']:+.1f}]"
-        return f"{h['value']:+.1f}{ci}"
+        ci = "" if h["ci_low"] is None else f" [{h['ci_low']:+.3g}, {h['ci_high']:+.3g}]"
+        return f"{h['value']:+.3g}{ci}"
 
     headlines = pd.DataFrame([{"chapter": name, "key figure": r["headline"]["figure"],
                                "this build (95% CI)": figure(r["headline"]),

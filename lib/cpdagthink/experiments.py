@@ -93,7 +93,7 @@ def model_name(setup: RunConfig) -> str:
     """The model a setup runs, by its resolved name (never ``default``): the local registry's title for a
     short name, the file name of a ``.gguf`` path, the symbolic agent for the reference backend."""
     if setup.backend == "reference":
-        return "symbolic reference agent (the exact oracle's CPDAG)"
+        return "the symbolic reference agent, which reads the exact oracle's CPDAG"
     if setup.backend == "local":
         from pathlib import Path
 

@@ -151,6 +151,9 @@ class Headline:
             return f"This build cannot test the paper's claim: {self.missing or f'no {self.figure} was computed'}."
         width = self.ci_high - self.ci_low
         paper = f"{signed(self.paper, 2)} pp"
+        if width == 0:
+            return (f"This build cannot test the paper's claim: for {self.figure} both sides answered alike on every "
+                    f"resampled row, so its interval has no width and says nothing about an effect of {paper}.")
         if math.isnan(width) or width > abs(self.paper):
             return (f"This build cannot test the paper's claim: the 95% CI of {self.figure} is {width:.1f} pp wide, "
                     f"wider than the paper's whole effect ({paper}).")
@@ -284,8 +287,10 @@ def main_results(scores: pd.DataFrame, paired: pd.DataFrame, instances: Sequence
         "seed_gains": per_seed_gains(paired, comparison),
         "verdict": verdict(paired, comparison),
         "budget_note": budget_note(scores),
-        "reference_note": ("" if math.isnan(reference) or reference >= 100 else
-                           " It falls short of 100 only on rows whose gold label is one of the dataset's 18 errors."),
+        "reference": ("On the reference backend every row above is the reference agent's own." if math.isnan(reference)
+                      else f"The reference agent, which reads the oracle's CPDAG exactly, reaches {reference:.1f} "
+                      "against gold." + ("" if reference >= 100 else " It falls short of 100 only on rows whose gold "
+                                         "label is one of the dataset's 18 errors.")),
         "trivial": sentence(trivial_phrase(instances)),
         "constant": constant_phrase(runs or {}),
     }
@@ -695,14 +700,16 @@ def show_violations(audited: pd.DataFrame, instances: Sequence[Instance], seeds:
                 "reports only the overall violation rate.")
 
 
-def audit_headline(audited: pd.DataFrame, runs: Mapping[tuple[str, int], Sequence[RunRecord]]) -> Headline:
-    """Chapter 05 measures rather than tests a gain: its verdict counts the objects it could audit."""
+def audit_headline(summary: pd.DataFrame, runs: Mapping[tuple[str, int], Sequence[RunRecord]]) -> Headline:
+    """Chapter 05 measures rather than tests a gain: its key figure is Structured Thinking's skeleton F1
+    (``summary``: :func:`audit.summary_frame`, measures by condition), its verdict counts the objects audited."""
     records = [r for (c, _), rs in runs.items() if c == TARGET for r in rs]
     parsed = sum(r.emitted is not None for r in records)
-    figure = "Structured Thinking's skeleton F1 (×100)"
+    figure = "Structured Thinking's skeleton F1"
     if not parsed:
         return Headline(figure, "audit_skeleton_f1", missing="no turn-1 object was parsed, so there is nothing to audit")
-    return Headline(figure, "audit_skeleton_f1", note=(
+    value = float(summary.loc["skeleton_f1", TARGET]) if TARGET in summary.columns else math.nan
+    return Headline(figure, "audit_skeleton_f1", value, note=(
         f"This chapter describes rather than tests: it audits {parsed} parsed objects of "
         f"{counted(len(records), 'Structured Thinking answer')}; its rates are descriptive at this size."))
 

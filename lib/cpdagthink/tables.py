@@ -279,7 +279,7 @@ def bin_tables(bins: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     condition and seed), and accuracy with one column per condition (mean over seeds)."""
     sizes = bins.groupby("num_variables")[["n", "positives"]].first()
     accuracy = bins.pivot_table(index="num_variables", columns="condition", values="accuracy", sort=False)
-    return sizes, accuracy.rename(columns=lambda c: f"accuracy {c}")
+    return sizes, accuracy.rename(columns=lambda c: f"accuracy {label(c)}")
 
 
 # --------------------------------------------------------------------------------------------------- cost
@@ -323,7 +323,18 @@ LABELS = {
     "num_variables": "variables", "drop_gold_pp": "F1 drop, gold (pp)", "drop_oracle_pp": "F1 drop, corrected (pp)",
     "flipped_share": "answers flipped", "intervened_share": "turns changed", "base_f1_gold": "F1 unprobed",
     "f1_gold": "F1 probed", "other": "compared with",
+    # the graph audit's measures (chapter 05)
+    "records": "records", "parsed": "parsed objects", "parse_rate": "parse rate", "skeleton_f1": "skeleton F1",
+    "skeleton_f1_micro": "skeleton F1 (micro)", "v_structures_f1": "v-structure F1",
+    "v_structures_f1_micro": "v-structure F1 (micro)", "directed_f1": "directed-edge F1",
+    "directed_f1_micro": "directed-edge F1 (micro)", "undirected_f1": "undirected-edge F1",
+    "undirected_f1_micro": "undirected-edge F1 (micro)", "exact_match_rate": "exact CPDAG match rate",
+    "violation_rate": "violation rate",
 }
+
+
+WHOLE = {"seed", "n", "seeds", "positives", "variables", "tp", "fp", "fn", "tn", "unparsed", "cut", "rejected", "FN",
+         "FP", "errors", "outputs"}  # first words of columns that count
 
 
 def label(key: Any) -> Any:
@@ -350,7 +361,11 @@ def show(frame: pd.DataFrame, digits: int = 2):
     missing values as a dash, text never cut short."""
     flat = readable(frame)
     floats = [c for c in flat.columns if pd.api.types.is_float_dtype(flat[c])]
-    styler = flat.style.hide(axis="index").format("{:.%df}" % digits, subset=floats, na_rep="—")
+    # whole numbers stored as floats (a seed or a count beside a missing value) print as whole numbers
+    whole = [c for c in floats if flat[c].dropna().map(float.is_integer).all() and c.split()[0] in WHOLE]
+    floats = [c for c in floats if c not in whole]
+    styler = (flat.style.hide(axis="index").format("{:.%df}" % digits, subset=floats, na_rep="—")
+              .format("{:.0f}", subset=whole, na_rep="—"))
     others = [c for c in flat.columns if c not in floats]
     return styler.format(na_rep="—", subset=others) if others else styler
 
