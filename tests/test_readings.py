@@ -192,3 +192,60 @@ def test_gallery_and_audit_phrases_count_with_the_right_nouns():
 def test_phrases_paste_as_text_and_as_markdown():
     phrase = readings.Phrase("**3** rows")
     assert phrase._repr_markdown_() == "**3** rows" and eval(repr(phrase)) == "**3** rows"
+
+
+@pytest.fixture()
+def displayed(monkeypatch):
+    """What the chapter helpers display, as (object, metadata) pairs (they import IPython's display when called)."""
+    import IPython.display
+
+    shown = []
+    monkeypatch.setattr(IPython.display, "display", lambda *objs, metadata=None: shown.extend((o, metadata) for o in objs))
+    return shown
+
+
+def _shown(displayed, show, *args):
+    """What a section displays: (markdown texts, count of figures)."""
+    from matplotlib.figure import Figure
+
+    displayed.clear()
+    show(*args)
+    texts = [o.data for o, _ in displayed if hasattr(o, "data") and isinstance(o.data, str)]
+    return texts, sum(isinstance(o, Figure) for o, _ in displayed)
+
+
+def test_a_section_that_could_not_run_is_one_sentence_and_its_command(displayed):
+    texts, figures_drawn = _shown(displayed, readings.show_bin_gains, readings.bin_gain_table({"test": pd.DataFrame(
+        columns=tables.BIN_GAIN_COLUMNS)}))
+    assert texts == ["No bin of this sample meets both rules, so no per-bin gain is computed. Fill it with "
+                     "`cpdagthink book --only 02 -p limit=0`."] and figures_drawn == 0
+    texts, _ = _shown(displayed, readings.show_ood, None)
+    assert texts == ["No OOD split ran for this page. Fill it with "
+                     "`cpdagthink book --only 02 -p ood_split=generated:paraphrase`."]
+    texts, figures_drawn = _shown(displayed, readings.show_stress, readings.stress_table({}))
+    assert len(texts) == 1 and "stress_families=[\"alarm7\"]" in texts[0] and figures_drawn == 0
+
+
+def test_a_section_that_ran_shows_its_figure_with_a_caption_of_what_is_drawn(displayed):
+    gains = pd.DataFrame([{"seed": 0, "variables": 5, "n": 10, "positives": 4, "gain (pp)": 1.0, "CI low": -9.0,
+                           "CI high": 11.0}])
+    texts, figures_drawn = _shown(displayed, readings.show_bin_gains, readings.bin_gain_table({"test": gains}))
+    assert figures_drawn == 1 and texts[-1].startswith("*This run's paired gain")
+
+
+def test_first_screen_carries_configuration_and_headline_for_the_intro(test_csv, tmp_path, monkeypatch, displayed):
+    from cpdagthink import experiments as ex
+    from cpdagthink.book import NOTEBOOKS, notebook_defaults
+
+    monkeypatch.setenv("CORR2CAUSE_CSV", str(test_csv))
+    namespace = notebook_defaults(NOTEBOOKS / "01_main_results.ipynb") | {
+        "backend": "reference", "out_root": str(tmp_path / "runs"), "cache_dir": str(tmp_path / "cache")}
+    setup = ex.setup_from_parameters(namespace)
+    rows = setup.instances()
+    headline = readings.Headline("the gain", "main_delta", 2.0, -30.0, 40.0)
+    readings.first_screen(setup, rows, [0], "01_main_results", namespace, headline, ["structured"])
+    (text, metadata), = displayed
+    assert text.data.startswith("**Verdict.** This build cannot test the paper's claim")
+    record = metadata[readings.METADATA_KEY]
+    assert record["configuration"]["instances"] == 4 and record["configuration"]["negatives"] == 2
+    assert record["headline"]["value"] == 2.0 and record["command"].startswith("cpdagthink book --only 01 -p backend=reference")
