@@ -104,15 +104,20 @@ def build_summary(records: dict[str, dict[str, Any]]) -> str:
             f"{first['data']}, {first['sample']}, seeds {first['seeds']}, token budgets {first['budgets']} "
             f"(turn 1 + answer), {first['decoding']}.")
 
+    def number(value: float, unit: str) -> str:
+        return f"{value:+.3g}" if unit == "pp" else f"{value:.3g}"  # gains and drops signed, scores not
+
     def figure(h: dict[str, Any]) -> str:
         if h["value"] is None:
             return "not computed"
-        ci = "" if h["ci_low"] is None else f" [{h['ci_low']:+.3g}, {h['ci_high']:+.3g}]"
-        return f"{h['value']:+.3g}{ci}"
+        unit = h.get("unit", "pp")
+        ci = "" if h["ci_low"] is None else f" [{number(h['ci_low'], unit)}, {number(h['ci_high'], unit)}]"
+        return number(h["value"], unit) + ci
 
     headlines = pd.DataFrame([{"chapter": name, "key figure": r["headline"]["figure"],
                                "this build (95% CI)": figure(r["headline"]),
-                               "paper": f"{r['headline']['paper']:+g}",
+                               # the paper's figure as the paper prints it
+                               "paper": f"{r['headline']['paper']:{'+' if r['headline'].get('unit', 'pp') == 'pp' else ''}g}",
                                "verdict": r["headline"]["verdict"].split(":")[0]}
                               for name, r in records.items()])
     rows = [{"chapter": name, "model": c["model"], "data": c["data"],

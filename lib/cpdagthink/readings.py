@@ -137,6 +137,7 @@ class Headline:
     ci_high: float = math.nan
     missing: str = ""
     note: str = ""  # a descriptive chapter's verdict in place of the CI rule
+    unit: str = "pp"  # a gain or drop in points; "" for a score
 
     @property
     def paper(self) -> float:
@@ -166,7 +167,8 @@ class Headline:
             return None if math.isnan(x) else round(float(x), 2)
 
         return {"figure": self.figure, "paper_key": self.paper_key, "paper": self.paper, "value": plain(self.value),
-                "ci_low": plain(self.ci_low), "ci_high": plain(self.ci_high), "verdict": self.verdict()}
+                "ci_low": plain(self.ci_low), "ci_high": plain(self.ci_high), "unit": self.unit,
+                "verdict": self.verdict()}
 
 
 def paired_headline(paired: pd.DataFrame, comparison: str, figure: str, paper_key: str,
@@ -709,7 +711,7 @@ def audit_headline(summary: pd.DataFrame, runs: Mapping[tuple[str, int], Sequenc
     if not parsed:
         return Headline(figure, "audit_skeleton_f1", missing="no turn-1 object was parsed, so there is nothing to audit")
     value = float(summary.loc["skeleton_f1", TARGET]) if TARGET in summary.columns else math.nan
-    return Headline(figure, "audit_skeleton_f1", value, note=(
+    return Headline(figure, "audit_skeleton_f1", value, unit="", note=(
         f"This chapter describes rather than tests: it audits {parsed} parsed objects of "
         f"{counted(len(records), 'Structured Thinking answer')}; its rates are descriptive at this size."))
 
