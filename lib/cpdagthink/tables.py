@@ -364,7 +364,9 @@ def show(frame: pd.DataFrame, digits: int = 2):
     # whole numbers stored as floats (a seed or a count beside a missing value) print as whole numbers
     whole = [c for c in floats if flat[c].dropna().map(float.is_integer).all() and c.split()[0] in WHOLE]
     floats = [c for c in floats if c not in whole]
-    styler = (flat.style.hide(axis="index").format("{:.%df}" % digits, subset=floats, na_rep="—")
+    # class "dataframe": the book's own table style, as pandas' plain HTML gets it
+    styler = (flat.style.hide(axis="index").set_table_attributes('class="dataframe"')
+              .format("{:.%df}" % digits, subset=floats, na_rep="—")
               .format("{:.0f}", subset=whole, na_rep="—"))
     others = [c for c in flat.columns if c not in floats]
     return styler.format(na_rep="—", subset=others) if others else styler
