@@ -87,7 +87,10 @@ def test_render_reads_each_chapters_configuration_and_marks_a_mixed_book(tmp_pat
     assert "| 01_main_results | the gain | +1 [-40, +45] | +13.35 | This build cannot test the paper's claim |" in one
     assert "- 04_probes: `cpdagthink book --only 04`" in one
     _executed(book / "04_probes.ipynb", {**CONFIG, "instances": 20})
-    assert build_summary(chapter_records(book)).startswith("**This book is mixed:**")
+    assert "Each chapter's configuration" not in one  # one configuration: said once, not per chapter
+    mixed = build_summary(chapter_records(book))
+    assert mixed.startswith("**This book is mixed:**")
+    assert "| 04_probes | symbolic reference agent | test split | 20 (2 positive, 2 negative) |" in mixed
     hide_injected_parameters(book / "01_main_results.ipynb")
     cell = nbformat.read(book / "01_main_results.ipynb", as_version=4).cells[0]
     assert "remove-cell" in cell.metadata["tags"]  # papermill's escaped JSON never reaches the page

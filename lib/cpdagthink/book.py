@@ -130,7 +130,7 @@ def build_summary(records: dict[str, dict[str, Any]]) -> str:
         head,
         "*Key figures, this build beside the paper's (pp; the paper's figures are from `data/paper_reported.csv`, "
         "measured on Qwen3.5-27B and the full splits).*", markdown_table(headlines),
-        "*Each chapter's configuration.*", markdown_table(pd.DataFrame(rows)),
+        *(["*Each chapter's configuration.*", markdown_table(pd.DataFrame(rows))] if mixed else []),
         "Each chapter re-executes with:", commands])
 
 
