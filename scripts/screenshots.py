@@ -4,7 +4,8 @@
 
 Writes ``<page>.png`` per page (Sphinx's index, search and genindex pages are left out) and prints, per
 page, where the first visible output and the first visible code cell sit (pixels from the top), so "results
-before code" can be checked without opening the images. Chromium comes from ``scripts/install-browser.sh``.
+before code" can be checked without opening the images, and whether the page states its verdict, shows a "nan" or a
+table with a header and no rows. Chromium comes from ``scripts/install-browser.sh``.
 """
 
 from __future__ import annotations
@@ -32,7 +33,10 @@ FIRSTS = """(() => {
     }
     return null;
   };
-  return {output: top('.cell_output'), code: top('.cell_input'), height: document.body.scrollHeight};
+  const text = document.body.innerText;
+  const empty = [...document.querySelectorAll('table')].filter(t => !t.querySelector('tbody tr')).length;
+  return {output: top('.cell_output'), code: top('.cell_input'), height: document.body.scrollHeight,
+          verdict: text.includes('Verdict.'), nan: (text.match(/\\bnan\\b/gi) || []).length, empty: empty};
 })()"""
 
 
@@ -60,7 +64,8 @@ def take(html: Path, out: Path, width: int = 1280) -> list[Path]:
             order = ("n/a" if where["output"] is None or where["code"] is None
                      else "results first" if where["output"] < where["code"] else "CODE FIRST")
             print(f"{shot}  height {where['height']}px  first output at {where['output']}, "
-                  f"first visible code at {where['code']}  ({order})", flush=True)
+                  f"first visible code at {where['code']}  ({order}); verdict {'yes' if where['verdict'] else 'NO'}, "
+                  f"NaN {where['nan']}, header-only tables {where['empty']}", flush=True)
     return written
 
 

@@ -13,7 +13,9 @@ import shutil
 import nbformat
 import pytest
 
-from cpdagthink.book import NOTEBOOKS, build, build_single_file, notebook_parameters, select_notebooks
+from cpdagthink.book import (NOTEBOOKS, build, build_single_file, build_summary, chapter_records,
+                             hide_injected_parameters, notebook_parameters, render, select_notebooks)
+from cpdagthink.cli import main
 from cpdagthink.tables import paper
 from cpdagthink.data import PROJECT_ROOT
 
@@ -38,6 +40,82 @@ def test_an_unknown_backend_is_refused_before_any_notebook_runs(tmp_path):
     with pytest.raises(ValueError, match="unknown backend 'nosuch'; choose one of local, openai"):
         build({"backend": "nosuch"}, only=["01"], root=tmp_path)
     assert not (tmp_path / "book").exists()
+
+
+def test_a_notebook_parameter_no_selected_chapter_takes_is_refused_before_anything_runs(tmp_path):
+    with pytest.raises(ValueError, match="no selected chapter takes the parameter 'probes'"):
+        build({}, only=["01"], root=tmp_path, parameters={"probes": ["scramble_full"]})
+    assert not (tmp_path / "book").exists()
+
+
+def test_book_dash_p_reads_values_as_json_or_text(capsys):
+    assert main(["book", "--only", "01", "-p", "probes=[\"scramble_full\"]"]) == 2
+    assert "no selected chapter takes the parameter 'probes'" in capsys.readouterr().err
+    assert main(["book", "--only", "04", "-p", "limit=-1"]) == 2  # checked as a run value before any notebook
+    assert "limit" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["book", "-p", "no-equals-sign"])
+
+
+def _executed(path, configuration, headline=None, injected=True):
+    """A small executed notebook as papermill leaves it: an injected-parameters cell and a first screen."""
+    nb = nbformat.v4.new_notebook()
+    cells = [nbformat.v4.new_code_cell("limit = 0", metadata={"tags": ["injected-parameters"]})] if injected else []
+    screen = nbformat.v4.new_code_cell("first_screen()")
+    screen.outputs = [nbformat.v4.new_output("display_data", data={"text/markdown": "**This run:**"}, metadata={
+        "cpdagthink": {"chapter": path.stem, "command": f"cpdagthink book --only {path.stem[:2]}",
+                       "configuration": configuration, "headline": headline or {
+                           "figure": "the gain", "paper": 13.35, "value": 1.0, "ci_low": -40.0, "ci_high": 45.0,
+                           "verdict": "This build cannot test the paper's claim: wide.", "paper_key": "main_delta"}}})]
+    nb.cells = cells + [screen]
+    nbformat.write(nb, path)
+
+
+CONFIG = {"backend": "reference", "model": "symbolic reference agent", "data": "test split", "instances": 4,
+          "positives": 2, "negatives": 2, "sample": "limit 4", "seeds": [0], "budgets": "512 + 128",
+          "decoding": "greedy decoding", "tool choice": "auto", "conditions": ["structured"], "probes": []}
+
+
+def test_render_reads_each_chapters_configuration_and_marks_a_mixed_book(tmp_path):
+    book = tmp_path / "book"
+    book.mkdir()
+    _executed(book / "01_main_results.ipynb", CONFIG)
+    _executed(book / "04_probes.ipynb", {**CONFIG, "conditions": [], "probes": ["scramble_full"]})
+    records = chapter_records(book)
+    assert list(records) == ["01_main_results", "04_probes"]
+    one = build_summary(records)
+    assert one.startswith("**One configuration for every chapter:** symbolic reference agent")
+    assert "| 01_main_results | the gain | +1 [-40, +45] | +13.35 | This build cannot test the paper's claim |" in one
+    assert "- 04_probes: `cpdagthink book --only 04`" in one
+    _executed(book / "04_probes.ipynb", {**CONFIG, "instances": 20})
+    assert "Each chapter's configuration" not in one  # one configuration: said once, not per chapter
+    mixed = build_summary(chapter_records(book))
+    assert mixed.startswith("**This book is mixed:**")
+    assert "| 04_probes | symbolic reference agent | test split | 20 (2 positive, 2 negative) |" in mixed
+    hide_injected_parameters(book / "01_main_results.ipynb")
+    cell = nbformat.read(book / "01_main_results.ipynb", as_version=4).cells[0]
+    assert "remove-cell" in cell.metadata["tags"]  # papermill's escaped JSON never reaches the page
+
+
+def test_render_without_executed_chapters_says_what_to_run(tmp_path):
+    with pytest.raises(ValueError, match="no executed chapter in .*: run `cpdagthink book`"):
+        render(tmp_path)
+
+
+@pytest.mark.slow
+def test_render_builds_the_book_from_executed_notebooks_without_executing_them(tmp_path):
+    for name in ("_config.yml", "_static", "data/paper_reported.csv", "book/intro.md", "book/paper_figures.md"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        copy = shutil.copytree if (PROJECT_ROOT / name).is_dir() else shutil.copy
+        copy(PROJECT_ROOT / name, tmp_path / name)
+    (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: book/intro\nchapters:\n  - file: book/01_main_results\n")
+    _executed(tmp_path / "book" / "01_main_results.ipynb", CONFIG)
+    index = render(tmp_path)
+    intro = re.sub(r"<[^>]+>", "", (tmp_path / "_build" / "html" / "book" / "intro.html").read_text())
+    assert index.is_file() and "One configuration for every chapter" in intro and "cpdagthink book --only 01" in intro
+    page = (tmp_path / "_build" / "html" / "book" / "01_main_results.html").read_text()
+    assert "limit = 0" not in page  # the injected cell is gone, and nothing was executed: no outputs were added
+    assert len(nbformat.read(tmp_path / "book" / "01_main_results.ipynb", as_version=4).cells) == 2
 
 
 def test_notebooks_are_thin_and_tag_their_code():
@@ -85,9 +163,9 @@ def test_book_builds_with_tables_and_figures(test_csv, tmp_path, monkeypatch):
         assert "data:image/png" in html[name] or ".png" in html[name], name
     main = html["01_main_results"]
     assert "86.36" in main and "74.53" in main and "75.92" in main
-    assert "each seed’s gain has its own CI" in main or "each seed's gain has its own CI" in main
+    assert "Verdict." in main and "Reproduce this page:" in main and "always YES (this sample)" in main
     assert "<strong>18</strong> rows" in html["05_audit"]
-    assert "alarm7 structured:" in html["02_complexity"]  # the reading's line, not the code that writes it
+    assert "alarm7 Structured Thinking:" in html["02_complexity"]  # the reading's line, not the code that writes it
     assert "On <code" in html["02_complexity"] and "generated:paraphrase" in html["02_complexity"]
     assert re.search(r"swap_valid_cpdag</span></code> [+-]\d", html["04_probes"])
     appendix = (pages / "paper_figures.html").read_text()
@@ -110,7 +188,6 @@ def check_results_before_code(name: str, page: str) -> None:
 def check_captions(name: str, page: str) -> None:
     """Every figure is numbered and its caption says whose numbers it shows and on how many instances."""
     figures = re.findall(r"<figure.*?</figure>", page, flags=re.S)
-    assert figures, name
     for figure in figures:
         caption = re.sub(r"<[^>]+>", "", re.search(r"<figcaption>(.*?)</figcaption>", figure, flags=re.S).group(1))
         assert re.search(r"Fig\. \d+", caption), (name, caption)

@@ -18,8 +18,37 @@ def test_banner_counts_with_the_right_nouns(setup):
     instances = setup.instances()
     positives = sum(i.label for i in instances)
     text = ex.banner(setup, instances, [0, 1])
-    assert "sample of 20 instances" in text and f"({positives} gold positives)" in text and "2 seeds [0, 1]" in text
+    assert "sample of 20 instances" in text and "2 seeds [0, 1]" in text
+    assert f"({positives} gold positives and {20 - positives} negatives" in text
     assert "1 seed [0]" in ex.banner(setup, instances, [0])
+
+
+def test_banner_names_the_resolved_model_budgets_and_runs_and_puts_the_verdict_first(setup):
+    instances = setup.instances()
+    text = ex.banner(setup, instances, [0], conditions=["structured", "baseline_enhanced"], probes=["scramble_full"],
+                     verdict="This build cannot test the paper's claim: X.", command="cpdagthink book --only 01")
+    assert text.startswith("**Verdict.** This build cannot test the paper's claim")
+    assert "model the symbolic reference agent" in text and "default" not in text
+    assert "token budgets 1024 for turn 1 and 512 for the answer (1536 for one-turn conditions)" in text
+    assert "Conditions: Structured Thinking, BaselineEnhanced." in text and "Probes: `scramble_full`." in text
+    assert text.endswith("Reproduce this page: `cpdagthink book --only 01`")
+    local = ex.updated(setup, backend="local", model=None)
+    assert ex.model_name(local) == "Qwen2.5-Coder-0.5B-Instruct (GGUF)"
+    assert ex.model_name(ex.updated(setup, backend="local", model="/m/own.gguf")) == "own.gguf"
+
+
+def test_reproduce_command_lists_what_differs_from_the_notebook_defaults():
+    from cpdagthink.book import NOTEBOOKS, notebook_defaults
+
+    namespace = notebook_defaults(NOTEBOOKS / "04_probes.ipynb") | {
+        "backend": "reference", "limit": 0, "probes": ["scramble_full", "drop_premise"], "model": None,
+        "interactive_widgets": False, "split": "1"}
+    # a string that reads back as JSON is quoted; lists as JSON; the shell sees one word per parameter
+    assert ex.reproduce_command("04_probes", namespace) == (
+        """cpdagthink book --only 04 -p backend=reference -p 'split="1"' -p limit=0 """
+        """-p 'probes=["scramble_full", "drop_premise"]'""")
+    assert ex.reproduce_command("04_probes", notebook_defaults(NOTEBOOKS / "04_probes.ipynb")) == \
+        "cpdagthink book --only 04"
 
 
 def test_run_folders_separate_samples_and_probes(setup):

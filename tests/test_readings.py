@@ -81,46 +81,99 @@ def test_budget_note_names_what_was_lost(grid):
     assert readings.budget_note(clean).startswith("No answer was cut off")
 
 
-def test_omission_sentence_is_computed_from_what_was_omitted():
+def test_omission_sentence_states_both_rules_and_what_each_omitted():
     three = OmittedGroup(group=3, n=6, positives=1, reason="")
     four = OmittedGroup(group=4, n=8, positives=2, reason="")
     six = OmittedGroup(group=6, n=2, positives=0, reason="")
-    same = readings.omission_sentence([three, four], [5, 6], 3)
-    assert same == ("F1 and the paired gain are scored for n = 5, n = 6. Omitted, with fewer than 3 gold positives: "
-                    "n = 3 (1 gold positive in 6 instances); n = 4 (2 gold positives in 8 instances); the same cut "
-                    "as the paper's n ≤ 4.")
-    other = readings.omission_sentence([six], [3, 5], 1)
-    assert "n = 6 (0 gold positives in 2 instances)" in other and "fewer than 1 gold positive:" in other
-    assert "the paper instead omits n ≤ 4" in other
-    assert "no bin is omitted" in readings.omission_sentence([], [5], 3)
+    text = readings.omission_sentence([three, four, six], [5], 3)
+    assert text == ("Bins follow the paper's rule (§4.3: bins with fewer than 5 variables are omitted) and, as a second "
+                    "condition, need at least 3 gold positives. F1 and the paired gain are scored for n = 5; omitted by "
+                    "the paper's rule: n = 3 (1 gold positive in 6 instances); n = 4 (2 gold positives in 8 instances); "
+                    "omitted for fewer than 3 gold positives: n = 6 (0 gold positives in 2 instances).")
+    assert readings.omission_sentence([], [5], 3).endswith("no bin of this sample is omitted.")
+
+
+def test_bin_gain_table_puts_the_papers_id_and_ood_gains_beside_each_bin():
+    gains = pd.DataFrame([{"seed": 0, "variables": n, "n": 10, "positives": 4, "gain (pp)": 1.0, "CI low": -20.0,
+                           "CI high": 30.0} for n in (5, 6)])
+    table = readings.bin_gain_table({"test": gains, "generated:paraphrase": gains})
+    assert list(table["paper gain (pp)"]) == [5.3, 18.6, 5.9, 13.6]
+    headline = readings.bin_headline(table, 3)
+    assert headline.paper_key == "gain_n6_id" and headline.figure == "the gain at n = 6 on test"
+    assert headline.verdict().startswith("This build cannot test the paper's claim: the 95% CI of the gain at n = 6")
+    empty = readings.bin_headline(readings.bin_gain_table({"test": gains.iloc[:0]}), 3)
+    assert "no bin of this sample is scored" in empty.verdict()
+
+
+def test_headline_verdict_compares_the_interval_with_the_papers_effect():
+    wide = readings.Headline("the gain", "main_delta", 10.0, -20.0, 40.0)
+    assert wide.verdict() == ("This build cannot test the paper's claim: the 95% CI of the gain is 60.0 pp wide, "
+                              "wider than the paper's whole effect (+13.35 pp).")
+    narrow = readings.Headline("the gain", "main_delta", 10.0, 5.0, 15.0)
+    assert narrow.verdict().startswith("This build can test the paper's claim: the 95% CI of the gain is 10.0 pp")
+    assert readings.Headline("the gain", "main_delta", missing="nothing ran").verdict() == \
+        "This build cannot test the paper's claim: nothing ran."
+    assert wide.record()["paper"] == 13.35 and readings.Headline("g", "main_delta").record()["value"] is None
+
+
+def test_an_ablation_without_any_object_reports_that_not_a_drop():
+    from analyses import run_record
+
+    structured = [run_record(f"r{i}", answer="YES" if i % 2 else "NO", gold_label=i % 2, tool_flow=True,
+                             emitted=None) for i in range(4)]
+    runs = {("structured", 0): [run_record(f"r{i}", answer="YES", gold_label=i % 2) for i in range(4)],
+            ("no_constrained_decoding", 0): structured}
+    drops = readings.ablation_table(tables.scores_frame(runs), runs)
+    assert math.isnan(drops.loc["no_constrained_decoding", "drop vs Structured Thinking (pp)"])
+    assert drops.loc["no_constrained_decoding", "note"] == "no turn-1 object on any row"
+    phrase = readings.ablation_phrase(drops, {})
+    assert "removing the regex constraint gives no drop to report" in phrase
+    assert "+0.0" not in phrase and "switching thinking off was not run" in phrase
+    paired = tables.paired_frame(runs, "structured", ["no_constrained_decoding"], n_resamples=50)
+    assert "no turn-1 object on any row" in readings.ablation_headline(paired, drops).verdict()
 
 
 def test_complexity_reading_quotes_bin_gains_and_ood(grid):
-    gains, omitted = tables.bin_gain_frame(grid, "structured", "baseline_enhanced", min_positives=2, n_resamples=200)
+    gains, omitted = tables.bin_gain_frame(grid, "structured", "baseline_enhanced", min_positives=2, n_resamples=200,
+                                           min_variables=0)
     ood = tables.paired_frame(grid, "structured", ["baseline_enhanced"], n_resamples=200)
     stress = readings.stress_table({})
     reading = readings.complexity(gains, omitted, 2, instances(GOLD), [0, 1], ood, "generated:paraphrase", stress)
     assert "n = 5 (1 gold positive in 5 instances)" in reading.phrases["omission"]
     assert reading.phrases["bin_gains"].startswith("n = 3, seed 0:")
-    assert readings.bin_gains_sentence(gains.iloc[:0]) == "none, as no bin has enough positives"
+    assert readings.bin_gains_sentence(gains.iloc[:0]) == "none, as no bin is scored"
     assert reading.phrases["ood"].startswith("On `generated:paraphrase`, Structured Thinking against BaselineEnhanced")
-    assert reading.phrases["stress"].startswith("No stress set was run")
+    assert reading.phrases["stress"] == ""  # the section collapses to its own sentence and command
     assert reading.numbers["paper_split_size_ood"] == 2246 and reading.numbers["paper_asia8_9b_n"] == 40
     assert list(stress.index.get_level_values("family").unique()) == ["random7", "alarm7", "asia8"]
     no_ood = readings.complexity(gains, omitted, 2, instances(GOLD), [0], None, None, stress)
     assert no_ood.phrases["ood"].startswith("No OOD split was run")
 
 
-def test_probe_reading_reports_changes_as_minus_drops():
+def test_probe_reading_reports_drops_as_unprobed_minus_probed():
     table = pd.DataFrame([{"agent": "m", "probe": "scramble_full", "drop_gold_pp": 12.0, "flipped_share": 0.2},
                           {"agent": "m", "probe": "drop_premise", "drop_gold_pp": -0.0, "flipped_share": 0.0},
                           {"agent": readings.REFERENCE, "probe": "scramble_full", "drop_gold_pp": 50.0,
                            "flipped_share": 0.6}])
     reading = readings.probes_reading(table, "m", ["scramble_full", "drop_premise"], instances([1, 0]), [0])
-    assert reading.numbers["change_scramble_full"] == -12.0
-    assert reading.phrases["probe_changes"].startswith("`scramble_full` -12.0 pp; `drop_premise` +0.0 pp.")
-    assert "validity-preserving swaps were not run" in reading.phrases["probe_changes"]
+    assert reading.numbers["drop_scramble_full"] == 12.0  # the same sign as the probe table and the figure
+    assert reading.phrases["probe_drops"].startswith("`scramble_full` +12.0 pp; `drop_premise` +0.0 pp.")
+    assert "validity-preserving swaps were not run" in reading.phrases["probe_drops"]
     assert (reading.numbers["flips_model"], reading.numbers["flips_reference"]) == pytest.approx((10.0, 60.0))
+    alone = readings.probes_reading(table[table["agent"] == "m"], "m", ["scramble_full"], instances([1, 0]), [0])
+    assert "reference agent" not in alone.phrases["flips"]
+
+
+def test_constant_answers_are_flagged_in_prose(grid):
+    from analyses import run_record
+
+    yes = {("structured", 0): [run_record(f"r{i}", answer="YES") for i in range(4)]}
+    assert readings.constant_phrase(yes).startswith("Constant answers: Structured Thinking answered YES 4/4 (seed 0).")
+    assert readings.constant_phrase(grid) == ""
+    reading = readings.main_results(tables.scores_frame(yes | grid), tables.paired_frame(grid, "structured",
+                                    ["baseline_enhanced"], n_resamples=50), instances(GOLD), [0], yes)
+    assert "YES 4/4" in reading.phrases["constant"] and "F1 66.7" in reading.phrases["trivial"]
+    assert reading.headline.paper_key == "main_delta"
 
 
 def test_gallery_and_audit_phrases_count_with_the_right_nouns():
@@ -139,3 +192,60 @@ def test_gallery_and_audit_phrases_count_with_the_right_nouns():
 def test_phrases_paste_as_text_and_as_markdown():
     phrase = readings.Phrase("**3** rows")
     assert phrase._repr_markdown_() == "**3** rows" and eval(repr(phrase)) == "**3** rows"
+
+
+@pytest.fixture()
+def displayed(monkeypatch):
+    """What the chapter helpers display, as (object, metadata) pairs (they import IPython's display when called)."""
+    import IPython.display
+
+    shown = []
+    monkeypatch.setattr(IPython.display, "display", lambda *objs, metadata=None: shown.extend((o, metadata) for o in objs))
+    return shown
+
+
+def _shown(displayed, show, *args):
+    """What a section displays: (markdown texts, count of figures)."""
+    from matplotlib.figure import Figure
+
+    displayed.clear()
+    show(*args)
+    texts = [o.data for o, _ in displayed if hasattr(o, "data") and isinstance(o.data, str)]
+    return texts, sum(isinstance(o, Figure) for o, _ in displayed)
+
+
+def test_a_section_that_could_not_run_is_one_sentence_and_its_command(displayed):
+    texts, figures_drawn = _shown(displayed, readings.show_bin_gains, readings.bin_gain_table({"test": pd.DataFrame(
+        columns=tables.BIN_GAIN_COLUMNS)}))
+    assert texts == ["No bin of this sample meets both rules, so no per-bin gain is computed. Fill it with "
+                     "`cpdagthink book --only 02 -p limit=0`."] and figures_drawn == 0
+    texts, _ = _shown(displayed, readings.show_ood, None)
+    assert texts == ["No OOD split ran for this page. Fill it with "
+                     "`cpdagthink book --only 02 -p ood_split=generated:paraphrase`."]
+    texts, figures_drawn = _shown(displayed, readings.show_stress, readings.stress_table({}))
+    assert len(texts) == 1 and "stress_families=[\"alarm7\"]" in texts[0] and figures_drawn == 0
+
+
+def test_a_section_that_ran_shows_its_figure_with_a_caption_of_what_is_drawn(displayed):
+    gains = pd.DataFrame([{"seed": 0, "variables": 5, "n": 10, "positives": 4, "gain (pp)": 1.0, "CI low": -9.0,
+                           "CI high": 11.0}])
+    texts, figures_drawn = _shown(displayed, readings.show_bin_gains, readings.bin_gain_table({"test": gains}))
+    assert figures_drawn == 1 and texts[-1].startswith("*This run's paired gain")
+
+
+def test_first_screen_carries_configuration_and_headline_for_the_intro(test_csv, tmp_path, monkeypatch, displayed):
+    from cpdagthink import experiments as ex
+    from cpdagthink.book import NOTEBOOKS, notebook_defaults
+
+    monkeypatch.setenv("CORR2CAUSE_CSV", str(test_csv))
+    namespace = notebook_defaults(NOTEBOOKS / "01_main_results.ipynb") | {
+        "backend": "reference", "out_root": str(tmp_path / "runs"), "cache_dir": str(tmp_path / "cache")}
+    setup = ex.setup_from_parameters(namespace)
+    rows = setup.instances()
+    headline = readings.Headline("the gain", "main_delta", 2.0, -30.0, 40.0)
+    readings.first_screen(setup, rows, [0], "01_main_results", namespace, headline, ["structured"])
+    (text, metadata), = displayed
+    assert text.data.startswith("**Verdict.** This build cannot test the paper's claim")
+    record = metadata[readings.METADATA_KEY]
+    assert record["configuration"]["instances"] == 4 and record["configuration"]["negatives"] == 2
+    assert record["headline"]["value"] == 2.0 and record["command"].startswith("cpdagthink book --only 01 -p backend=reference")

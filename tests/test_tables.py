@@ -79,7 +79,8 @@ def test_scores_and_seed_frames(runs):
 
 
 def test_bin_gain_frame_matches_per_bin_comparisons_and_names_omitted_bins(runs):
-    gains, omitted = tables.bin_gain_frame(runs, "structured", "baseline_enhanced", min_positives=2, n_resamples=300)
+    gains, omitted = tables.bin_gain_frame(runs, "structured", "baseline_enhanced", min_positives=2, n_resamples=300,
+                                           min_variables=0)
     # Bins: n=3 has 2 positives, n=4 has 2, n=5 has 1 -> n=5 omitted, once although two seeds ran.
     assert [(o.group, o.positives, o.n) for o in omitted] == [(5, 1, 5)]
     assert "1 gold positive in 5 instances" in omitted[0].reason
@@ -95,7 +96,7 @@ def test_bin_gain_frame_matches_per_bin_comparisons_and_names_omitted_bins(runs)
 def test_bin_tables_are_narrow(runs):
     sizes, accuracy = tables.bin_tables(tables.bins_frame(runs))
     assert list(sizes.columns) == ["n", "positives"] and sizes.loc[5, "positives"] == 1
-    assert list(accuracy.columns) == ["accuracy baseline_enhanced", "accuracy structured"]
+    assert list(accuracy.columns) == ["accuracy BaselineEnhanced", "accuracy Structured Thinking"]
 
 
 def test_cut_off_and_usage():
@@ -111,7 +112,8 @@ def test_paper_rows_in_order_and_missing_keys_refused():
     assert list(table["value"]) == [73.01, 86.36] and set(table["source"]) == {"paper"}
     with pytest.raises(KeyError, match="no_such_key"):
         tables.paper(["no_such_key"])
-    assert tables.paper_view(["main_mcnemar_p"]).loc["main_mcnemar_p", "value"] == "2.4e-06"
+    view = tables.paper_view(["main_mcnemar_p"]).iloc[0]
+    assert view["value"] == "2.4e-06" and "Structured Thinking vs BaselineEnhanced" in view["paper figure"]
     assert tables.paper(["split_size_ood"])["value"].item() == 2246
 
 
@@ -163,3 +165,62 @@ def test_a_row_without_an_oracle_label_is_scored_on_its_published_label():
     assert scores.loc["corrected", "published only"] == 1 and scores.loc["gold", "published only"] == 0
     assert scores.loc["gold", "F1"] == pytest.approx(100.0)
     assert scores.loc["corrected", "n"] == len(records) and scores.loc["corrected", "fn"] == 1
+
+
+def test_bins_follow_the_papers_rule_then_the_positive_guard(runs):
+    """Default: n <= 4 omitted as the paper does (§4.3), then bins with too few positives; both named."""
+    gains, omitted = tables.bin_gain_frame(runs, "structured", "baseline_enhanced", min_positives=1, n_resamples=100)
+    assert sorted(set(gains["variables"])) == [5]
+    assert [(o.group, o.n, o.positives) for o in omitted] == [(3, 2, 2), (4, 3, 2)]
+    assert "paper's rule" in omitted[0].reason
+    guarded, omitted = tables.bin_gain_frame(runs, "structured", "baseline_enhanced", min_positives=2, n_resamples=100)
+    assert guarded.empty and [o.group for o in omitted] == [3, 4, 5] and "paper's rule" not in omitted[2].reason
+
+
+def test_answers_frame_flags_constant_answers_and_counts_what_was_lost():
+    yes = [record(i, g, 1) for i, g in enumerate([1, 0, 1, 0])]
+    mixed = [record(0, 1, 1), record(1, 0, None, finish="length"), record(2, 1, 0), record(3, 0, 0)]
+    frame = tables.answers_frame({("structured", 0): yes, ("baseline_enhanced", 0): mixed}).set_index("condition")
+    assert frame.loc["structured", "answers"] == "YES 4/4 (constant)"
+    assert frame.loc["baseline_enhanced", "answers"] == "YES 1/4"
+    assert (frame.loc["baseline_enhanced", "unparsed"], frame.loc["baseline_enhanced", "cut off"]) == (1, 1)
+    assert frame.loc["structured", "objects"] == "—" and frame.loc["structured", "rejected"] == 0
+    assert tables.constant_conditions({("structured", 0): yes}) == {"structured": "YES 4/4 (seed 0)"}
+
+
+def test_a_run_without_any_parsed_object_is_named():
+    tool = [run_record("a", tool_flow=True), run_record("b", tool_flow=True)]
+    assert tables.produced_no_object(tool)
+    assert tables.answer_counts(tool)["objects"] == "0/2"
+    assert not tables.produced_no_object([run_record("c")])  # not a tool condition
+
+
+def test_trivial_predictors_stand_beside_every_f1():
+    assert tables.trivial_predictors([1, 1, 0, 0]) == {"always-YES F1": pytest.approx(100 * 2 / 3),
+                                                       "majority-class accuracy": 50.0}
+    table = tables.score_table(tables.scores_frame(two_seed_grid()), "gold", GOLD)
+    always = table.iloc[-2]
+    assert table.index[-2][0] == "always YES (this sample)"
+    assert always["F1"] == pytest.approx(100 * 2 * 5 / (10 + 5)) and always["recall"] == 100
+    assert table.index[-1][0] == "majority class, always NO" and table.iloc[-1]["accuracy"] == 50
+
+
+def test_tables_print_readable_labels_without_index_columns():
+    frame = pd.DataFrame({"F1": [1.234, math.nan]}, index=pd.Index(["structured", "baseline_enhanced"], name="condition"))
+    html = tables.show(frame).to_html()
+    assert "Structured Thinking" in html and "BaselineEnhanced" in html and "—" in html and "1.23" in html
+    assert "structured<" not in html and 'class="row_heading' not in html
+    assert tables.label("structured vs no_constrained_decoding") == "Structured Thinking vs no constrained decoding"
+    long = "x" * 80
+    assert long in tables.show(pd.DataFrame({"hypothesis": [long]})).to_html()  # never cut short with "…"
+
+
+def test_scores_count_unparsed_answers_by_the_records_rule():
+    """Chapter 01's count agrees with RunRecord.unparsed: a rejected request or a row that could not be posed
+    has no answer but is not an unparsed one."""
+    refused = TurnRecord(messages_sha256="", request_sha256="", meta={"rejected": "HTTP 400"})
+    rows = [run_record("a", answer=None, turns=[refused]), run_record("b", answer=None, problem="no DAG"),
+            run_record("c", answer=None)]
+    scores = tables.scores_frame({("structured", 0): rows})
+    assert set(scores["unparsed"]) == {1}
+    assert tables.answers_frame({("structured", 0): rows}).loc[0, "rejected"] == 1

@@ -79,21 +79,106 @@ def execute(notebook: Path, overrides: dict[str, Any], output_dir: Path) -> Path
           + (f" (not a parameter here: {sorted(unknown)})" if unknown else ""), flush=True)
     papermill.execute_notebook(str(notebook), str(output), parameters=parameters, cwd=str(PROJECT_ROOT),
                                kernel_name="python3", progress_bar=False, log_output=False)
-    hide_injected_parameters(output)
     return output
 
 
 def hide_injected_parameters(path: Path) -> None:
-    """Give papermill's injected-parameters cell the ``remove-input`` tag of the parameters cell it follows
-    (papermill tags it ``injected-parameters`` only, so the book would show its code)."""
+    """Remove papermill's injected-parameters cell from the page (tag ``remove-cell``): it shows lists as
+    escaped JSON; each chapter's first screen prints the command that reproduces it instead."""
     import nbformat
 
     nb = nbformat.read(path, as_version=4)
     for cell in nb.cells:
         tags = cell.metadata.setdefault("tags", [])
-        if "injected-parameters" in tags and "remove-input" not in tags:
-            tags.append("remove-input")
+        if "injected-parameters" in tags and "remove-cell" not in tags:
+            tags.append("remove-cell")
     nbformat.write(nb, path)
+
+
+SUMMARY = "build_summary.md"  # written by render() into book/, included by the intro
+
+
+def chapter_records(book: Path) -> dict[str, dict[str, Any]]:
+    """Per executed chapter in ``book``, what its first screen recorded (configuration, headline, command),
+    read from the output metadata that :func:`readings.first_screen` writes."""
+    import nbformat
+
+    from .readings import METADATA_KEY
+
+    found = {}
+    for path in sorted(book.glob("[0-9][0-9]_*.ipynb")):
+        outputs = (o for c in nbformat.read(path, as_version=4).cells for o in c.get("outputs", []))
+        record = next((o["metadata"][METADATA_KEY] for o in outputs if METADATA_KEY in o.get("metadata", {})), None)
+        if record is not None:
+            found[path.stem] = record
+    return found
+
+
+def build_summary(records: dict[str, dict[str, Any]]) -> str:
+    """The intro's account of this build: whether every chapter ran with one configuration (or the book is
+    mixed), each chapter's configuration, and each chapter's key figure beside the paper's."""
+    import pandas as pd
+
+    from .tables import markdown_table
+
+    if not records:
+        return "No chapter of this book has been executed yet: run `make book`."
+    shared = ("backend", "model", "data", "sample", "instances", "positives", "seeds", "budgets", "decoding",
+              "tool choice")
+    configs = {name: {k: r["configuration"][k] for k in shared} for name, r in records.items()}
+    mixed = len({repr(c) for c in configs.values()}) > 1
+    first = next(iter(configs.values()))
+    head = ("**This book is mixed:** its chapters ran with different configurations (table below); numbers of "
+            "two chapters compare only where their rows agree. Rebuild every chapter with one command to unmix it."
+            if mixed else
+            f"**One configuration for every chapter:** {first['model']} (backend `{first['backend']}`), "
+            f"{first['data']}, {first['sample']}, seeds {first['seeds']}, token budgets {first['budgets']} "
+            f"(turn 1 + answer), {first['decoding']}.")
+
+    def number(value: float, unit: str) -> str:
+        return f"{value:+.3g}" if unit == "pp" else f"{value:.3g}"  # gains and drops signed, scores not
+
+    def figure(h: dict[str, Any]) -> str:
+        if h["value"] is None:
+            return "not computed"
+        unit = h.get("unit", "pp")
+        ci = "" if h["ci_low"] is None else f" [{number(h['ci_low'], unit)}, {number(h['ci_high'], unit)}]"
+        return number(h["value"], unit) + ci
+
+    headlines = pd.DataFrame([{"chapter": name, "key figure": r["headline"]["figure"],
+                               "this build (95% CI)": figure(r["headline"]),
+                               # the paper's figure as the paper prints it
+                               "paper": f"{r['headline']['paper']:{'+' if r['headline'].get('unit', 'pp') == 'pp' else ''}g}",
+                               "verdict": r["headline"]["verdict"].split(":")[0]}
+                              for name, r in records.items()])
+    rows = [{"chapter": name, "model": c["model"], "data": c["data"],
+             "sample": f"{r['configuration']['instances']} ({r['configuration']['positives']} positive, "
+                       f"{r['configuration']['negatives']} negative)",
+             "seeds": ", ".join(map(str, c["seeds"])), "budgets": c["budgets"], "decoding": c["decoding"]}
+            for (name, c), r in zip(configs.items(), records.values())]
+    commands = "\n".join(f"- {name}: `{r['command']}`" for name, r in records.items())
+    return "\n\n".join([
+        head,
+        "*Key figures, this build beside the paper's (pp; the paper's figures are from `data/paper_reported.csv`, "
+        "measured on Qwen3.5-27B and the full splits).*", markdown_table(headlines),
+        *(["*Each chapter's configuration.*", markdown_table(pd.DataFrame(rows))] if mixed else []),
+        "Each chapter re-executes with:", commands])
+
+
+def render(root: Path = PROJECT_ROOT) -> Path:
+    """Build the book from the notebooks already executed into ``root/book`` (by ``cpdagthink book`` or by
+    papermill), executing nothing: hide papermill's parameters cell, write the intro's account of the
+    build's configurations and key figures, then the HTML book and its single-file print."""
+    book = root / "book"
+    executed = sorted(book.glob("[0-9][0-9]_*.ipynb"))
+    if not executed:
+        raise ValueError(f"no executed chapter in {book}: run `cpdagthink book` (or papermill) first")
+    for path in executed:
+        hide_injected_parameters(path)
+    (book / SUMMARY).write_text(build_summary(chapter_records(book)) + "\n", encoding="utf-8")
+    index = build_html(root)
+    build_single_file(root)
+    return index
 
 
 def build_html(root: Path = PROJECT_ROOT) -> Path:
@@ -114,6 +199,7 @@ PRINT_STYLE = """
 .bd-article-container, .bd-content, .bd-main, .bd-page-width { max-width: 100% !important; }
 pre { white-space: pre-wrap !important; overflow-wrap: anywhere; }
 div.cell_input, div.cell_output { break-inside: avoid; }
+th { overflow-wrap: normal !important; word-break: normal !important; hyphens: manual !important; }
 """
 
 
@@ -164,13 +250,23 @@ def select_notebooks(only: list[str] | None = None) -> list[Path]:
     return [n for n in notebooks if any(n.name.startswith(prefix) for prefix in only)]
 
 
-def build(overrides: dict[str, Any], only: list[str] | None = None, root: Path = PROJECT_ROOT) -> Path:
+def build(overrides: dict[str, Any], only: list[str] | None = None, root: Path = PROJECT_ROOT,
+          parameters: dict[str, Any] | None = None) -> Path:
     """Execute the notebooks (all, or those whose names start with an entry of ``only``) into ``root/book``
-    and build the book at ``root`` (which holds ``_config.yml`` and ``_toc.yml``)."""
+    and build the book at ``root`` (which holds ``_config.yml`` and ``_toc.yml``) with :func:`render`; other
+    chapters already executed in ``root/book`` are left as they are. ``parameters`` (``-p name=value``) are
+    any notebook parameters; a name no selected chapter declares is refused before anything runs."""
     from .config import bare_urls
     from .parameters import coerce_list
 
     notebooks = select_notebooks(only)
+    parameters = parameters or {}
+    declared = set().union(*(notebook_parameters(n) for n in notebooks))
+    unknown = sorted(set(parameters) - declared)
+    if unknown:
+        raise ValueError(f"no selected chapter takes the parameter {', '.join(map(repr, unknown))}; "
+                         f"they take: {', '.join(sorted(declared))}")
+    overrides = {**overrides, **parameters}
     if overrides.get("base_url"):  # printed and stored in every executed notebook: no user info (credentials)
         overrides = {**overrides, "base_url": bare_urls(coerce_list(overrides["base_url"], "base_url"))}
     check_parameters(notebooks, overrides)  # papermill would fail deep inside a notebook
@@ -183,7 +279,6 @@ def build(overrides: dict[str, Any], only: list[str] | None = None, root: Path =
         start = time.perf_counter()
         execute(notebook, overrides, book)
         timings[notebook.name] = round(time.perf_counter() - start, 1)
-    index = build_html(root)
-    build_single_file(root)
+    index = render(root)
     print(f"notebook times (s): {json.dumps(timings)}")
     return index

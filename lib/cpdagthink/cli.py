@@ -187,15 +187,35 @@ def _variable_count(text: str) -> int | str:
     raise argparse.ArgumentTypeError(f"expected a number of variables (2 or more) or 'all', got {text!r}")
 
 
+def _notebook_parameter(text: str) -> tuple[str, Any]:
+    """``name=value`` of ``book -p``: the value read as JSON when it is JSON (numbers, lists, null, true),
+    else as the text itself (``-p backend=reference``)."""
+    name, sep, value = text.partition("=")
+    if not sep or not name.isidentifier():
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, e.g. probes='[\"scramble_full\"]', got {text!r}")
+    try:
+        return name, json.loads(value)
+    except ValueError:
+        return name, value
+
+
 def cmd_book(args: argparse.Namespace) -> int:
     from .book import build
 
-    overrides = {k: v for k, v in vars(args).items() if k not in ("command", "handler", "only", "sample_variables")
-                 and v not in (None, [], "")}
+    overrides = {k: v for k, v in vars(args).items() if k not in ("command", "handler", "only", "sample_variables",
+                                                                    "parameter") and v not in (None, [], "")}
     if args.sample_variables:
         overrides["sample_variables"] = None if "all" in args.sample_variables else args.sample_variables
-    index = build(overrides, only=args.only)  # every notebook's parameters are checked before any starts
+    parameters = dict(args.parameter or [])
+    index = build(overrides, only=args.only, parameters=parameters)  # every notebook's values are checked first
     print(f"book: {index}")
+    return 0
+
+
+def cmd_render(args: argparse.Namespace) -> int:
+    from .book import render
+
+    print(f"book: {render()}")
     return 0
 
 
@@ -255,6 +275,7 @@ def build_parser() -> argparse.ArgumentParser:
         "generate": (cmd_generate, "write a generated Corr2Cause-format CSV"),
         "run": (cmd_run, "run a condition over instances with a backend (resumable, cached)"),
         "book": (cmd_book, "execute every notebook with papermill and build the Jupyter Book"),
+        "render": (cmd_render, "build the Jupyter Book from the notebooks already executed in book/ (runs nothing)"),
         "schema": (cmd_schema, "print the CausalAnalysis JSON schema or its decoding regex"),
         "prompt": (cmd_prompt, "print one turn's request (messages, tools, tool choice) as JSON, probed or not"),
     }
@@ -303,6 +324,9 @@ def build_parser() -> argparse.ArgumentParser:
     book.add_argument("--sample-variables", nargs="+", metavar="N", type=_variable_count,
                       help="draw the sample from rows with these variable counts (notebook default: 5), or 'all'")
     book.add_argument("--only", nargs="+", help="notebook name prefixes, e.g. 01 04")
+    book.add_argument("-p", "--parameter", action="append", type=_notebook_parameter, metavar="NAME=VALUE",
+                      help="any notebook parameter (papermill's names), e.g. -p probes='[\"scramble_full\"]'; "
+                           "repeatable; wins over the flags")
     schema = parsers["schema"]
     schema.add_argument("--variables", required=True, help="comma-separated names, e.g. A,B,C")
     schema.add_argument("--regex", action="store_true", help="print the constrained-decoding regex instead")

@@ -89,18 +89,90 @@ def run_grid(setup: RunConfig, conditions: Iterable[str], seeds: Iterable[int],
     return {(c, s): run(setup, c, s, instances) for s in seeds for c in conditions}
 
 
-def banner(setup: RunConfig, instances: Sequence[Instance], seeds: Sequence[int]) -> str:
-    """The line every page prints: which model, which data, how many instances and seeds, which decoding."""
+def model_name(setup: RunConfig) -> str:
+    """The model a setup runs, by its resolved name (never ``default``): the local registry's title for a
+    short name, the file name of a ``.gguf`` path, the symbolic agent for the reference backend."""
+    if setup.backend == "reference":
+        return "the symbolic reference agent, which reads the exact oracle's CPDAG"
+    if setup.backend == "local":
+        from pathlib import Path
+
+        from .backends.models import DEFAULT_MODEL, MODELS
+
+        spec = MODELS.get(setup.model or DEFAULT_MODEL)
+        return spec.title if spec else Path(str(setup.model)).name
+    return str(setup.model)
+
+
+def configuration(setup: RunConfig, instances: Sequence[Instance], seeds: Sequence[int],
+                  conditions: Sequence[str] = (), probes: Sequence[str] = ()) -> dict[str, Any]:
+    """What a chapter ran, as plain values (the book's intro compares chapters by them)."""
+    positives = sum(i.label for i in instances)
+    d = setup.decoding
+    return {"backend": setup.backend, "model": model_name(setup), "data": setup.data or f"{setup.split} split",
+            "instances": len(instances), "positives": positives, "negatives": len(instances) - positives,
+            "sample": (f"limit {setup.limit}, seed {setup.sample_seed}, variables "
+                       f"{'any' if not setup.sample_variables else list(setup.sample_variables)}, at least "
+                       f"{setup.sample_min_positives} positives" if setup.limit else "whole split"),
+            "seeds": list(seeds), "budgets": f"{d.max_tokens_turn1} + {d.max_tokens_answer}",
+            "decoding": _decoding_text(d), "tool choice": d.tool_choice,
+            "conditions": list(conditions), "probes": list(probes)}
+
+
+def banner(setup: RunConfig, instances: Sequence[Instance], seeds: Sequence[int], *,
+           conditions: Sequence[str] = (), probes: Sequence[str] = (), verdict: str | None = None,
+           command: str | None = None) -> str:
+    """What a page says first: the verdict (whether this build can test the paper's claim, before any
+    number), then which model, data, sample (positives and negatives), seeds, budgets and decoding, which
+    conditions and probes ran, and the command that reproduces the page."""
+    from .tables import label
+
     positives = sum(i.label for i in instances)
     source = setup.data or f"Corr2Cause {setup.split} split"
     drawn = (f" drawn from rows with {', '.join(map(str, setup.sample_variables))} variables"
              if setup.limit > 0 and setup.sample_variables else "")
-    return (f"**This run:** backend `{setup.backend}`, model `{setup.model or 'default'}`, {source}, "
-            f"sample of {counted(len(instances), 'instance')}{drawn} ({counted(positives, 'gold positive')}"
-            f"{_balance_text(setup)}), "
-            f"{counted(len(seeds), 'seed')} {list(seeds)}, "
-            f"{_decoding_text(setup.decoding)}. "
-            f"Figures labelled *paper* are the paper's, reported for Qwen3.5-27B or the named model on the full data.")
+    d = setup.decoding
+    lines = [f"**Verdict.** {verdict}"] if verdict else []
+    lines.append(
+        f"**This run:** model {model_name(setup)} (backend `{setup.backend}`), {source}, "
+        f"sample of {counted(len(instances), 'instance')}{drawn} ({counted(positives, 'gold positive')} and "
+        f"{counted(len(instances) - positives, 'negative')}{_balance_text(setup)}), "
+        f"{counted(len(seeds), 'seed')} {list(seeds)}, token budgets {d.max_tokens_turn1} for turn 1 and "
+        f"{d.max_tokens_answer} for the answer ({d.one_turn_budget} for one-turn conditions), "
+        f"{_decoding_text(d)}."
+        + (f" Conditions: {', '.join(label(c) for c in conditions)}." if conditions else "")
+        + (f" Probes: {', '.join(f'`{p}`' for p in probes)}." if probes else "")
+        + " Figures labelled *paper* are the paper's, reported for Qwen3.5-27B or the named model on the full data.")
+    if command:
+        lines.append(f"Reproduce this page: `{command}`")
+    return "\n\n".join(lines)
+
+
+def reproduce_command(chapter: str, namespace: Mapping[str, Any]) -> str:
+    """The command that re-executes one chapter with the parameters it ran with: ``cpdagthink book --only NN``
+    and one ``-p name=value`` per parameter that differs from the notebook's default."""
+    import shlex
+
+    from .book import NOTEBOOKS, notebook_defaults
+
+    defaults = notebook_defaults(NOTEBOOKS / f"{chapter}.ipynb")
+    parts = ["cpdagthink", "book", "--only", chapter.split("_")[0]]
+    for name, default in defaults.items():
+        value = namespace.get(name, default)
+        if name == "interactive_widgets" or value == default:
+            continue
+        text = value if isinstance(value, str) and _is_plain(value) else json.dumps(value)
+        parts += ["-p", shlex.quote(f"{name}={text}")]
+    return " ".join(parts)
+
+
+def _is_plain(text: str) -> bool:
+    """A string that ``-p name=value`` reads back as that same string (not as a number, list or null)."""
+    try:
+        json.loads(text)
+    except ValueError:
+        return True
+    return False
 
 
 def _decoding_text(decoding: Any) -> str:

@@ -39,15 +39,25 @@ def error_bars(scores: pd.DataFrame) -> Figure:
 
 
 def gain_points(gains: pd.DataFrame, x: str = "variables") -> Figure:
-    """Paired gain (pp) with its bootstrap 95% CI per bin (or per seed), one point per seed."""
+    """Paired gain (pp) with its bootstrap 95% CI per bin (or per seed), one point per seed and split (when
+    the frame has a ``split`` column), and the paper's gain as a cross where the frame has one."""
     fig, ax = _figure()
-    for seed, group in gains.groupby("seed"):
-        ax.errorbar(group[x].astype(str), group["gain (pp)"],
+    keys = ["split", "seed"] if "split" in gains.columns else ["seed"]
+    groups = list(gains.groupby(keys, sort=False))
+    for k, (key, group) in enumerate(groups):
+        key = key if isinstance(key, tuple) else (key,)
+        # Side by side within a bin, so intervals of two splits or seeds do not hide each other.
+        where = group[x].map(lambda v: sorted(gains[x].unique()).index(v)) + 0.15 * (k - (len(groups) - 1) / 2)
+        ax.errorbar(where, group["gain (pp)"],
                     yerr=[group["gain (pp)"] - group["CI low"], group["CI high"] - group["gain (pp)"]],
-                    fmt="o", capsize=4, label=f"seed {seed}")
+                    fmt="o", capsize=4, label=", ".join(f"{n} {v}" if n == "seed" else str(v) for n, v in zip(keys, key)))
+        if "paper gain (pp)" in group.columns and group["paper gain (pp)"].notna().any():
+            ax.scatter(where, group["paper gain (pp)"], marker="x", color="black", zorder=3)
+    ticks = sorted(gains[x].unique())
+    ax.set_xticks(range(len(ticks)), [str(t) for t in ticks])
     ax.axhline(0, color="black", lw=0.8)
     ax.set(xlabel="number of variables" if x == "variables" else x, ylabel="gain (pp)")
-    if gains["seed"].nunique() > 1:
+    if len(groups) > 1:
         ax.legend()
     return fig
 

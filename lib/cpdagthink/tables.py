@@ -9,6 +9,7 @@ read only by the small helpers at the top.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -19,6 +20,7 @@ from .records import RunRecord
 from .metrics import (
     OmittedGroup,
     Usage,
+    binary_scores,
     cost_summary,
     paired_by_group,
     paired_comparison,
@@ -66,25 +68,82 @@ def scores_frame(runs: Runs) -> pd.DataFrame:
         _, corrected = _columns(records, "corrected")
         truncated = sum(r.cut_off for r in records)
         unlabelled = sum(r.oracle_label is None for r in records)
+        unparsed = sum(r.unparsed for r in records)  # RunRecord's rule: not rejected, not "not posed"
         for labels, s in scores_against(pred, gold, corrected).items():
             rows.append({"condition": condition, "seed": seed, "labels": labels, "n": s.n,
                          "F1": 100 * s.f1, "precision": 100 * s.precision, "recall": 100 * s.recall,
                          "accuracy": 100 * s.accuracy, "tp": s.tp, "fp": s.fp, "fn": s.fn, "tn": s.tn,
-                         "unparsed": s.unparsed, "cut off": truncated,
+                         "unparsed": unparsed, "cut off": truncated,
                          "published only": unlabelled if labels == "corrected" else 0})
     return pd.DataFrame(rows)
 
 
-def score_table(scores: pd.DataFrame, labels: str = "gold") -> pd.DataFrame:
-    """The rates of :func:`scores_frame` against one set of labels, one row per (condition, seed)."""
-    return (scores[scores["labels"] == labels]
-            .set_index(["condition", "seed"])[["n", "F1", "precision", "recall", "accuracy"]])
+def score_table(scores: pd.DataFrame, labels: str = "gold", truth: Sequence[int] | None = None) -> pd.DataFrame:
+    """The rates of :func:`scores_frame` against one set of labels, one row per (condition, seed); with the
+    sample's ``truth``, two last rows score the predictors that read nothing (always YES, the majority class)
+    on the same sample, so every F1 stands beside them."""
+    table = (scores[scores["labels"] == labels]
+             .set_index(["condition", "seed"])[["n", "F1", "precision", "recall", "accuracy"]])
+    if truth is None:
+        return table
+    majority = int(2 * sum(truth) > len(truth))
+    trivial = {"always YES (this sample)": binary_scores([1] * len(truth), list(truth)),
+               f"majority class, always {'YES' if majority else 'NO'}": binary_scores([majority] * len(truth), list(truth))}
+    rows = pd.DataFrame([{"condition": name, "seed": math.nan, "n": s.n, "F1": 100 * s.f1,
+                          "precision": 100 * s.precision, "recall": 100 * s.recall, "accuracy": 100 * s.accuracy}
+                         for name, s in trivial.items()]).set_index(["condition", "seed"])
+    return pd.concat([table, rows])
 
 
 def count_table(scores: pd.DataFrame, labels: str = "gold") -> pd.DataFrame:
     """The counts of :func:`scores_frame` against one set of labels, one row per (condition, seed)."""
     return (scores[scores["labels"] == labels]
             .set_index(["condition", "seed"])[["tp", "fp", "fn", "tn", "unparsed", "cut off"]])
+
+
+def answer_counts(records: Sequence[RunRecord]) -> dict[str, Any]:
+    """What one run produced, by :class:`RunRecord`'s own definitions: its YES answers (``YES 4/4``, flagged
+    ``constant`` when every answer is the same), its parsed turn-1 objects (a dash for conditions without a
+    tool call), and its unparsed, cut-off and rejected instances."""
+    n = len(records)
+    yes = sum(r.says_yes for r in records)
+    constant = n > 1 and yes in (0, n) and not any(r.prediction is None for r in records)
+    tools = [r for r in records if r.tool_flow]
+    return {"answers": f"YES {yes}/{n}" + (" (constant)" if constant else ""),
+            "objects": f"{sum(r.emitted is not None for r in tools)}/{len(tools)}" if tools else "—",
+            "unparsed": sum(r.unparsed for r in records), "cut off": sum(r.cut_off for r in records),
+            "rejected": sum(r.rejected for r in records)}
+
+
+def produced_no_object(records: Sequence[RunRecord]) -> bool:
+    """A tool condition's run in which no instance's turn-1 object could be parsed (a gain or drop against it
+    compares with nothing)."""
+    tool = [r for r in records if r.tool_flow]
+    return bool(tool) and all(r.emitted is None for r in tool)
+
+
+def answers_frame(runs: Runs) -> pd.DataFrame:
+    """:func:`answer_counts` per (condition, seed): the columns every page that reports a score shows."""
+    return pd.DataFrame([{"condition": c, "seed": s, **answer_counts(records)} for (c, s), records in runs.items()])
+
+
+def constant_conditions(runs: Runs) -> dict[str, str]:
+    """Conditions whose answers were the same on every instance of some seed, with what they answered."""
+    found = {}
+    for (condition, seed), records in runs.items():
+        answers = answer_counts(records)["answers"]
+        if answers.endswith("(constant)"):
+            found.setdefault(condition, f"{answers.removesuffix(' (constant)')} (seed {seed})")
+    return found
+
+
+def trivial_predictors(truth: Sequence[int]) -> dict[str, float]:
+    """What a predictor that reads nothing scores on these labels (%): always YES (its F1) and the majority
+    class (its accuracy). Every F1 of a page stands beside these."""
+    yes = binary_scores([1] * len(truth), list(truth))
+    positives = sum(truth)
+    return {"always-YES F1": 100 * yes.f1,
+            "majority-class accuracy": 100 * max(positives, len(truth) - positives) / max(len(truth), 1)}
 
 
 def seed_frame(scores: pd.DataFrame, labels: str = "gold") -> pd.DataFrame:
@@ -184,22 +243,34 @@ BIN_GAIN_COLUMNS = ["seed", "variables", "n", "positives", "F1 baseline", "F1 ta
                     "CI high", "McNemar p"]
 
 
+PAPER_MIN_VARIABLES = 5  # the paper's Figure 2 omits n <= 4 (§4.3)
+
+
 def bin_gain_frame(runs: Runs, target: str, baseline: str, labels: str = "gold", min_positives: int = 3,
-                   n_resamples: int = 10_000) -> tuple[pd.DataFrame, list[OmittedGroup]]:
+                   n_resamples: int = 10_000, min_variables: int = PAPER_MIN_VARIABLES
+                   ) -> tuple[pd.DataFrame, list[OmittedGroup]]:
     """Per seed and number of variables, the paired gain of ``target`` over ``baseline`` (paper Figure 2)
-    with its bootstrap 95% CI and McNemar p. Bins with fewer than ``min_positives`` gold positives are
-    omitted; the omitted bins (the same on every seed, since they depend on the labels only) are returned
-    once each."""
+    with its bootstrap 95% CI and McNemar p. Two rules omit a bin: the paper's (fewer than ``min_variables``
+    variables), then the positive-count guard (fewer than ``min_positives`` gold positives). The omitted
+    bins (the same on every seed, since they depend on the labels only) are returned once each."""
     rows, omitted = [], {}
     for (condition, seed), records in runs.items():
         if condition != baseline or (target, seed) not in runs:
             continue
-        pred_a, truth = _columns(records, labels)
-        pred_b, _ = _columns(runs[(target, seed)], labels)
-        compared, dropped = paired_by_group(pred_a, pred_b, truth, _variables(records), min_positives=min_positives,
+        small: dict[int, list[int]] = {}
+        for r in records:
+            if r.num_variables < min_variables:
+                small.setdefault(r.num_variables, []).append(r.gold_label)
+        omitted.update({n: OmittedGroup(n, len(gold), sum(gold), f"n = {n} omitted by the paper's rule "
+                                        f"(fewer than {min_variables} variables)") for n, gold in small.items()})
+        kept = [i for i, r in enumerate(records) if r.num_variables >= min_variables]
+        pred_a, truth = _columns([records[i] for i in kept], labels)
+        pred_b, _ = _columns([runs[(target, seed)][i] for i in kept], labels)
+        groups = [records[i].num_variables for i in kept]
+        compared, dropped = paired_by_group(pred_a, pred_b, truth, groups, min_positives=min_positives,
                                             n_resamples=n_resamples, seed=seed)
         omitted.update({o.group: o for o in dropped})
-        positives = pd.Series(truth).groupby(_variables(records)).sum()
+        positives = pd.Series(truth, dtype=float).groupby(groups).sum()
         rows += [{"seed": seed, "variables": n, "n": c.n, "positives": int(positives[n]),
                   "F1 baseline": 100 * c.f1_a, "F1 target": 100 * c.f1_b, "gain (pp)": 100 * c.delta,
                   "CI low": 100 * c.ci_low, "CI high": 100 * c.ci_high, "McNemar p": c.mcnemar_p}
@@ -212,7 +283,7 @@ def bin_tables(bins: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     condition and seed), and accuracy with one column per condition (mean over seeds)."""
     sizes = bins.groupby("num_variables")[["n", "positives"]].first()
     accuracy = bins.pivot_table(index="num_variables", columns="condition", values="accuracy", sort=False)
-    return sizes, accuracy.rename(columns=lambda c: f"accuracy {c}")
+    return sizes, accuracy.rename(columns=lambda c: f"accuracy {label(c)}")
 
 
 # --------------------------------------------------------------------------------------------------- cost
@@ -247,10 +318,68 @@ def paper(keys: Iterable[str] | None = None, section: str | None = None) -> pd.D
     return table.assign(source="paper").reset_index(drop=True)
 
 
+# Readable names for the keys tables carry (conditions, columns), as a paper prints them.
+LABELS = {
+    "structured": "Structured Thinking", "baseline_enhanced": "BaselineEnhanced",
+    "twoturn_prose_pc": "TwoTurn-Prose-PC", "singleturn_structured": "single-turn structured",
+    "minimal_instruction": "minimal instruction", "no_thinking": "no thinking",
+    "no_constrained_decoding": "no constrained decoding", "baseline_no_thinking": "BaselineEnhanced, no thinking",
+    "num_variables": "variables", "drop_gold_pp": "F1 drop, gold (pp)", "drop_oracle_pp": "F1 drop, corrected (pp)",
+    "flipped_share": "answers flipped", "intervened_share": "turns changed", "base_f1_gold": "F1 unprobed",
+    "f1_gold": "F1 probed", "other": "compared with",
+    # the graph audit's measures (chapter 05)
+    "records": "records", "parsed": "parsed objects", "parse_rate": "parse rate", "skeleton_f1": "skeleton F1",
+    "skeleton_f1_micro": "skeleton F1 (micro)", "v_structures_f1": "v-structure F1",
+    "v_structures_f1_micro": "v-structure F1 (micro)", "directed_f1": "directed-edge F1",
+    "directed_f1_micro": "directed-edge F1 (micro)", "undirected_f1": "undirected-edge F1",
+    "undirected_f1_micro": "undirected-edge F1 (micro)", "exact_match_rate": "exact CPDAG match rate",
+    "violation_rate": "violation rate",
+}
+
+
+WHOLE = {"seed", "n", "seeds", "positives", "variables", "tp", "fp", "fn", "tn", "unparsed", "cut", "rejected", "FN",
+         "FP", "errors", "outputs"}  # first words of columns that count
+
+
+def label(key: Any) -> Any:
+    """The readable name of a condition or column key, or of each side of ``a vs b`` (other values as they
+    are)."""
+    if not isinstance(key, str):
+        return key
+    return " vs ".join(LABELS.get(part, part) for part in key.split(" vs "))
+
+
+def readable(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with its index as ordinary columns (a default 0..n index dropped) and its keys, in column
+    names and in text cells, replaced by readable names."""
+    # an unnamed index (e.g. measure names) gets a blank header rather than "index"
+    flat = frame if isinstance(frame.index, pd.RangeIndex) else frame.reset_index(
+        names=[n if n is not None else "" for n in frame.index.names])
+    flat = flat.rename(columns=label)
+    text = [c for c in flat.columns if flat[c].dtype == object or pd.api.types.is_string_dtype(flat[c])]
+    return flat.assign(**{c: flat[c].map(label) for c in text})
+
+
+def show(frame: pd.DataFrame, digits: int = 2):
+    """A table as the book prints it: readable labels, no index column, numbers to ``digits`` places,
+    missing values as a dash, text never cut short."""
+    flat = readable(frame)
+    floats = [c for c in flat.columns if pd.api.types.is_float_dtype(flat[c])]
+    # whole numbers stored as floats (a seed or a count beside a missing value) print as whole numbers
+    whole = [c for c in floats if flat[c].dropna().map(float.is_integer).all() and c.split()[0] in WHOLE]
+    floats = [c for c in floats if c not in whole]
+    # class "dataframe": the book's own table style, as pandas' plain HTML gets it
+    styler = (flat.style.hide(axis="index").set_table_attributes('class="dataframe"')
+              .format("{:.%df}" % digits, subset=floats, na_rep="—")
+              .format("{:.0f}", subset=whole, na_rep="—"))
+    others = [c for c in flat.columns if c not in floats]
+    return styler.format(na_rep="—", subset=others) if others else styler
+
+
 def markdown_table(frame: pd.DataFrame, digits: int = 2) -> str:
     """A frame as a MyST/commonmark pipe table (index first, missing values as a dash), for pasting into a
     page's prose where it takes the book's own table style."""
-    flat = frame.reset_index()
+    flat = readable(frame)
 
     def cell(value: Any) -> str:
         if isinstance(value, float):
@@ -262,8 +391,10 @@ def markdown_table(frame: pd.DataFrame, digits: int = 2) -> str:
     return "\n".join(lines)
 
 
-def paper_view(keys: Iterable[str], columns: Sequence[str] = ("key", "value", "metric", "model", "section")
-               ) -> pd.DataFrame:
-    """Paper figures for display: a few columns, indexed by key, each value as the paper prints it."""
-    table = paper(keys)[list(columns)].set_index("key")
-    return table.assign(value=table["value"].map(lambda v: f"{v:g}"))
+def paper_view(keys: Iterable[str]) -> pd.DataFrame:
+    """Paper figures for display, each named in words (what was measured, on which condition and split),
+    with its value as the paper prints it, its model and its section."""
+    table = paper(keys)
+    return pd.DataFrame({"paper figure": table["metric"] + ", " + table["condition"].map(label) + ", "
+                         + table["split"], "value": table["value"].map(lambda v: f"{v:g}"),
+                         "model": table["model"], "section": table["section"]})
