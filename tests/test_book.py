@@ -85,16 +85,28 @@ def test_render_reads_each_chapters_configuration_and_marks_a_mixed_book(tmp_pat
     assert list(records) == ["01_main_results", "04_probes"]
     one = build_summary(records)
     assert one.startswith("**One configuration for every chapter:** symbolic reference agent")
-    assert "| 01_main_results | the gain | +1 [-40, +45] | +13.35 | This build cannot test the paper's claim |" in one
-    assert "- 04_probes: `cpdagthink book --only 04`" in one
+    # text cells are shown literally (markup marks backslash-escaped), commands as code they cannot close
+    assert r"| 01\_main\_results | the gain | +1 \[-40, +45] | +13.35 | This build cannot test the paper's claim |" in one
+    assert r"- 04\_probes: `cpdagthink book --only 04`" in one
     _executed(book / "04_probes.ipynb", {**CONFIG, "instances": 20})
     assert "Each chapter's configuration" not in one  # one configuration: said once, not per chapter
     mixed = build_summary(chapter_records(book))
     assert mixed.startswith("**This book is mixed:**")
-    assert "| 04_probes | symbolic reference agent | test split | 20 (2 positive, 2 negative) |" in mixed
+    assert r"| 04\_probes | symbolic reference agent | test split | 20 (2 positive, 2 negative) |" in mixed
     hide_injected_parameters(book / "01_main_results.ipynb")
     cell = nbformat.read(book / "01_main_results.ipynb", as_version=4).cells[0]
     assert "remove-cell" in cell.metadata["tags"]  # papermill's escaped JSON never reaches the page
+
+
+def test_the_build_summary_shows_hostile_configuration_text_literally(tmp_path):
+    """A model name or data path chosen by whoever ran a chapter reaches the intro as text, never as markup."""
+    book = tmp_path / "book"
+    book.mkdir()
+    hostile = '<img src=x onerror="window.pwned=1"> [a](javascript:alert(1))'
+    _executed(book / "01_main_results.ipynb", {**CONFIG, "model": hostile, "data": "`` <script>x</script>"})
+    text = build_summary(chapter_records(book))
+    assert "<img" not in text.replace("\\<img", "") and "<script" not in text.replace("\\<script", "")
+    assert "[a]" not in text.replace("\\[a]", "")
 
 
 def test_render_without_executed_chapters_says_what_to_run(tmp_path):

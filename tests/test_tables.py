@@ -224,3 +224,16 @@ def test_scores_count_unparsed_answers_by_the_records_rule():
     scores = tables.scores_frame({("structured", 0): rows})
     assert set(scores["unparsed"]) == {1}
     assert tables.answers_frame({("structured", 0): rows}).loc[0, "rejected"] == 1
+
+
+def test_a_shown_table_escapes_text_from_a_csv_or_a_model():
+    hostile = '<img src=x onerror="window.pwned=1">'
+    html = tables.show(pd.DataFrame({"hypothesis": [hostile], hostile: [1.5]})).to_html()
+    assert "<img" not in html and "&lt;img src=x onerror=" in html
+
+
+def test_markdown_helpers_show_text_literally_and_code_that_cannot_be_closed():
+    assert tables.md_literal("<b>*x*</b> [l](javascript:1) a|b") == r"\<b\>\*x\*\</b\> \[l](javascript:1) a\|b"
+    assert tables.md_code("a ` b") == "``a ` b``" and tables.md_code("`x") == "`` `x ``"
+    table = tables.markdown_table(pd.DataFrame({"model": ["<script>alert(1)</script>"]}))
+    assert "<script>" not in table and r"\<script\>" in table

@@ -119,7 +119,7 @@ def build_summary(records: dict[str, dict[str, Any]]) -> str:
     mixed), each chapter's configuration, and each chapter's key figure beside the paper's."""
     import pandas as pd
 
-    from .tables import markdown_table
+    from .tables import markdown_table, md_code, md_literal
 
     if not records:
         return "No chapter of this book has been executed yet: run `make book`."
@@ -131,9 +131,9 @@ def build_summary(records: dict[str, dict[str, Any]]) -> str:
     head = ("**This book is mixed:** its chapters ran with different configurations (table below); numbers of "
             "two chapters compare only where their rows agree. Rebuild every chapter with one command to unmix it."
             if mixed else
-            f"**One configuration for every chapter:** {first['model']} (backend `{first['backend']}`), "
-            f"{first['data']}, {first['sample']}, seeds {first['seeds']}, token budgets {first['budgets']} "
-            f"(turn 1 + answer), {first['decoding']}.")
+            "**One configuration for every chapter:** " + md_literal(
+                f"{first['model']} (backend {first['backend']}), {first['data']}, {first['sample']}, seeds "
+                f"{first['seeds']}, token budgets {first['budgets']} (turn 1 + answer), {first['decoding']}."))
 
     def number(value: float, unit: str) -> str:
         return f"{value:+.3g}" if unit == "pp" else f"{value:.3g}"  # gains and drops signed, scores not
@@ -156,7 +156,7 @@ def build_summary(records: dict[str, dict[str, Any]]) -> str:
                        f"{r['configuration']['negatives']} negative)",
              "seeds": ", ".join(map(str, c["seeds"])), "budgets": c["budgets"], "decoding": c["decoding"]}
             for (name, c), r in zip(configs.items(), records.values())]
-    commands = "\n".join(f"- {name}: `{r['command']}`" for name, r in records.items())
+    commands = "\n".join(f"- {md_literal(name)}: {md_code(r['command'])}" for name, r in records.items())
     return "\n\n".join([
         head,
         "*Key figures, this build beside the paper's (pp; the paper's figures are from `data/paper_reported.csv`, "

@@ -125,7 +125,7 @@ def banner(setup: RunConfig, instances: Sequence[Instance], seeds: Sequence[int]
     """What a page says first: the verdict (whether this build can test the paper's claim, before any
     number), then which model, data, sample (positives and negatives), seeds, budgets and decoding, which
     conditions and probes ran, and the command that reproduces the page."""
-    from .tables import label
+    from .tables import label, md_code, md_literal
 
     positives = sum(i.label for i in instances)
     source = setup.data or f"Corr2Cause {setup.split} split"
@@ -134,7 +134,7 @@ def banner(setup: RunConfig, instances: Sequence[Instance], seeds: Sequence[int]
     d = setup.decoding
     lines = [f"**Verdict.** {verdict}"] if verdict else []
     lines.append(
-        f"**This run:** model {model_name(setup)} (backend `{setup.backend}`), {source}, "
+        f"**This run:** model {md_literal(model_name(setup))} (backend `{setup.backend}`), {md_literal(source)}, "
         f"sample of {counted(len(instances), 'instance')}{drawn} ({counted(positives, 'gold positive')} and "
         f"{counted(len(instances) - positives, 'negative')}{_balance_text(setup)}), "
         f"{counted(len(seeds), 'seed')} {list(seeds)}, token budgets {d.max_tokens_turn1} for turn 1 and "
@@ -144,7 +144,7 @@ def banner(setup: RunConfig, instances: Sequence[Instance], seeds: Sequence[int]
         + (f" Probes: {', '.join(f'`{p}`' for p in probes)}." if probes else "")
         + " Figures labelled *paper* are the paper's, reported for Qwen3.5-27B or the named model on the full data.")
     if command:
-        lines.append(f"Reproduce this page: `{command}`")
+        lines.append(f"Reproduce this page: {md_code(command)}")
     return "\n\n".join(lines)
 
 

@@ -10,6 +10,7 @@ read only by the small helpers at the top.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -368,25 +369,41 @@ def show(frame: pd.DataFrame, digits: int = 2):
     # whole numbers stored as floats (a seed or a count beside a missing value) print as whole numbers
     whole = [c for c in floats if flat[c].dropna().map(float.is_integer).all() and c.split()[0] in WHOLE]
     floats = [c for c in floats if c not in whole]
-    # class "dataframe": the book's own table style, as pandas' plain HTML gets it
+    # class "dataframe": the book's own table style, as pandas' plain HTML gets it. A Styler does not escape
+    # by default, and cells and headers may hold CSV or model text: every one is escaped.
     styler = (flat.style.hide(axis="index").set_table_attributes('class="dataframe"')
               .format("{:.%df}" % digits, subset=floats, na_rep="—")
-              .format("{:.0f}", subset=whole, na_rep="—"))
+              .format("{:.0f}", subset=whole, na_rep="—")
+              .format_index(escape="html", axis=1))
     others = [c for c in flat.columns if c not in floats]
-    return styler.format(na_rep="—", subset=others) if others else styler
+    return styler.format(na_rep="—", subset=others, escape="html") if others else styler
+
+
+def md_literal(text: Any) -> str:
+    """``text`` as Markdown that shows it literally: the marks that open markup (tags, entities, links, code,
+    emphasis, roles, math, table cells) are backslash-escaped, which CommonMark reads as the plain mark."""
+    return re.sub(r"([\\`*_\[<>&|~{}$])", r"\\\1", str(text)).replace("\n", " ")
+
+
+def md_code(text: Any) -> str:
+    """``text`` as inline code that it cannot close: fenced by a backtick run longer than any inside it."""
+    text = str(text).replace("\n", " ")
+    fence = "`" * (max((len(run) for run in re.findall("`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 def markdown_table(frame: pd.DataFrame, digits: int = 2) -> str:
     """A frame as a MyST/commonmark pipe table (index first, missing values as a dash), for pasting into a
-    page's prose where it takes the book's own table style."""
+    page's prose where it takes the book's own table style; text is shown literally (:func:`md_literal`)."""
     flat = readable(frame)
 
     def cell(value: Any) -> str:
         if isinstance(value, float):
             return "—" if pd.isna(value) else f"{value:.{digits}f}"
-        return "—" if value is None or value is pd.NA else str(value).replace("|", "\\|")
+        return "—" if value is None or value is pd.NA else md_literal(value)
 
-    lines = ["| " + " | ".join(map(str, flat.columns)) + " |", "|" + "---|" * len(flat.columns)]
+    lines = ["| " + " | ".join(map(md_literal, flat.columns)) + " |", "|" + "---|" * len(flat.columns)]
     lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in flat.itertuples(index=False)]
     return "\n".join(lines)
 
