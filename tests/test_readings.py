@@ -249,3 +249,10 @@ def test_first_screen_carries_configuration_and_headline_for_the_intro(test_csv,
     record = metadata[readings.METADATA_KEY]
     assert record["configuration"]["instances"] == 4 and record["configuration"]["negatives"] == 2
     assert record["headline"]["value"] == 2.0 and record["command"].startswith("cpdagthink book --only 01 -p backend=reference")
+
+
+def test_the_gallery_headline_describes_its_errors_beside_the_papers_sample():
+    counts = pd.DataFrame({"n": [4, 4], "errors": [1, 2]}, index=pd.Index(["structured", "baseline_enhanced"]))
+    headline = readings.gallery_headline(counts)
+    assert headline.value == 3 and headline.paper == 32
+    assert headline.verdict().startswith("This chapter describes rather than tests: it localises 3 errors of 8 answers")

@@ -237,3 +237,17 @@ def test_markdown_helpers_show_text_literally_and_code_that_cannot_be_closed():
     assert tables.md_code("a ` b") == "``a ` b``" and tables.md_code("`x") == "`` `x ``"
     table = tables.markdown_table(pd.DataFrame({"model": ["<script>alert(1)</script>"]}))
     assert "<script>" not in table and r"\<script\>" in table
+
+
+def test_run_details_show_app_j_fields_of_a_real_run(test_csv, tmp_path):
+    from cpdagthink.config import RunParameters
+
+    setup = RunParameters(backend="reference", data=str(test_csv), limit=2, out_root=str(tmp_path / "runs"),
+                          cache_dir=str(tmp_path / "cache")).to_config()
+    instances = setup.instances()
+    assert ex.run_metadata(setup, "structured", 0, instances) == {}  # not run yet
+    ex.run(setup, "structured", 0, instances, progress=False)
+    details = tables.run_details(ex.run_metadata(setup, "structured", 0, instances)).set_index("field")["value"]
+    assert details["python"] and "networkx" in details["packages"] and "pydantic" in details["packages"]
+    assert details["hardware"].startswith("CPU: ") or details["hardware"]
+    assert details["model revision"] == "—"  # the symbolic agent has no weights

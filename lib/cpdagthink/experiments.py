@@ -187,3 +187,10 @@ def _balance_text(setup: RunConfig) -> str:
         return ""
     return (f", at least {setup.sample_min_positives} by choice, so that a sample this small has positives to "
             "score; its share of positives is then higher than the split's")
+
+
+def run_metadata(setup: RunConfig, condition: str, seed: int, instances: Sequence[Instance]) -> dict[str, Any]:
+    """The ``metadata.json`` of one run of this setup (empty when that run has not been made)."""
+    from .runfolder import METADATA, RunFolder
+
+    return RunFolder(setup.for_run(condition, seed).folder(list(instances))).read_json(METADATA) or {}

@@ -728,6 +728,16 @@ def failure_kinds(counts: pd.DataFrame) -> pd.DataFrame:
     return counts[kinds].reset_index().melt(id_vars="condition", var_name="kind", value_name="errors")
 
 
+def gallery_headline(counts: pd.DataFrame) -> Headline:
+    """Chapter 06's key figure: the errors it localised, beside the paper's hand-labelled sample (descriptive,
+    so its verdict says what the page does rather than whether it tests a claim)."""
+    errors, answers = int(counts["errors"].sum()), int(counts["n"].sum())
+    of = f" of {counted(answers, 'answer')}"
+    return Headline("errors localised", "gallery_cases", float(errors), unit="", note=(
+        f"This chapter describes rather than tests: it localises {counted(errors, 'error')}{of} of this run "
+        "automatically, where the paper hand-labels a diagnostic sample of 32."))
+
+
 def gallery_reading(counts: pd.DataFrame, instances: Sequence[Instance], seeds: Sequence[int]) -> Reading:
     """Chapter 06: errors per condition, counted with their nouns."""
     errors = ", ".join(f"{c}: {counted(int(n), 'error')}" for c, n in counts["errors"].items()) or "none"

@@ -415,3 +415,28 @@ def paper_view(keys: Iterable[str]) -> pd.DataFrame:
     return pd.DataFrame({"paper figure": table["metric"] + ", " + table["condition"].map(label) + ", "
                          + table["split"], "value": table["value"].map(lambda v: f"{v:g}"),
                          "model": table["model"], "section": table["section"]})
+
+
+def run_details(metadata: Mapping[str, Any]) -> pd.DataFrame:
+    """App. J's run details from one run folder's ``metadata.json``: the model and tokenizer revisions, the API
+    and the snapshots it served, the decoding, the package versions, the hardware and the code's commit."""
+    hardware = metadata.get("hardware") or {}
+    machine = (", ".join(hardware.get("gpus") or []) or
+               f"CPU: {hardware.get('cpu') or 'unknown'} ({hardware.get('cpu_cores') or '?'} cores)")
+    packages = metadata.get("packages") or {}
+    decoding = metadata.get("decoding") or {}
+    rows = {
+        "model": (metadata.get("backend") or {}).get("model"),
+        "model revision": metadata.get("model_revision"),
+        "tokenizer revision": metadata.get("tokenizer_revision"),
+        "model package": metadata.get("model_package"),
+        "API": metadata.get("api"),
+        "served snapshots": ", ".join(metadata.get("served_models") or []) or None,
+        "decoding": ", ".join(f"{k} {v}" for k, v in decoding.items() if v is not None),
+        "packages": ", ".join(f"{k} {v}" for k, v in sorted(packages.items())),
+        "python": metadata.get("python"),
+        "hardware": machine,
+        "code (git commit)": metadata.get("git_commit"),
+        "started": metadata.get("started_at"),
+    }
+    return pd.DataFrame({"field": list(rows), "value": ["—" if v in (None, "") else str(v) for v in rows.values()]})
