@@ -335,6 +335,14 @@ LABELS = {
     "directed_f1_micro": "directed-edge F1 (micro)", "undirected_f1": "undirected-edge F1",
     "undirected_f1_micro": "undirected-edge F1 (micro)", "exact_match_rate": "exact CPDAG match rate",
     "violation_rate": "violation rate",
+    # cost (chapter 01, §7.3)
+    "mean_total_tokens": "tokens per instance", "mean_latency_s": "model time per instance (s)",
+    "token_ratio": "tokens vs baseline", "latency_ratio": "time vs baseline",
+    # the failure classifier's counts and kinds (chapter 06)
+    "cut off": "cut off", "unparsed_answer": "unparsed answer", "rejected_request": "refused request",
+    "no_graph": "no graph reached turn 2", "wrong_graph": "wrong graph state", "mec_ambiguity": "class ambiguity",
+    "wrong_readout": "wrong readout", "one_turn_mec_ambiguity": "one-turn: class ambiguity",
+    "one_turn_other": "one-turn: other",
 }
 
 
