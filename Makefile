@@ -84,7 +84,7 @@ BOOK_ARGS = $(if $(BACKEND),--backend $(BACKEND)) $(if $(MODEL),--model $(MODEL)
             $(if $(SAMPLE_MIN_POSITIVES),--sample-min-positives $(SAMPLE_MIN_POSITIVES)) \
             $(if $(SAMPLING),--sampling $(SAMPLING)) $(if $(TEMPERATURE),--temperature $(TEMPERATURE)) \
             $(if $(TOP_P),--top-p $(TOP_P)) $(if $(TOP_K),--top-k $(TOP_K)) $(if $(MIN_P),--min-p $(MIN_P)) \
-            $(if $(REGEX_MODE),--regex-mode $(REGEX_MODE)) \
+            $(if $(REGEX_MODE),--regex-mode $(REGEX_MODE)) $(if $(API),--api $(API)) \
             $(if $(REASONING_EFFORT),--reasoning-effort $(REASONING_EFFORT)) \
             $(if $(REASONING_PARSER),--reasoning-parser $(REASONING_PARSER)) \
             $(if $(TOKEN_PARAM),--token-param $(TOKEN_PARAM)) $(if $(REVISION),--revision $(REVISION)) \

@@ -209,6 +209,8 @@ def _model_options(parser: argparse.ArgumentParser, budgets: str = "defaults 102
     parser.add_argument("--base-url", nargs="+", help="OpenAI-compatible endpoint(s), served round-robin")
     parser.add_argument("--regex-mode", choices=["none", "vllm"], help="openai backend: send the schema regex to a "
                         "vLLM server as structured_outputs")
+    parser.add_argument("--api", choices=["chat", "responses"], help="openai backend: chat completions or the "
+                        "Responses API (default by profile: responses for GPT-5 and o-series models)")
     parser.add_argument("--reasoning-effort", help="reasoning models: the effort to ask for (overrides the profile)")
     parser.add_argument("--reasoning-parser", help="vLLM: the reasoning parser (overrides the profile, e.g. qwen3)")
     parser.add_argument("--token-param", choices=["max_tokens", "max_completion_tokens"],
