@@ -175,9 +175,13 @@ def strict_schema(schema: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     return walk(schema, ""), loosened
 
 
-def _function_tools(request: Request, profile: ModelProfile, *, flat: bool) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """The request's tools as the API takes them (chat: nested under ``function``; Responses: flat), ``strict``
-    with a strict-compatible schema where the service enforces it, and a note saying so."""
+def _add_tools(kwargs: dict[str, Any], note: dict[str, Any], request: Request, profile: ModelProfile, *,
+               flat: bool) -> str | None:
+    """Put the request's tools into ``kwargs`` as the API takes them (chat: nested under ``function``; Responses:
+    flat), ``strict`` with a strict-compatible schema where the service enforces it, and say so in ``note``.
+    Returns the tool choice to send (None without tools)."""
+    if not request.tools:
+        return None
     tools, loosened = [], []
     for tool in request.tools:
         fn = dict(tool.get("function", tool))
@@ -188,10 +192,11 @@ def _function_tools(request: Request, profile: ModelProfile, *, flat: bool) -> t
         elif flat:
             fn["strict"] = False  # the Responses API makes function tools strict unless told otherwise
         tools.append({"type": "function", **fn} if flat else {**tool, "function": fn})
-    note: dict[str, Any] = {"schema_enforced": profile.strict_tools}
+    kwargs["tools"] = tools
+    note["schema_enforced"] = profile.strict_tools
     if loosened:
         note["schema_loosened"] = loosened
-    return tools, note
+    return request.tool_choice
 
 
 def _effort(request: Request, profile: ModelProfile, reasoning_effort: str | None) -> str | None:
@@ -250,10 +255,7 @@ def chat_kwargs(
     note: dict[str, Any] = {"api": "chat"}
     if not_sent:
         note["sampling_not_sent"] = not_sent
-    choice = request.tool_choice if request.tools else None
-    if request.tools:
-        kwargs["tools"], tools_note = _function_tools(request, profile, flat=False)
-        note.update(tools_note)
+    choice = _add_tools(kwargs, note, request, profile, flat=False)
     c = request.constraint
     if c is not None:
         if vllm_server:
@@ -337,10 +339,7 @@ def responses_kwargs(
     sampling, _, not_sent = _sampling(request, profile, vllm_server=False)
     kwargs.update(sampling)
     note: dict[str, Any] = {"api": "responses", "sampling_not_sent": [*not_sent, f"seed={request.seed}"]}  # no seed here
-    choice = request.tool_choice if request.tools else None
-    if request.tools:
-        kwargs["tools"], tools_note = _function_tools(request, profile, flat=True)
-        note.update(tools_note)
+    choice = _add_tools(kwargs, note, request, profile, flat=True)
     c = request.constraint
     if c is not None:
         if c.json_schema is not None and not request.tools:
@@ -381,6 +380,18 @@ def _usage_tokens(usage: Any, details: str, name: str) -> int | None:
     return None if value is None else int(value)
 
 
+def _answer_meta(meta: dict[str, Any], response: Any, reasoning_tokens: int | None) -> dict[str, Any]:
+    """``meta`` plus what the service reports about this answer: the model snapshot that served it, its
+    fingerprint, the reasoning token count."""
+    meta = dict(meta)
+    for name in ("model", "system_fingerprint"):
+        if getattr(response, name, None):
+            meta["served_model" if name == "model" else name] = getattr(response, name)
+    if reasoning_tokens is not None:
+        meta["reasoning_tokens"] = reasoning_tokens
+    return meta
+
+
 def completion_from_response(response: Any, latency_s: float, meta: dict[str, Any]) -> Completion:
     """A :class:`Completion` from an OpenAI ``ChatCompletion`` object (reasoning token count, when the
     service reports one, in ``meta["reasoning_tokens"]``)."""
@@ -405,14 +416,7 @@ def completion_from_response(response: Any, latency_s: float, meta: dict[str, An
         raw = json.dumps(message.model_dump(exclude_none=True), ensure_ascii=False)
     except Exception:  # noqa: BLE001
         raw = content
-    meta = dict(meta)
-    if getattr(response, "model", None):
-        meta["served_model"] = response.model
-    if getattr(response, "system_fingerprint", None):
-        meta["system_fingerprint"] = response.system_fingerprint
-    reasoning_tokens = _usage_tokens(usage, "completion_tokens_details", "reasoning_tokens")
-    if reasoning_tokens is not None:
-        meta["reasoning_tokens"] = reasoning_tokens
+    meta = _answer_meta(meta, response, _usage_tokens(usage, "completion_tokens_details", "reasoning_tokens"))
     return Completion(
         text=text,
         tool_calls=calls,
@@ -450,12 +454,7 @@ def completion_from_responses(response: Any, latency_s: float, meta: dict[str, A
     reason = getattr(response.incomplete_details, "reason", None) if response.status == "incomplete" else None
     finish = {"max_output_tokens": "length", "content_filter": "content_filter"}.get(reason or "", reason)
     usage = response.usage
-    meta = dict(meta)
-    if getattr(response, "model", None):
-        meta["served_model"] = response.model
-    reasoning_tokens = _usage_tokens(usage, "output_tokens_details", "reasoning_tokens")
-    if reasoning_tokens is not None:
-        meta["reasoning_tokens"] = reasoning_tokens
+    meta = _answer_meta(meta, response, _usage_tokens(usage, "output_tokens_details", "reasoning_tokens"))
     return Completion(
         text="".join(texts).strip(),
         tool_calls=calls,
