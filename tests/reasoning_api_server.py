@@ -30,10 +30,10 @@ checked end to end: turn 1 with tools answers with a real ``record_causal_analys
 with text. Reasoning token counts depend on the effort (``minimal`` reasons least). ``latency_s`` is the time
 every answer takes, its computation included (for throughput benchmarks).
 
-Faults for the hostile-server tests (``fault``, on requests whose body contains ``fault_when``, at most
-``fault_times`` of them): ``trickle`` (the answer one byte a second), ``wrong_shape`` (HTTP 200 with
-``{"choices":[{"index":0}]}``), ``truncated_json`` (HTTP 200 with half the answer's JSON), ``huge`` (an answer
-of ``huge_chars`` characters).
+Faults for the hostile-server tests: ``trickle`` (the answer one byte a second), ``wrong_shape`` (HTTP 200
+with ``{"choices":[{"index":0}]}``), ``truncated_json`` (HTTP 200 with half the answer's JSON), each on the
+requests whose body contains ``fault_when``, at most ``fault_times`` of them; ``huge`` (every text answer
+``huge_chars`` characters longer).
 """
 
 from __future__ import annotations

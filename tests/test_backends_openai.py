@@ -630,6 +630,21 @@ def test_a_refused_turn_one_sends_no_turn_two(reasoning_server, test_csv, tmp_pa
         assert "Please use /v1/responses instead" in record.turns[0].rejected
 
 
+def test_refusals_of_the_responses_api_are_recorded_as_rejected_and_stop_the_run(reasoning_server, test_csv, tmp_path):
+    from cpdagthink.conditions import CONDITIONS
+    from cpdagthink.data import read_csv
+    from cpdagthink.runfolder import read_records
+    from cpdagthink.runner import RunAborted, run_condition
+
+    backend = make_backend("openai", model="gpt-5-mini", base_url=reasoning_server.url, send_sampling=True)
+    with pytest.raises(RunAborted, match="'temperature' is not supported with this model"):
+        run_condition(CONDITIONS["structured"], backend, read_csv(test_csv)[:6], tmp_path / "run",
+                      cache_dir=tmp_path / "cache", progress=False)
+    records = read_records(tmp_path / "run")
+    assert len(records) == 5 and all(r.rejected and r.answer is None for r in records)  # it stops at the fifth
+    assert {r.turns[0].meta["api"] for r in records} == {"responses"} and set(reasoning_server.paths) == {"/v1/responses"}
+
+
 # ----------------------------------------------------------------------------------------- hostile servers
 def test_a_trickling_server_fails_within_the_timeout_as_a_whole():
     from reasoning_api_server import ReasoningAPIServer

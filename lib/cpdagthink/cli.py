@@ -216,7 +216,7 @@ def _model_options(parser: argparse.ArgumentParser, budgets: str = "defaults 102
     parser.add_argument("--token-param", choices=["max_tokens", "max_completion_tokens"],
                         help="API: the token-budget parameter (overrides the profile)")
     parser.add_argument("--revision", help="vLLM: the model revision to load")
-    parser.add_argument("--timeout", type=float, help="API: seconds per request before it is retried")
+    parser.add_argument("--timeout", type=float, help="API: seconds one request may take in all (a timeout is not retried)")
     parser.add_argument("--retries", type=int, help="API: retries of a failed request")
     parser.add_argument("--jump-forward", action="store_true", default=None,
                         help="local: exact jump-forward decoding with drafts (fast on a build from `make llama-exact`)")

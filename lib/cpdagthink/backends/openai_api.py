@@ -561,10 +561,14 @@ def bounded_http_client(timeout: float) -> Any:
         def sleep(self, seconds: float) -> None:
             self._inner.sleep(seconds)
 
-    transport = httpx.HTTPTransport()
-    # httpx builds its connection pool without a way to pass a network backend: wrap the one it made.
-    transport._pool._network_backend = Network(transport._pool._network_backend)
-    return httpx.Client(transport=transport, timeout=timeout, follow_redirects=True)
+    client = httpx.Client(timeout=timeout, follow_redirects=True)
+    # httpx builds its connection pools (direct, and through the environment's proxies) without a way to pass
+    # a network backend: wrap the ones it made.
+    for transport in (client._transport, *client._mounts.values()):
+        pool = getattr(transport, "_pool", None)
+        if pool is not None:
+            pool._network_backend = Network(pool._network_backend)
+    return client
 
 
 def run_concurrently(fn: Callable[[Any], Any], items: Sequence[Any], workers: int, stop: threading.Event) -> list[Any]:
