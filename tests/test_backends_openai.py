@@ -397,6 +397,7 @@ def test_concurrent_batches_share_the_concurrency_bound():
     with ReasoningAPIServer(latency_s=0.2) as server:
         backend = make_backend("openai", model="gpt-5-mini", base_url=server.url, max_concurrency=3)
         requests = [Request(messages=user(f"Hypothesis: A causes B{i}.")) for i in range(6)]
+        backend.complete(requests[0])  # warm: the client imports its API's types on first use (seconds under load)
         outs: list = []
         threads = [threading.Thread(target=lambda: outs.append(backend.complete_batch(requests))) for _ in range(2)]
         start = time.perf_counter()
