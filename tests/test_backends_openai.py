@@ -713,6 +713,35 @@ def test_run_concurrently_returns_each_result_or_error():
     assert outcomes[0] == 0 and isinstance(outcomes[1], BackendError) and outcomes[2] == 20 and outcomes[3] is None
 
 
+def test_answers_are_parsed_one_at_a_time():
+    """The client builds its response types on first use, and two threads doing that at once can meet a
+    half-built type (seen in the throughput benchmark's first chunk; 1 fresh process in 5 with 16 threads
+    constructing a Response at once): workers parse through one lock."""
+    from cpdagthink.backends.openai_api import _parsed
+
+    state = {"now": 0, "peak": 0}
+    lock = threading.Lock()
+
+    class Raw:
+        def parse(self):
+            with lock:
+                state["now"] += 1
+                state["peak"] = max(state["peak"], state["now"])
+            time.sleep(0.02)
+            with lock:
+                state["now"] -= 1
+            return "parsed"
+
+    barrier = threading.Barrier(8)
+    results = []
+    threads = [threading.Thread(target=lambda: (barrier.wait(), results.append(_parsed(Raw())))) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results == ["parsed"] * 8 and state["peak"] == 1
+
+
 def test_a_request_timing_out_in_a_chunk_keeps_every_finished_one(test_csv, tmp_path):
     from reasoning_api_server import ReasoningAPIServer
 

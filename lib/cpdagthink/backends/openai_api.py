@@ -490,6 +490,18 @@ def cap_stored(completion: Completion, limit: int) -> Completion:
     return completion
 
 
+# The client builds its response types on first use (pydantic ``defer_build``), and that build is not
+# thread-safe: two workers parsing their first answers at once can meet a half-built type ("BaseModel cannot
+# be instantiated directly"). Parsing takes microseconds, so answers are parsed one at a time.
+_PARSE_LOCK = threading.Lock()
+
+
+def _parsed(raw: Any) -> Any:
+    """The client's typed object for a raw response (see :data:`_PARSE_LOCK`)."""
+    with _PARSE_LOCK:
+        return raw.parse()
+
+
 class _Deadline(threading.local):
     """When the request running on this thread must be done (None: no request is bounded here)."""
 
@@ -770,10 +782,12 @@ class OpenAIBackend(Backend):
         if self.profile.api == "responses":
             kwargs, note = responses_kwargs(request, self.model, profile=self.profile,
                                             reasoning_effort=self.reasoning_effort)
-            return (lambda client: client.responses.create(**kwargs)), completion_from_responses, note
+            return (lambda client: _parsed(client.responses.with_raw_response.create(**kwargs))), \
+                completion_from_responses, note
         kwargs, note = chat_kwargs(request, self.model, profile=self.profile, regex_mode=self.regex_mode,
                                    reasoning_effort=self.reasoning_effort, send_seed=self.send_seed)
-        return (lambda client: client.chat.completions.create(**kwargs)), completion_from_response, note
+        return (lambda client: _parsed(client.chat.completions.with_raw_response.create(**kwargs))), \
+            completion_from_response, note
 
     def complete(self, request: Request) -> Completion:
         """One request; raises :class:`ServiceRejected` when the service refuses it as invalid."""
