@@ -353,11 +353,12 @@ def test_ctrl_c_stops_a_run_against_a_silent_server_and_keeps_its_folder(silent_
     from cpdagthink.runner import run_condition
 
     backend = make_backend("openai", model="gpt-4o", base_url=silent_server, timeout=60)
+    rows = read_csv(test_csv)[:12]  # before the timer: under load, reading the CSV alone can take 0.5 s
     timer = threading.Timer(0.5, _thread.interrupt_main)
     timer.start()
     start = time.perf_counter()
     with pytest.raises(KeyboardInterrupt):
-        run_condition(CONDITIONS["baseline_enhanced"], backend, read_csv(test_csv)[:12], tmp_path / "run",
+        run_condition(CONDITIONS["baseline_enhanced"], backend, rows, tmp_path / "run",
                       cache_dir=tmp_path / "cache", progress=False)
     assert time.perf_counter() - start < 3
     assert json.loads((tmp_path / "run" / "metadata.json").read_text())["status"] == "interrupted"
