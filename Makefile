@@ -81,7 +81,7 @@ llama-stock: $(STAMP)
 # They are not exported: make would expand an exported value (running any `$(shell ...)` in it) for the
 # recipe's environment.
 BOOK_VARIABLES := BACKEND MODEL BASE_URL LIMIT SEEDS SPLIT ONLY TURN1_TOKENS ANSWER_TOKENS SAMPLE_VARIABLES \
-                  SAMPLE_MIN_POSITIVES SAMPLING TEMPERATURE TOP_P TOP_K MIN_P REGEX_MODE REASONING_EFFORT \
+                  SAMPLE_MIN_POSITIVES SAMPLING TEMPERATURE TOP_P TOP_K MIN_P REGEX_MODE API REASONING_EFFORT \
                   REASONING_PARSER TOKEN_PARAM REVISION TIMEOUT RETRIES JUMP_FORWARD
 unexport $(BOOK_VARIABLES)
 quote = '$(subst ','\'',$(1))'
@@ -93,7 +93,7 @@ BOOK_ARGS = $(call opt,--backend,BACKEND) $(call opt,--model,MODEL) $(call opts,
             $(call opt,--max-tokens-answer,ANSWER_TOKENS) $(call opts,--sample-variables,SAMPLE_VARIABLES) \
             $(call opt,--sample-min-positives,SAMPLE_MIN_POSITIVES) $(call opt,--sampling,SAMPLING) \
             $(call opt,--temperature,TEMPERATURE) $(call opt,--top-p,TOP_P) $(call opt,--top-k,TOP_K) \
-            $(call opt,--min-p,MIN_P) $(call opt,--regex-mode,REGEX_MODE) \
+            $(call opt,--min-p,MIN_P) $(call opt,--regex-mode,REGEX_MODE) $(call opt,--api,API) \
             $(call opt,--reasoning-effort,REASONING_EFFORT) $(call opt,--reasoning-parser,REASONING_PARSER) \
             $(call opt,--token-param,TOKEN_PARAM) $(call opt,--revision,REVISION) \
             $(call opt,--timeout,TIMEOUT) $(call opt,--retries,RETRIES) $(if $(value JUMP_FORWARD),--jump-forward)

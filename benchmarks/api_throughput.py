@@ -3,10 +3,11 @@
 A local reasoning-model API server (``tests/reasoning_api_server.py``: the documented request rules, answers
 from the reference backend) on 127.0.0.1 answers every call after ``--latency`` seconds. A condition runs
 over the test split through :func:`cpdagthink.runner.run_condition` with the OpenAI backend at concurrency
-``--concurrency`` and the backend's chunk size. Reported: wall time against the ideal, ``calls x latency /
+``--concurrency`` and the backend's chunk size, through the Responses API (the profile's choice for gpt-5-mini)
+or chat completions (``--api chat``). Reported: wall time against the ideal, ``calls x latency /
 concurrency``; goal <= 1.15.
 
-    .venv/bin/python benchmarks/api_throughput.py [--condition structured] [--limit 0] [--latency 0.5]
+    .venv/bin/python benchmarks/api_throughput.py [--condition structured] [--limit 0] [--latency 0.5] [--api chat]
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.5, help="seconds the server takes per call")
     parser.add_argument("--concurrency", type=int, default=5)
     parser.add_argument("--chunk-size", type=int, default=0, help="0: the backend's preferred chunk size")
+    parser.add_argument("--api", choices=["chat", "responses"], default="responses")
     args = parser.parse_args()
 
     instances = load_split("test")
@@ -54,7 +56,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         # effort "low": the server's simulated reasoning (128 tokens) leaves room in the default answer budget
         backend = make_backend("openai", model="gpt-5-mini", base_url=url, max_concurrency=args.concurrency,
-                               reasoning_effort="low", api_key_env="CPDAGTHINK_BENCH_NO_KEY")
+                               reasoning_effort="low", api_key_env="CPDAGTHINK_BENCH_NO_KEY", api=args.api)
         chunk = args.chunk_size or backend.preferred_chunk_size
         start = time.perf_counter()
         result = run_condition(CONDITIONS[args.condition], backend, instances, f"{tmp}/run", cache_dir=f"{tmp}/cache",
@@ -67,7 +69,7 @@ def main() -> None:
     ideal = calls * args.latency / args.concurrency
     rejected = sum(r.rejected for r in result.records)
     correct = sum(r.prediction == r.oracle_label for r in result.records)
-    print(f"{args.condition}: {len(result.records)} instances, {calls} calls, latency {args.latency} s, "
+    print(f"{args.condition} ({args.api}): {len(result.records)} instances, {calls} calls, latency {args.latency} s, "
           f"concurrency {args.concurrency}, chunk {chunk}; rejected {rejected}, answers equal to the oracle {correct}")
     print(f"wall {wall:.1f} s, ideal {ideal:.1f} s, ratio {wall / ideal:.3f} (goal <= 1.15)")
 

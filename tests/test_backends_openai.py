@@ -353,11 +353,12 @@ def test_ctrl_c_stops_a_run_against_a_silent_server_and_keeps_its_folder(silent_
     from cpdagthink.runner import run_condition
 
     backend = make_backend("openai", model="gpt-4o", base_url=silent_server, timeout=60)
+    rows = read_csv(test_csv)[:12]  # before the timer: under load, reading the CSV alone can take 0.5 s
     timer = threading.Timer(0.5, _thread.interrupt_main)
     timer.start()
     start = time.perf_counter()
     with pytest.raises(KeyboardInterrupt):
-        run_condition(CONDITIONS["baseline_enhanced"], backend, read_csv(test_csv)[:12], tmp_path / "run",
+        run_condition(CONDITIONS["baseline_enhanced"], backend, rows, tmp_path / "run",
                       cache_dir=tmp_path / "cache", progress=False)
     assert time.perf_counter() - start < 3
     assert json.loads((tmp_path / "run" / "metadata.json").read_text())["status"] == "interrupted"
@@ -374,17 +375,18 @@ def reasoning_server():
 
 def test_the_reasoning_server_enforces_the_documented_rules(reasoning_server):
     plain = Request(messages=user("Premise: A correlates with B.\nHypothesis: A directly causes B."), max_tokens=900)
-    forced_old = make_backend("openai", model="gpt-5-mini", base_url=reasoning_server.url, token_param="max_tokens")
+    forced_old = make_backend("openai", model="gpt-5-mini", base_url=reasoning_server.url, token_param="max_tokens",
+                              api="chat")
     with pytest.raises(ServiceRejected) as err:
         forced_old.complete(plain)
     assert err.value.server_message == ("Unsupported parameter: 'max_tokens' is not supported with this model. "
                                         "Use 'max_completion_tokens' instead.")
-    sampled = make_backend("openai", model="gpt-5-mini", base_url=reasoning_server.url, send_sampling=True)
+    sampled = make_backend("openai", model="gpt-5-mini", base_url=reasoning_server.url, send_sampling=True, api="chat")
     with pytest.raises(ServiceRejected) as err:
         sampled.complete(plain)
     assert err.value.server_message == ("Unsupported value: 'temperature' does not support 0.0 with this model. "
                                         "Only the default (1) value is supported.")
-    profiled = make_backend("openai", model="gpt-5-mini", base_url=reasoning_server.url)
+    profiled = make_backend("openai", model="gpt-5-mini", base_url=reasoning_server.url, api="chat")
     out = profiled.complete(plain)
     assert out.text.endswith("Answer: NO") and out.meta["reasoning_tokens"] == 512
     assert out.completion_tokens > 512 and reasoning_server.rejected == 2
@@ -396,6 +398,7 @@ def test_concurrent_batches_share_the_concurrency_bound():
     with ReasoningAPIServer(latency_s=0.2) as server:
         backend = make_backend("openai", model="gpt-5-mini", base_url=server.url, max_concurrency=3)
         requests = [Request(messages=user(f"Hypothesis: A causes B{i}.")) for i in range(6)]
+        backend.complete(requests[0])  # warm: the client imports its API's types on first use (seconds under load)
         outs: list = []
         threads = [threading.Thread(target=lambda: outs.append(backend.complete_batch(requests))) for _ in range(2)]
         start = time.perf_counter()
@@ -412,15 +415,16 @@ CONDITIONS_THROUGH_THE_API = ["structured", "baseline_enhanced", "singleturn_str
                               "no_thinking"]
 
 
+@pytest.mark.parametrize("api", ["responses", "chat"])
 @pytest.mark.parametrize("condition_name", CONDITIONS_THROUGH_THE_API)
-def test_conditions_run_end_to_end_through_the_reasoning_api(reasoning_server, test_csv, tmp_path, condition_name):
+def test_conditions_run_end_to_end_through_the_reasoning_api(reasoning_server, test_csv, tmp_path, condition_name, api):
     from cpdagthink.backends.profiles import check_condition
     from cpdagthink.conditions import CONDITIONS, Decoding, Flow
     from cpdagthink.data import read_csv
     from cpdagthink.runner import run_condition
 
     condition = CONDITIONS[condition_name]
-    backend = make_backend("openai", model="gpt-5-mini", base_url=reasoning_server.url, reasoning_effort="low")
+    backend = make_backend("openai", model="gpt-5-mini", base_url=reasoning_server.url, reasoning_effort="low", api=api)
     check_condition(backend.profile, condition.thinking, model=backend.model)  # nothing to refuse here
     rows = read_csv(test_csv)
     items = [i for i in rows if i.num_variables == 3 and i.label == 1][:2] + [i for i in rows if i.num_variables == 4][:2]
@@ -430,10 +434,12 @@ def test_conditions_run_end_to_end_through_the_reasoning_api(reasoning_server, t
     assert all("max_tokens" not in body and "temperature" not in body for body in reasoning_server.requests)
     turns = 1 if condition.flow is Flow.ONE_TURN else 2
     assert result.model_calls == turns * len(items) == len(reasoning_server.requests)
+    assert set(reasoning_server.paths) == {"/v1/responses" if api == "responses" else "/v1/chat/completions"}
     for record in result.records:
         assert record.prediction == record.oracle_label and not record.unparsed  # the oracle, end to end
         for turn in record.turns:
-            assert turn.rejected is None
+            assert turn.rejected is None and turn.meta["api"] == api
+            assert (turn.reasoning is not None) == (api == "responses")  # the summary; chat returns none
             effort = "minimal" if condition_name == "no_thinking" else "low"
             assert turn.meta["reasoning_effort_sent"] == effort
             assert turn.meta["reasoning_tokens"] == {"minimal": 8, "low": 128}[effort]
@@ -449,6 +455,313 @@ def test_no_thinking_is_refused_for_families_without_an_off_switch():
     with pytest.raises(ProfileError, match="no off switch"):
         check_condition(o3.profile, thinking=False, model=o3.model)
     check_condition(o3.profile, thinking=True)
+
+
+# ----------------------------------------------------------------------------------------- Responses API
+def structured_turns(rows, decoding=None):
+    """Turn-1 requests of the structured condition for ``rows``."""
+    from cpdagthink.conditions import CONDITIONS, Decoding, first_request
+
+    return [first_request(CONDITIONS["structured"], row, decoding or Decoding(max_tokens_turn1=4096)) for row in rows]
+
+
+def test_responses_kwargs_payload(test_csv):
+    from dataclasses import replace
+
+    from cpdagthink.backends.base import Completion, ToolCall
+    from cpdagthink.backends.openai_api import responses_kwargs
+    from cpdagthink.conditions import CONDITIONS, Decoding, second_request
+    from cpdagthink.data import read_csv
+
+    row = read_csv(test_csv)[0]
+    [turn1] = structured_turns([row])
+    kw, note = responses_kwargs(turn1, "gpt-5.4-mini", reasoning_effort="medium")
+    assert [i["role"] for i in kw["input"]] == ["system", "user"] and kw["input"][1]["content"] == turn1.messages[1]["content"]
+    [tool] = kw["tools"]
+    assert tool["type"] == "function" and tool["name"] == TOOL_NAME and tool["strict"] is True and "function" not in tool
+    assert tool["parameters"]["additionalProperties"] is False and "prefixItems" not in json.dumps(tool["parameters"])
+    assert kw["tool_choice"] == "auto" and kw["max_output_tokens"] == 4096 and kw["store"] is False
+    assert kw["reasoning"] == {"effort": "medium", "summary": "auto"} and kw["include"] == ["reasoning.encrypted_content"]
+    assert not {"temperature", "top_p", "seed", "max_tokens", "max_completion_tokens", "messages"} & set(kw)
+    assert note["api"] == "responses" and note["schema_enforced"] is True and "seed=0" in note["sampling_not_sent"]
+    assert note["constraint"] == "tool schema (strict function tool)"
+    forced, _ = responses_kwargs(replace(turn1, tool_choice=TOOL_NAME), "gpt-5.4-mini")
+    assert forced["tool_choice"] == {"type": "function", "name": TOOL_NAME}
+    assert "reasoning" not in forced  # gpt-5.4's default effort is none: nothing to ask for, nothing to summarise
+    off, note = responses_kwargs(replace(turn1, thinking=False), "gpt-5.4-mini", reasoning_effort="high")
+    assert off["reasoning"] == {"effort": "none"} and note["reasoning_effort_sent"] == "none"  # no summary of nothing
+    # turn 2: turn 1's reasoning items, then the call and its output under the request's own call id
+    carried = [{"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "opaque"}]
+    turn1_out = Completion(text="", tool_calls=[ToolCall(TOOL_NAME, "{}")], reasoning_items=carried)
+    turn2 = second_request(CONDITIONS["structured"], row, Decoding(), turn1_out)
+    items = responses_kwargs(turn2, "gpt-5.4-mini", reasoning_effort="medium")[0]["input"]
+    call_id = turn2.messages[2]["tool_calls"][0]["id"]
+    assert [i.get("type", i.get("role")) for i in items] == ["system", "user", "reasoning", "function_call",
+                                                            "function_call_output"]
+    assert items[2] == carried[0] and items[3]["call_id"] == items[4]["call_id"] == call_id
+    assert items[3]["name"] == TOOL_NAME and items[4]["output"] == turn2.messages[3]["content"]
+
+
+def test_strict_schema_keeps_the_causal_analysis_exact_and_says_what_it_loosens():
+    from reasoning_api_server import strict_problem
+
+    from cpdagthink.backends.openai_api import strict_schema
+
+    for variables in (None, ["A", "B", "C"]):
+        raw = tool_definition(variables)["function"]["parameters"]
+        assert strict_problem(raw)  # as pydantic writes it, the service would refuse it
+        strict, loosened = strict_schema(raw)
+        assert strict_problem(strict) is None and loosened == []  # every tuple position takes the same names
+    strict, loosened = strict_schema({"type": "object", "properties": {
+        "a": {"type": "integer", "default": 3}, "pair": {"type": "array", "prefixItems": [{"type": "string"}, {"type": "integer"}]}},
+        "required": ["pair"]})
+    assert strict["required"] == ["a", "pair"] and strict["additionalProperties"] is False
+    assert strict["properties"]["a"] == {"anyOf": [{"type": "integer"}, {"type": "null"}]}
+    assert strict["properties"]["pair"]["items"] == {"anyOf": [{"type": "string"}, {"type": "integer"}]}
+    assert loosened == ["/properties/a: default dropped", "/properties/pair: tuple positions merged into one item schema",
+                        "/properties/a: optional, sent as nullable"]
+
+
+def test_the_api_follows_the_profile_and_the_option_overrides_it():
+    url = "http://127.0.0.1:9/v1"
+    assert make_backend("openai", model="gpt-5.4-mini", base_url=url).identity()["api"] == "responses"
+    assert make_backend("openai", model="o3-mini", base_url=url).identity()["api"] == "responses"
+    assert make_backend("openai", model="gpt-4o", base_url=url).identity()["api"] == "chat"
+    assert make_backend("openai", model="Qwen/Qwen3-8B", base_url=url, regex_mode="vllm").identity()["api"] == "chat"
+    assert make_backend("openai", model="gpt-5.4-mini", base_url=url, api="chat").identity()["api"] == "chat"
+    with pytest.raises(ValueError, match="use api 'chat'"):
+        make_backend("openai", model="gpt-5.4-mini", base_url=url, api="responses", regex_mode="vllm")
+
+
+def test_chat_completions_refuse_tools_with_an_effort_from_gpt_5_4_on(reasoning_server, test_csv):
+    from dataclasses import replace
+
+    from cpdagthink.data import read_csv
+
+    [turn1] = structured_turns(read_csv(test_csv)[:1])
+
+    def chat(model, request, **options):
+        return make_backend("openai", model=model, base_url=reasoning_server.url, api="chat", **options).complete(request)
+
+    with pytest.raises(ServiceRejected) as err:
+        chat("gpt-5.4", turn1, reasoning_effort="medium")
+    assert err.value.server_message == ("Function tools with reasoning_effort are not supported for gpt-5.4 in "
+                                        "/v1/chat/completions. Please use /v1/responses instead.")
+    assert chat("gpt-5.4", turn1).tool_calls  # its default effort is none: accepted
+    for model in ("gpt-5.5", "gpt-5.6-mini"):  # a default effort of medium: refused unless sent none
+        with pytest.raises(ServiceRejected, match="Please use /v1/responses instead"):
+            chat(model, turn1)
+        assert chat(model, replace(turn1, thinking=False)).tool_calls
+    assert chat("gpt-5-mini", turn1, reasoning_effort="high").tool_calls  # before 5.4: accepted
+    # the Responses API takes the same request at every effort
+    for model in ("gpt-5.4", "gpt-5.5"):
+        out = make_backend("openai", model=model, base_url=reasoning_server.url, reasoning_effort="high").complete(turn1)
+        assert out.tool_calls[0].name == TOOL_NAME and out.meta["reasoning_tokens"] == 2048
+        assert out.reasoning and out.reasoning_items[0]["encrypted_content"] and out.meta["api"] == "responses"
+
+
+def test_the_responses_endpoint_enforces_its_rules(reasoning_server, test_csv):
+    from cpdagthink.data import read_csv
+
+    [turn1] = structured_turns(read_csv(test_csv)[:1])
+    with pytest.raises(ValueError, match="use one of: none, low, medium, high$"):  # the profile refuses first ...
+        make_backend("openai", model="gpt-5.1", base_url=reasoning_server.url, reasoning_effort="xhigh")
+    code, error = reasoning_server.answer("/v1/responses", {"model": "gpt-5.1", "input": [],
+                                                            "reasoning": {"effort": "minimal"}})
+    assert code == 400 and error["error"]["message"] == (  # ... what the service would say
+        "Unsupported value: 'minimal' is not supported with the 'gpt-5.1' model. "
+        "Supported values are: 'none', 'low', 'medium', and 'high'.")
+    with pytest.raises(ServiceRejected, match="'temperature' is not supported with this model"):
+        make_backend("openai", model="gpt-5-mini", base_url=reasoning_server.url, send_sampling=True).complete(turn1)
+    # a reasoning item it never issued, sent back as turn 1's
+    backend = make_backend("openai", model="gpt-5-mini", base_url=reasoning_server.url)
+    forged = {"role": "assistant", "content": "", "reasoning_items": [
+        {"type": "reasoning", "id": "rs_0", "summary": [], "encrypted_content": "made-up"}],
+        "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": TOOL_NAME, "arguments": "{}"}}]}
+    turn2 = Request(messages=(*turn1.messages, forged, {"role": "tool", "tool_call_id": "call_1", "content": "ok"}),
+                    tools=turn1.tools, tool_choice="none")
+    with pytest.raises(ServiceRejected) as err:
+        backend.complete(turn2)
+    assert err.value.server_message == "The encrypted content for item rs_0 could not be verified."
+
+
+def test_turn_two_carries_turn_one_reasoning_through_the_responses_api(reasoning_server, test_csv, tmp_path):
+    from cpdagthink.conditions import CONDITIONS, Decoding
+    from cpdagthink.data import read_csv
+    from cpdagthink.runner import run_condition
+
+    items = [i for i in read_csv(test_csv) if i.num_variables == 4][:3]
+    backend = make_backend("openai", model="gpt-5.4-mini", base_url=reasoning_server.url, reasoning_effort="medium")
+    result = run_condition(CONDITIONS["structured"], backend, items, tmp_path / "run",
+                           decoding=Decoding(max_tokens_turn1=8192, max_tokens_answer=4096),
+                           cache_dir=tmp_path / "cache", progress=False)
+    assert reasoning_server.rejected == 0 and set(reasoning_server.paths) == {"/v1/responses"}
+    first, second = reasoning_server.requests[:3], reasoning_server.requests[3:]
+    assert all(b["store"] is False and b["include"] == ["reasoning.encrypted_content"] for b in first + second)
+    for body in second:  # turn 1's reasoning item, as the server issued it, right before the call it made
+        kinds = [i.get("type", "message") for i in body["input"]]
+        assert kinds == ["message", "message", "reasoning", "function_call", "function_call_output"]
+        assert body["input"][2]["encrypted_content"] and body["tool_choice"] == "none"
+    for record in result.records:
+        assert record.prediction == record.oracle_label and record.emitted is not None
+        for turn in record.turns:
+            assert turn.meta["api"] == "responses" and turn.meta["reasoning_tokens"] == 512
+            assert turn.reasoning.startswith("**Reading the premise**")  # the summary is the turn's reasoning
+        assert record.turns[0].meta["schema_enforced"] is True
+    records_text = (tmp_path / "run" / "records.jsonl").read_text()
+    assert "encrypted_content" not in records_text  # carried through the cache, never recorded
+    again = run_condition(CONDITIONS["structured"], backend, items, tmp_path / "run2",
+                          decoding=Decoding(max_tokens_turn1=8192, max_tokens_answer=4096),
+                          cache_dir=tmp_path / "cache", progress=False)
+    assert again.model_calls == 0 and len(reasoning_server.requests) == 6
+
+
+def test_a_refused_turn_one_sends_no_turn_two(reasoning_server, test_csv, tmp_path):
+    from cpdagthink.conditions import CONDITIONS
+    from cpdagthink.data import read_csv
+    from cpdagthink.runner import run_condition
+
+    items = read_csv(test_csv)[:3]
+    backend = make_backend("openai", model="gpt-5.5", base_url=reasoning_server.url, api="chat")
+    result = run_condition(CONDITIONS["structured"], backend, items, tmp_path / "run", cache_dir=tmp_path / "cache",
+                           progress=False, abort_after=0)
+    assert len(reasoning_server.requests) == 3 and result.model_calls == 3  # turn 1 only
+    for record in result.records:
+        assert record.rejected and len(record.turns) == 1
+        assert record.turns[0].meta["next_turn"] == "not sent: this turn was refused"
+        assert "Please use /v1/responses instead" in record.turns[0].rejected
+
+
+def test_refusals_of_the_responses_api_are_recorded_as_rejected_and_stop_the_run(reasoning_server, test_csv, tmp_path):
+    from cpdagthink.conditions import CONDITIONS
+    from cpdagthink.data import read_csv
+    from cpdagthink.runfolder import read_records
+    from cpdagthink.runner import RunAborted, run_condition
+
+    backend = make_backend("openai", model="gpt-5-mini", base_url=reasoning_server.url, send_sampling=True)
+    with pytest.raises(RunAborted, match="'temperature' is not supported with this model"):
+        run_condition(CONDITIONS["structured"], backend, read_csv(test_csv)[:6], tmp_path / "run",
+                      cache_dir=tmp_path / "cache", progress=False)
+    records = read_records(tmp_path / "run")
+    assert len(records) == 5 and all(r.rejected and r.answer is None for r in records)  # it stops at the fifth
+    assert {r.turns[0].meta["api"] for r in records} == {"responses"} and set(reasoning_server.paths) == {"/v1/responses"}
+
+
+# ----------------------------------------------------------------------------------------- hostile servers
+def test_a_trickling_server_fails_within_the_timeout_as_a_whole():
+    from reasoning_api_server import ReasoningAPIServer
+
+    with ReasoningAPIServer(fault="trickle") as server:
+        for api in ("chat", "responses"):
+            backend = make_backend("openai", model="gpt-5-mini", base_url=server.url, timeout=3, retries=0, api=api)
+            start = time.perf_counter()
+            with pytest.raises(BackendError, match="did not answer within 3 s"):
+                backend.complete(Request(messages=user("Hypothesis: A causes B.")))
+            assert 2.9 < time.perf_counter() - start < 4.5  # one whole request, not 3 s per byte
+            backend.close()
+
+
+@pytest.mark.parametrize("fault", ["wrong_shape", "truncated_json"])
+@pytest.mark.parametrize("api", ["chat", "responses"])
+def test_a_malformed_200_is_the_servers_fault_and_retried(fault, api):
+    from reasoning_api_server import ReasoningAPIServer
+
+    request = Request(messages=user("Premise: A correlates with B.\nHypothesis: A directly causes B."))
+    with ReasoningAPIServer(fault=fault, fault_times=1) as server:
+        backend = make_backend("openai", model="gpt-5-mini", base_url=server.url, retries=1, backoff_base=0.01, api=api)
+        out = backend.complete(request)
+        assert out.text.endswith("Answer: NO") and out.meta["attempts"] == 2
+    with ReasoningAPIServer(fault=fault) as server:
+        backend = make_backend("openai", model="gpt-5-mini", base_url=server.url, retries=2, backoff_base=0.01, api=api)
+        with pytest.raises(BackendError) as err:
+            backend.complete(request)
+        assert len(server.requests) == 3  # retried like a 5xx
+        assert f"{server.url}: HTTP 200 but the body is not a well-formed answer" in str(err.value)
+
+
+def test_a_huge_answer_is_stored_capped_and_flagged(test_csv, tmp_path):
+    from reasoning_api_server import ReasoningAPIServer
+
+    from cpdagthink.conditions import CONDITIONS, Decoding
+    from cpdagthink.data import read_csv
+    from cpdagthink.runner import run_condition
+
+    with ReasoningAPIServer(fault="huge", huge_chars=4_000_000) as server:
+        backend = make_backend("openai", model="gpt-5-mini", base_url=server.url, max_stored_chars=50_000)
+        result = run_condition(CONDITIONS["baseline_enhanced"], backend, read_csv(test_csv)[:1], tmp_path / "run",
+                               decoding=Decoding(max_tokens_turn1=2_000_000), cache_dir=tmp_path / "cache",
+                               progress=False)
+    [turn] = result.records[0].turns
+    assert len(turn.text) == 50_000 and turn.meta["truncated"]["text"] > 4_000_000
+    assert len(turn.raw) == 50_000 and turn.meta["truncated"]["raw"] > 4_000_000
+    assert (tmp_path / "run" / "records.jsonl").stat().st_size < 150_000
+    with pytest.raises(ValueError, match="max_stored_chars must be at least 1"):
+        make_backend("openai", model="gpt-5-mini", base_url=server.url, max_stored_chars=0)
+
+
+def test_run_concurrently_returns_each_result_or_error():
+    from cpdagthink.backends.openai_api import run_concurrently
+
+    def work(x):
+        if x == 1:
+            time.sleep(0.05)
+            raise BackendError("one failed")
+        time.sleep(0.3)
+        return x * 10
+
+    outcomes = run_concurrently(work, [0, 1, 2, 3], 3, threading.Event())
+    # the running ones finish after the failure and are returned; the one not yet started is not started
+    assert outcomes[0] == 0 and isinstance(outcomes[1], BackendError) and outcomes[2] == 20 and outcomes[3] is None
+
+
+def test_answers_are_parsed_one_at_a_time():
+    """The client builds its response types on first use, and two threads doing that at once can meet a
+    half-built type (seen in the throughput benchmark's first chunk; 1 fresh process in 5 with 16 threads
+    constructing a Response at once): workers parse through one lock."""
+    from cpdagthink.backends.openai_api import _parsed
+
+    state = {"now": 0, "peak": 0}
+    lock = threading.Lock()
+
+    class Raw:
+        def parse(self):
+            with lock:
+                state["now"] += 1
+                state["peak"] = max(state["peak"], state["now"])
+            time.sleep(0.02)
+            with lock:
+                state["now"] -= 1
+            return "parsed"
+
+    barrier = threading.Barrier(8)
+    results = []
+    threads = [threading.Thread(target=lambda: (barrier.wait(), results.append(_parsed(Raw())))) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results == ["parsed"] * 8 and state["peak"] == 1
+
+
+def test_a_request_timing_out_in_a_chunk_keeps_every_finished_one(test_csv, tmp_path):
+    from reasoning_api_server import ReasoningAPIServer
+
+    from cpdagthink.cache import CallCache
+    from cpdagthink.conditions import CONDITIONS
+    from cpdagthink.data import read_csv
+    from cpdagthink.runner import run_condition
+
+    items = read_csv(test_csv)[:6]
+    slow = items[3].hypothesis
+    with ReasoningAPIServer(fault="trickle", fault_when=json.dumps(slow)[1:-1], fault_times=1) as server:
+        backend = make_backend("openai", model="gpt-5-mini", base_url=server.url, timeout=2, retries=0)
+        with pytest.raises(BackendError, match="did not answer within 2 s"):
+            run_condition(CONDITIONS["baseline_enhanced"], backend, items, tmp_path / "run",
+                          cache_dir=tmp_path / "cache", chunk_size=6, progress=False)
+        assert len(list((tmp_path / "cache").rglob("*.json"))) == 5  # every paid answer kept
+        again = run_condition(CONDITIONS["baseline_enhanced"], backend, items, tmp_path / "run",
+                              cache_dir=tmp_path / "cache", chunk_size=6, progress=False)
+    assert again.model_calls == 1 and len(again.records) == 6 and len(server.requests) == 7
 
 
 # ----------------------------------------------------------------------------------------- real server (slow)

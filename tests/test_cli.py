@@ -64,9 +64,10 @@ def test_book_passes_its_overrides_to_every_notebook(monkeypatch, capsys):
                         seen.update(overrides, only=only, parameters=parameters) or "index.html")
     assert main(["book", "--backend", "openai", "--limit", "0", "--seeds", "0", "1", "--temperature", "0.7",
                  "--max-tokens-turn1", "8192", "--max-tokens-answer", "4096", "--only", "01",
-                 "--sample-variables", "5", "6"]) == 0
+                 "--sample-variables", "5", "6", "--api", "chat"]) == 0
     assert seen == {"backend": "openai", "limit": 0, "seeds": [0, 1], "temperature": 0.7, "max_tokens_turn1": 8192,
-                    "max_tokens_answer": 4096, "only": ["01"], "sample_variables": [5, 6], "parameters": {}}
+                    "max_tokens_answer": 4096, "only": ["01"], "sample_variables": [5, 6], "api": "chat",
+                    "parameters": {}}
     assert "book: index.html" in capsys.readouterr().out
     assert main(["book", "--sample-variables", "all"]) == 0 and seen["sample_variables"] is None
     with pytest.raises(SystemExit):
@@ -187,7 +188,7 @@ def test_the_readme_api_commands_run_against_a_reasoning_model_api(test_csv, tmp
     """The README's `cpdagthink run ... --backend openai --model gpt-5.4-mini` commands, as written but for the
     endpoint and sample size, against a server that enforces the reasoning-model rules (HTTP 400 for
     max_tokens or a temperature; reasoning tokens in usage)."""
-    from reasoning_api_server import GPT51_EFFORTS, ReasoningAPIServer
+    from reasoning_api_server import ReasoningAPIServer
 
     from cpdagthink.cli import main
     from cpdagthink.runfolder import read_records
@@ -196,17 +197,19 @@ def test_the_readme_api_commands_run_against_a_reasoning_model_api(test_csv, tmp
     args = ["run", "--condition", "structured", "--backend", "openai", "--model", "gpt-5.4-mini",
             "--reasoning-effort", "medium", "--max-tokens-turn1", "8192", "--max-tokens-answer", "4096", "--limit", "6",
             "--data", str(test_csv), "--cache", str(tmp_path / "cache"), "--out", str(tmp_path / "run"), *extra]
-    with ReasoningAPIServer(efforts=GPT51_EFFORTS) as server:
+    with ReasoningAPIServer() as server:
         assert main([*args, "--base-url", server.url]) == 0, capsys.readouterr().err
-    assert server.rejected == 0 and server.requests
+    assert server.rejected == 0 and server.requests and set(server.paths) == {"/v1/responses"}
     assert all("max_tokens" not in body and "temperature" not in body for body in server.requests)
     thinking_off = extra[-1:] == ["no_thinking"]
-    assert {body.get("reasoning_effort") for body in server.requests} == {"none" if thinking_off else "medium"}
+    assert {body["reasoning"]["effort"] for body in server.requests} == {"none" if thinking_off else "medium"}
     folders = [tmp_path / "run"] if "--seeds" not in extra else [tmp_path / "run" / f"seed{s}" for s in (0, 1, 2)]
     for folder in folders:
         records = read_records(folder)
         assert len(records) == 6 and all(r.answer and not r.rejected for r in records)
         assert all((t.meta.get("reasoning_tokens", 0) > 0) != thinking_off for r in records for t in r.turns)
+        assert all(t.meta["api"] == "responses" and (t.reasoning is None) == thinking_off
+                   for r in records for t in r.turns)
     out = capsys.readouterr().out
     assert out.count("6 of 6 instances") == len(folders)
 
@@ -293,3 +296,38 @@ def test_book_refuses_what_run_refuses_before_any_notebook(test_csv, tmp_path, m
         assert main(["run", "--condition", "structured", "--backend", "reference", "--limit", "4", *extra,
                      "--out", str(tmp_path / "run")]) == 2
         assert message in capsys.readouterr().err
+
+
+README_API_RUN = ["run", "--condition", "structured", "--backend", "openai", "--model", "gpt-5.4-mini",
+                  "--reasoning-effort", "medium", "--max-tokens-turn1", "8192", "--max-tokens-answer", "4096"]
+
+
+def test_a_run_whose_every_request_is_refused_exits_non_zero(test_csv, tmp_path, monkeypatch, capsys):
+    """The README command forced onto chat completions, which refuse tools with an effort from gpt-5.4 on."""
+    from reasoning_api_server import ReasoningAPIServer
+
+    from cpdagthink.cli import main
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    with ReasoningAPIServer() as server:
+        code = main([*README_API_RUN, "--api", "chat", "--limit", "6", "--data", str(test_csv), "--base-url", server.url,
+                     "--cache", str(tmp_path / "cache"), "--out", str(tmp_path / "run")])
+    err = capsys.readouterr().err
+    assert code == 2 and server.rejected == len(server.requests) == 6, err  # one chunk, then it stops
+    assert "Function tools with reasoning_effort are not supported for gpt-5.4-mini" in err
+
+
+def test_timeout_bounds_a_trickling_server(test_csv, tmp_path, monkeypatch, capsys):
+    import time
+
+    from reasoning_api_server import ReasoningAPIServer
+
+    from cpdagthink.cli import main
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    with ReasoningAPIServer(fault="trickle") as server:
+        start = time.perf_counter()
+        code = main([*README_API_RUN, "--limit", "1", "--data", str(test_csv), "--base-url", server.url,
+                     "--timeout", "3", "--retries", "0", "--cache", str(tmp_path / "cache"), "--out", str(tmp_path / "run")])
+        took = time.perf_counter() - start
+    assert code != 0 and took < 8 and "did not answer within 3 s" in capsys.readouterr().err

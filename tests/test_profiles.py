@@ -16,7 +16,11 @@ from cpdagthink.backends.profiles import (
 
 @pytest.mark.parametrize("model, family", [
     ("gpt-5", "gpt-5"), ("gpt-5-mini", "gpt-5"), ("gpt-5-nano-2025-08-07", "gpt-5"),
-    ("gpt-5.1", "gpt-5.1+"), ("gpt-5.4-mini", "gpt-5.1+"), ("gpt-5-pro", "gpt-5-pro"), ("gpt-5.2-pro", "gpt-5-pro"),
+    ("gpt-5.1", "gpt-5.1"), ("gpt-5.1-mini", "gpt-5.1"), ("gpt-5.2", "gpt-5.2-5.4"), ("gpt-5.4-mini", "gpt-5.2-5.4"),
+    ("gpt-5.5", "gpt-5.5+"), ("gpt-5.6-mini", "gpt-5.5+"), ("gpt-5.10", "gpt-5.5+"),
+    ("gpt-5-pro", "gpt-5-pro"), ("gpt-5.2-pro", "gpt-5-pro"),
+    ("gpt-5-codex", "codex (gpt-5-codex, gpt-5.1-codex)"), ("gpt-5.1-codex-mini", "codex (gpt-5-codex, gpt-5.1-codex)"),
+    ("gpt-5.1-codex-max", "codex (gpt-5.1-codex-max and later)"), ("gpt-5.3-codex", "codex (gpt-5.1-codex-max and later)"),
     ("o1", "o-series"), ("o3-mini", "o-series"), ("o4-mini-2025-04-16", "o-series"),
     ("gpt-4o", "gpt-4"), ("gpt-4.1-mini", "gpt-4"),
     ("Qwen/Qwen3-8B", "qwen3"), ("Qwen3-32B", "qwen3"), ("Qwen/Qwen3.5-27B", "qwen3.5"), ("qwen3.6-35b-a3b", "qwen3.5"),
@@ -42,6 +46,36 @@ def test_the_rules_of_each_family():
     mistral = profile_for("mistralai/Mistral-Small-3.1-24B-Instruct-2503")
     assert mistral.tool_envelope == "mistral" == mistral.tool_call_parser
     assert PROFILES[-1].family == "default" and PROFILES[-1].pattern == ""
+
+
+@pytest.mark.parametrize("model, efforts, default", [
+    ("gpt-5-mini", ("minimal", "low", "medium", "high"), "medium"),
+    ("gpt-5.1", ("none", "low", "medium", "high"), "none"),  # no xhigh
+    ("gpt-5.4-mini", ("none", "low", "medium", "high", "xhigh"), "none"),
+    ("gpt-5.5", ("none", "low", "medium", "high", "xhigh"), "medium"),
+    ("gpt-5.6-mini", ("none", "low", "medium", "high", "xhigh"), "medium"),
+    ("gpt-5-codex", ("low", "medium", "high"), "medium"),  # codex: no none
+    ("gpt-5.1-codex-max", ("low", "medium", "high", "xhigh"), "medium"),
+    ("gpt-5-pro", ("high",), "high"),
+    ("o3-mini", ("low", "medium", "high"), "medium"),
+])
+def test_each_reasoning_family_names_its_efforts_and_default_with_a_source(model, efforts, default):
+    profile = profile_for(model)
+    assert profile.efforts == efforts and profile.default_effort == default and profile.effort_source
+    assert profile.api == "responses" and profile.strict_tools and profile.token_param == "max_completion_tokens"
+    assert (profile.effort_off == "none") == ("none" in efforts and "codex" not in model)
+    if "codex" in model:
+        with pytest.raises(ProfileError, match="no off switch"):
+            check_condition(profile, thinking=False, model=model)
+
+
+def test_only_openai_reasoning_families_default_to_the_responses_api():
+    for model in ("gpt-4o", "Qwen/Qwen3-8B", "mistralai/Mistral-Small-3.1-24B-Instruct-2503", "my-model"):
+        assert profile_for(model).api == "chat"
+    assert with_overrides(profile_for("gpt-5.4-mini"), api="chat").api == "chat"
+    assert with_overrides(profile_for("gpt-5.4-mini"), api="responses") == profile_for("gpt-5.4-mini")
+    with pytest.raises(ProfileError, match="api must be one of chat, responses"):
+        with_overrides(profile_for("gpt-4o"), api="completions")
 
 
 def test_overrides_replace_one_rule_and_say_so():

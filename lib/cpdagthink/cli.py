@@ -238,12 +238,14 @@ def _model_options(parser: argparse.ArgumentParser, budgets: str = "defaults 102
     parser.add_argument("--base-url", nargs="+", help="OpenAI-compatible endpoint(s), served round-robin")
     parser.add_argument("--regex-mode", choices=["none", "vllm"], help="openai backend: send the schema regex to a "
                         "vLLM server as structured_outputs")
+    parser.add_argument("--api", choices=["chat", "responses"], help="openai backend: chat completions or the "
+                        "Responses API (default by profile: responses for GPT-5 and o-series models)")
     parser.add_argument("--reasoning-effort", help="reasoning models: the effort to ask for (overrides the profile)")
     parser.add_argument("--reasoning-parser", help="vLLM: the reasoning parser (overrides the profile, e.g. qwen3)")
     parser.add_argument("--token-param", choices=["max_tokens", "max_completion_tokens"],
                         help="API: the token-budget parameter (overrides the profile)")
     parser.add_argument("--revision", help="vLLM: the model revision to load")
-    parser.add_argument("--timeout", type=float, help="API: seconds per request before it is retried")
+    parser.add_argument("--timeout", type=float, help="API: seconds one request may take in all (a timeout is not retried)")
     parser.add_argument("--retries", type=int, help="API: retries of a failed request")
     parser.add_argument("--jump-forward", action="store_true", default=None,
                         help="local: exact jump-forward decoding with drafts (fast on a build from `make llama-exact`)")

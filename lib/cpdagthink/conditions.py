@@ -167,6 +167,12 @@ def read_emitted(completion: Completion, instance: Instance) -> Emitted:
         return Emitted(None, calls[0].arguments, f"{type(error).__name__}: {str(error).splitlines()[0]}")
 
 
+def _carried(turn1: Completion) -> dict[str, Any]:
+    """What turn 1's answer carries into the conversation besides its text: the service's reasoning items
+    (Responses API), so the model keeps its own reasoning; nothing for other backends."""
+    return {"reasoning_items": turn1.reasoning_items} if turn1.reasoning_items else {}
+
+
 def second_request(
     condition: Condition, instance: Instance, decoding: Decoding, turn1: Completion, given: Turn2Input | None = None,
     emitted: Emitted | None = None,
@@ -179,7 +185,8 @@ def second_request(
         if given is not None:
             raise ValueError(f"probes replace a tool call's object; {condition.name!r} makes none")
         messages = _first_messages(condition, instance, decoding)
-        messages += [{"role": "assistant", "content": turn1.text}, {"role": "user", "content": render(condition.follow_up)}]
+        messages += [{"role": "assistant", "content": turn1.text, **_carried(turn1)},
+                     {"role": "user", "content": render(condition.follow_up)}]
         return _request(condition, decoding, messages, decoding.max_tokens_answer)
     emitted = emitted or read_emitted(turn1, instance)
     given = given or Turn2Input(emitted.analysis)
@@ -193,7 +200,7 @@ def second_request(
                         analysis_json=emitted.arguments or "(none)")
     call_id = "call_0"
     messages += [
-        {"role": "assistant", "content": "",
+        {"role": "assistant", "content": "", **_carried(turn1),
          "tool_calls": [{"id": call_id, "type": "function", "function": {"name": TOOL_NAME, "arguments": arguments}}]},
         {"role": "tool", "tool_call_id": call_id, "name": TOOL_NAME, "content": result},
     ]

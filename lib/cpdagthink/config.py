@@ -256,6 +256,7 @@ class RunParameters(BaseModel):
     model: str | None = None
     base_url: Annotated[list[str], _Listed, AfterValidator(bare_urls)] = []  # user info kept in the environment only
     regex_mode: Literal["none", "vllm"] | None = None
+    api: Literal["chat", "responses"] | None = None
     reasoning_effort: str | None = None
     reasoning_parser: str | None = None
     token_param: Literal["max_tokens", "max_completion_tokens"] | None = None
@@ -325,7 +326,7 @@ class RunParameters(BaseModel):
                          seeds=tuple(self.seeds), decoding=decoding, chunk_size=self.chunk_size, **folders)
 
 
-_BACKEND_OPTIONS = ("regex_mode", "reasoning_effort", "reasoning_parser", "token_param", "revision", "timeout", "retries",
+_BACKEND_OPTIONS = ("regex_mode", "api", "reasoning_effort", "reasoning_parser", "token_param", "revision", "timeout", "retries",
                     "jump_forward")
 
 

@@ -24,7 +24,7 @@ from typing import Any, Iterable, Sequence
 from pydantic import BaseModel
 from tqdm.auto import tqdm
 
-from .backends.base import Backend, BackendError, Completion, Request, RequestRejected
+from .backends.base import Backend, BackendError, Completion, PartialBatchError, Request, RequestRejected
 from .cache import DEFAULT_CACHE, CallCache
 from .conditions import (
     Condition,
@@ -74,7 +74,9 @@ class CachedBackend:
     calls: int = 0
 
     def complete_batch(self, requests: Sequence[Request]) -> list[tuple[Completion, bool]]:
-        """Completions in order, each with ``cache_hit``; only misses reach the model, in one batch."""
+        """Completions in order, each with ``cache_hit``; only misses reach the model, in one batch. When the
+        batch stops on an error, every completion that finished is cached before the error is raised, so a
+        rerun pays only for what was lost."""
         identity = self.backend.identity()
         if not self.backend.thinking_supported:
             # The switch cannot change what such a model sees: one request, one cache entry.
@@ -87,12 +89,23 @@ class CachedBackend:
                 fresh = self.backend.complete_batch([requests[i] for i in missing])
             except RequestRejected:
                 fresh = [self._one(requests[i]) for i in missing]
-            self.calls += len(missing)
+            except PartialBatchError as error:
+                self._keep([keys[i] for i in missing], error.completions)
+                raise
+            self._keep([keys[i] for i in missing], fresh)
             for i, completion in zip(missing, fresh):
-                if "rejected" not in completion.meta:  # not cached: a later run (e.g. a longer context) retries
-                    self.cache.put(keys[i], completion)
                 found[i] = completion
         return [(c, i not in missing) for i, c in enumerate(found)]
+
+    def _keep(self, keys: list[str], completions: Sequence[Completion | None]) -> None:
+        """Cache and count what the model answered (None: no answer); a refusal is not cached, so a later run
+        (e.g. with a longer context) asks again."""
+        for key, completion in zip(keys, completions):
+            if completion is None:
+                continue
+            self.calls += 1
+            if "rejected" not in completion.meta:
+                self.cache.put(key, completion)
 
     def _one(self, request: Request) -> Completion:
         try:
@@ -402,10 +415,15 @@ class _Session:
                    for (inst, _, _), t in zip(posed, turns)]
         given = [self._intervene(inst, e) for (inst, _, _), e in zip(posed, emitted)]
         if self.condition.flow is not Flow.ONE_TURN:
-            second = [second_request(self.condition, inst, self.decoding, t[0][1], g, e)
-                      for (inst, _, _), t, g, e in zip(posed, turns, given, emitted)]
-            for turn, request, result in zip(turns, second, self.cached.complete_batch(second)):
-                turn.append((request, *result))
+            # A turn 1 the service refused has nothing to build on: its turn 2 is not sent, and the record says so
+            # (a refusal is never cached, so noting it on the completion changes nothing stored).
+            going = [k for k, t in enumerate(turns) if "rejected" not in t[0][1].meta]
+            for k in set(range(len(turns))) - set(going):
+                turns[k][0][1].meta["next_turn"] = "not sent: this turn was refused"
+            second = [second_request(self.condition, posed[k][0], self.decoding, turns[k][0][1], given[k], emitted[k])
+                      for k in going]
+            for k, request, result in zip(going, second, self.cached.complete_batch(second)):
+                turns[k].append((request, *result))
         made = {inst.id: self._record(inst, oracle, t, e, g)
                 for (inst, _, oracle), t, e, g in zip(posed, turns, emitted, given)}
         return [made[i.id] if i.id in made else self._problem(i, problems[i.id]) for i in chunk]

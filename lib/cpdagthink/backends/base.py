@@ -26,6 +26,16 @@ class RequestRejected(BackendError):
     server) while others can: the runner records it on its instance and goes on."""
 
 
+class PartialBatchError(BackendError):
+    """A batch stopped on an error after some of its requests were served. ``completions`` holds, in request
+    order, each finished completion (None where a request failed or never started), so the caller can keep
+    what was paid for before it stops; the message is the first error's."""
+
+    def __init__(self, error: BaseException, completions: list["Completion | None"]):
+        self.completions = completions
+        super().__init__(str(error))
+
+
 @dataclass(frozen=True)
 class Constraint:
     """A regular-language constraint on the output, or on the arguments of the tool named ``tool``."""
@@ -84,6 +94,9 @@ class Completion:
     # Backend-specific facts about this call (served model snapshot, attempts, unsupported flags such as
     # ``{"thinking": "unsupported"}``); plain JSON, never secrets.
     meta: dict[str, Any] = field(default_factory=dict)
+    # Items the service needs back with this turn's output in the next request (the Responses API's
+    # reasoning items with their encrypted content): cached with the call, never written to a record.
+    reasoning_items: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

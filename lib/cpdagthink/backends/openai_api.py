@@ -1,33 +1,47 @@
-"""OpenAI-compatible chat completions: the OpenAI API, a vLLM server, or ``llama_cpp.server``.
+"""OpenAI-compatible APIs: chat completions (the OpenAI API, a vLLM server, ``llama_cpp.server``) and the
+OpenAI Responses API (reasoning models).
 
-* Model profiles (:mod:`.profiles`) decide the request's shape: ``max_tokens`` or ``max_completion_tokens``,
-  whether temperature/top_p are sent (never to OpenAI reasoning models), and the reasoning control:
-  ``reasoning_effort`` (``Request.thinking=False`` sends the family's off value, e.g. ``minimal``/``none``)
-  or the chat template's ``enable_thinking`` (vLLM servers). Backend options override each rule.
-* Tools are sent as given; ``tool_choice`` ``"auto"``/``"required"``/``"none"`` pass through and any other
-  string is a forced call ``{"type": "function", "function": {"name": ...}}``.
+* Model profiles (:mod:`.profiles`) decide the request's shape: which API (``responses`` for the GPT-5 family
+  and the o-series, chat completions for everything else; the ``api`` option overrides), ``max_tokens`` or
+  ``max_completion_tokens``, whether temperature/top_p are sent (never to OpenAI reasoning models), and the
+  reasoning control: ``reasoning_effort`` (``Request.thinking=False`` sends the family's off value, e.g.
+  ``minimal``/``none``) or the chat template's ``enable_thinking`` (vLLM servers). Backend options override each rule.
+* Responses API (:func:`responses_kwargs`): ``input`` items, flat function tools, ``reasoning={"effort": ...,
+  "summary": "auto"}``, ``max_output_tokens``, ``store=False`` with ``include=["reasoning.encrypted_content"]``:
+  the service keeps nothing, so turn 1's reasoning items travel back with turn 2 (the assistant message's
+  ``reasoning_items``, before its ``function_call``/``function_call_output`` items). The reasoning summary is
+  recorded as the turn's reasoning and the reasoning tokens are counted; ``meta["api"]`` says which API served.
+* Tools are sent as given (``strict`` with a strict-compatible schema where the profile says the service
+  enforces it; ``meta["schema_enforced"]``); ``tool_choice`` ``"auto"``/``"required"``/``"none"`` pass through
+  and any other string is a forced call of that function.
 * Constraints: with ``regex_mode="vllm"`` the regex goes in ``extra_body={"structured_outputs": {"regex":
   ...}}``; when it constrains a tool's arguments it is wrapped in the family's envelope (Hermes
   ``<tool_call>`` or Mistral ``[TOOL_CALLS]``) so the server's tool parser still sees a call. vLLM cannot
   combine a *named* tool choice with ``structured_outputs``, so a forced tool choice is sent as ``"auto"``
   there (the regex forces the call anyway; ``meta["tool_choice_requested"]`` records it). With
-  ``regex_mode="none"`` a constraint is enforced only where the API can: a forced tool call or, without
-  tools, ``response_format`` json_schema; ``meta["constraint"]`` says which, or ``"not enforced"``.
+  ``regex_mode="none"`` a constraint is enforced only where the API can: a strict or forced tool call or,
+  without tools, a json_schema response format; ``meta["constraint"]`` says which, or ``"not enforced"``.
 * Secrets: the API key is read from the environment variable ``api_key_env`` (or the password of a
   ``base_url`` such as ``http://user:KEY@host``) and handed to the client only. URLs are recorded without
   credentials, and error bodies are stored with ``Authorization``/``api-key``/bearer values redacted.
-* Failures: 408/409/425/429/5xx and connection errors are retried ``retries`` times with capped exponential
-  backoff and seeded jitter (``Retry-After`` honoured up to the cap), each retry on the next ``base_url``. A
-  request that times out (``timeout`` seconds) is not retried: a server that did not answer once will not
-  answer faster the second time, and a dead endpoint must fail within one ``timeout``. A request the
-  service rejects (400/413/422) comes back as a rejected completion carrying the service's own message
-  (``meta["rejected"]``); :meth:`OpenAIBackend.complete` raises :class:`ServiceRejected` instead.
+* Failures: 408/409/425/429/5xx, connection errors and an HTTP 200 whose body is not a well-formed answer are
+  retried ``retries`` times with capped exponential backoff and seeded jitter (``Retry-After`` honoured up to
+  the cap), each retry on the next ``base_url``. ``timeout`` bounds each attempt as a whole (connecting,
+  sending and every read together), so a server that trickles bytes cannot hold a request open; a request
+  that times out is not retried: a server that did not answer once will not answer faster the second time,
+  and a dead endpoint must fail within one ``timeout``. A request the service rejects (400/413/422) comes
+  back as a rejected completion carrying the service's own message (``meta["rejected"]``);
+  :meth:`OpenAIBackend.complete` raises :class:`ServiceRejected` instead.
+* What is kept of an answer is capped (``max_stored_chars`` per field: text, reasoning, raw output, each tool
+  call's arguments); ``meta["truncated"]`` gives the original length of each field cut.
 * At most ``max_concurrency`` requests are in flight per backend, across concurrent batches too (so a runner
   may overlap batches to keep every slot busy); batches run on daemon threads and Ctrl-C stops waiting at once.
+  A batch that stops on an error still hands back every completion that finished (:class:`PartialBatchError`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -36,11 +50,11 @@ import random
 import re
 import threading
 import time
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ..credentials import with_credentials
-from .base import Backend, BackendError, Completion, Provenance, Request, RequestRejected, ToolCall
+from .base import Backend, BackendError, Completion, PartialBatchError, Provenance, Request, RequestRejected, ToolCall
 from .profiles import ModelProfile, check_effort, profile_for, with_overrides
 from .toolcalls import chat_messages, envelope_regex, parse_tool_calls, split_reasoning
 
@@ -54,6 +68,14 @@ OPENAI_URL = "https://api.openai.com/v1"
 # legitimately takes minutes; anything else that is silent for a minute is treated as dead.
 TIMEOUT_REASONING_S = 600.0
 TIMEOUT_CHAT_S = 60.0
+# Characters kept per stored field of an answer (text, reasoning, raw output, a call's arguments): about 64k
+# tokens, above any budget the paper uses, and far below what a runaway or hostile server can send.
+MAX_STORED_CHARS = 256_000
+# The keywords a ``strict`` function schema may use (the service's structured-outputs subset).
+_STRICT_KEYWORDS = frozenset({
+    "type", "properties", "required", "additionalProperties", "items", "enum", "const", "anyOf", "$defs", "$ref",
+    "description", "pattern", "format", "minItems", "maxItems", "minimum", "maximum", "exclusiveMinimum",
+    "exclusiveMaximum", "multipleOf"})
 
 _SECRET_QUERY_KEYS = {"key", "api-key", "api_key", "apikey", "token", "access_token", "sig", "signature", "password"}
 _SECRET_PATTERNS = (
@@ -107,10 +129,82 @@ class ServiceRejected(RequestRejected):
         super().__init__(f"{url} rejected the request (HTTP {status_code}): {server_message}")
 
 
-def tool_choice_param(choice: str | None) -> Any:
+def tool_choice_param(choice: str | None, *, flat: bool = False) -> Any:
+    """``tool_choice`` as the API takes it: a mode, or a forced function (nested for chat completions, flat for
+    the Responses API)."""
     if choice is None or choice in ("auto", "required", "none"):
         return choice
-    return {"type": "function", "function": {"name": choice}}
+    return {"type": "function", "name": choice} if flat else {"type": "function", "function": {"name": choice}}
+
+
+def strict_schema(schema: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """``schema`` made acceptable to the service's ``strict`` function tools, and what that loosened.
+
+    Every object lists all its properties as required (an optional one is sent as nullable) and allows no
+    others; tuple positions (``prefixItems``) become ``items`` (exact when every position takes the same
+    schema, as the CausalAnalysis pairs and triples do); keywords outside the strict subset are dropped."""
+    loosened: list[str] = []
+
+    def walk(node: Any, path: str) -> Any:
+        if isinstance(node, list):
+            return [walk(v, path) for v in node]
+        if not isinstance(node, dict):
+            return node
+        out: dict[str, Any] = {}
+        for key, value in node.items():
+            if key in ("properties", "$defs"):
+                out[key] = {name: walk(v, f"{path}/{key}/{name}") for name, v in value.items()}
+            elif key in _STRICT_KEYWORDS:
+                out[key] = walk(value, f"{path}/{key}")
+            elif key != "prefixItems":
+                loosened.append(f"{path or '/'}: {key} dropped")
+        if "prefixItems" in node:
+            positions = walk(node["prefixItems"], f"{path}/prefixItems")
+            distinct = [p for i, p in enumerate(positions) if p not in positions[:i]]
+            out["items"] = distinct[0] if len(distinct) == 1 else {"anyOf": distinct}
+            if len(distinct) > 1:
+                loosened.append(f"{path or '/'}: tuple positions merged into one item schema")
+        if out.get("type") == "object" or "properties" in out:
+            properties = out.setdefault("properties", {})
+            for name in [n for n in properties if n not in node.get("required", ())]:
+                properties[name] = {"anyOf": [properties[name], {"type": "null"}]}
+                loosened.append(f"{path}/properties/{name}: optional, sent as nullable")
+            out["required"] = list(properties)
+            out["additionalProperties"] = False
+        return out
+
+    return walk(schema, ""), loosened
+
+
+def _add_tools(kwargs: dict[str, Any], note: dict[str, Any], request: Request, profile: ModelProfile, *,
+               flat: bool) -> str | None:
+    """Put the request's tools into ``kwargs`` as the API takes them (chat: nested under ``function``; Responses:
+    flat), ``strict`` with a strict-compatible schema where the service enforces it, and say so in ``note``.
+    Returns the tool choice to send (None without tools)."""
+    if not request.tools:
+        return None
+    tools, loosened = [], []
+    for tool in request.tools:
+        fn = dict(tool.get("function", tool))
+        if profile.strict_tools:
+            fn["parameters"], changes = strict_schema(fn.get("parameters") or {"type": "object", "properties": {}})
+            fn["strict"] = True
+            loosened += [f"{fn.get('name')}: {c}" for c in changes]
+        elif flat:
+            fn["strict"] = False  # the Responses API makes function tools strict unless told otherwise
+        tools.append({"type": "function", **fn} if flat else {**tool, "function": fn})
+    kwargs["tools"] = tools
+    note["schema_enforced"] = profile.strict_tools
+    if loosened:
+        note["schema_loosened"] = loosened
+    return request.tool_choice
+
+
+def _effort(request: Request, profile: ModelProfile, reasoning_effort: str | None) -> str | None:
+    """The reasoning effort to send: the family's off value on a thinking-off request, else the chosen one."""
+    if profile.reasoning_control != "reasoning_effort":
+        return None
+    return profile.effort_off if (not request.thinking and profile.effort_off) else reasoning_effort
 
 
 def _sampling(request: Request, profile: ModelProfile, vllm_server: bool) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
@@ -159,12 +253,10 @@ def chat_kwargs(
     kwargs.update(sampling)
     if send_seed:
         kwargs["seed"] = request.seed
-    note: dict[str, Any] = {}
+    note: dict[str, Any] = {"api": "chat"}
     if not_sent:
         note["sampling_not_sent"] = not_sent
-    choice = request.tool_choice if request.tools else None
-    if request.tools:
-        kwargs["tools"] = [dict(t) for t in request.tools]
+    choice = _add_tools(kwargs, note, request, profile, flat=False)
     c = request.constraint
     if c is not None:
         if vllm_server:
@@ -174,12 +266,11 @@ def chat_kwargs(
                     note["tool_choice_requested"] = choice
                     choice = "auto"  # vLLM: a named tool choice cannot be combined with structured_outputs
                 note["constraint"] = f"regex ({profile.tool_envelope} envelope)"
+                note["schema_enforced"] = True
             else:
                 regex = c.regex
                 note["constraint"] = "regex"
             extra["structured_outputs"] = {"regex": regex}
-        elif c.tool and request.tools and choice not in (None, "auto", "none"):
-            note["constraint"] = "tool schema (forced tool call)"
         elif c.json_schema is not None and not request.tools:
             kwargs["response_format"] = {
                 "type": "json_schema",
@@ -187,19 +278,90 @@ def chat_kwargs(
             }
             note["constraint"] = "response_format json_schema"
         else:
-            note["constraint"] = "not enforced"
+            note["constraint"] = _tool_constraint(request, choice, profile)
     if choice is not None:
         kwargs["tool_choice"] = tool_choice_param(choice)
         note["tool_choice_sent"] = choice
-    if profile.reasoning_control == "reasoning_effort":
-        effort = profile.effort_off if (not request.thinking and profile.effort_off) else reasoning_effort
-        if effort is not None:
-            kwargs["reasoning_effort"] = effort
-            note["reasoning_effort_sent"] = effort
-    elif profile.reasoning_control == "chat_template_kwargs":
+    effort = _effort(request, profile, reasoning_effort)
+    if effort is not None:
+        kwargs["reasoning_effort"] = effort
+        note["reasoning_effort_sent"] = effort
+    if profile.reasoning_control == "chat_template_kwargs":
         extra["chat_template_kwargs"] = {"enable_thinking": bool(request.thinking)}
     if extra:
         kwargs["extra_body"] = extra
+    return kwargs, note
+
+
+def _tool_constraint(request: Request, choice: str | None, profile: ModelProfile) -> str:
+    """How an API without regex support enforces a constraint on a tool's arguments, if at all."""
+    if not (request.constraint and request.constraint.tool and request.tools):
+        return "not enforced"
+    forced = choice not in (None, "auto", "none")
+    if profile.strict_tools:
+        return "tool schema (strict function tool" + (", forced call)" if forced else ")")
+    return "tool schema (forced tool call)" if forced else "not enforced"
+
+
+def response_input(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Chat messages as Responses API ``input`` items: messages stay messages, an assistant's tool calls become
+    ``function_call`` items preceded by the reasoning items that produced them, tool results become
+    ``function_call_output`` items (call ids as the messages carry them)."""
+    items: list[dict[str, Any]] = []
+    for message in chat_messages(messages, arguments_as="str"):
+        role = message["role"]
+        if role == "assistant":
+            items += [dict(item) for item in message.get("reasoning_items", ())]
+            if message["content"]:
+                items.append({"role": "assistant", "content": message["content"]})
+            items += [{"type": "function_call", "call_id": call["id"], "name": call["function"]["name"],
+                       "arguments": call["function"]["arguments"]} for call in message.get("tool_calls", ())]
+        elif role == "tool":
+            items.append({"type": "function_call_output", "call_id": message["tool_call_id"],
+                          "output": message["content"]})
+        else:
+            items.append({"role": role, "content": message["content"]})
+    return items
+
+
+def responses_kwargs(
+    request: Request,
+    model: str,
+    *,
+    profile: ModelProfile | None = None,
+    reasoning_effort: str | None = None,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The ``responses.create`` keyword arguments for ``request`` and a note of what was enforced and sent.
+    Nothing is stored by the service (``store=False``); a reasoning family's reasoning comes back encrypted
+    (``include``) with a summary, so the next turn can carry it. Pure: tests check the exact payload."""
+    profile = profile or profile_for(model)
+    kwargs: dict[str, Any] = {"model": model, "input": response_input(request.messages),
+                              "max_output_tokens": request.max_tokens, "store": False}
+    sampling, _, not_sent = _sampling(request, profile, vllm_server=False)
+    kwargs.update(sampling)
+    note: dict[str, Any] = {"api": "responses", "sampling_not_sent": [*not_sent, f"seed={request.seed}"]}  # no seed here
+    choice = _add_tools(kwargs, note, request, profile, flat=True)
+    c = request.constraint
+    if c is not None:
+        if c.json_schema is not None and not request.tools:
+            kwargs["text"] = {"format": {"type": "json_schema", "name": c.tool or "output", "schema": c.json_schema,
+                                         "strict": True}}
+            note["constraint"] = "text format json_schema"
+        else:
+            note["constraint"] = _tool_constraint(request, choice, profile)
+    if choice is not None:
+        kwargs["tool_choice"] = tool_choice_param(choice, flat=True)
+        note["tool_choice_sent"] = choice
+    if profile.reasoning_control == "reasoning_effort":
+        effort = _effort(request, profile, reasoning_effort)
+        reasoning: dict[str, Any] = {}
+        if effort is not None:
+            reasoning["effort"] = note["reasoning_effort_sent"] = effort
+        if (effort or profile.default_effort) != "none":
+            reasoning["summary"] = "auto"
+        if reasoning:
+            kwargs["reasoning"] = reasoning
+        kwargs["include"] = ["reasoning.encrypted_content"]
     return kwargs, note
 
 
@@ -211,19 +373,31 @@ def _field(obj: Any, name: str) -> Any:
     return value
 
 
-def _reasoning_tokens(usage: Any) -> int | None:
-    details = _field(usage, "completion_tokens_details") if usage is not None else None
-    if details is None:
+def _usage_tokens(usage: Any, details: str, name: str) -> int | None:
+    found = _field(usage, details) if usage is not None else None
+    if found is None:
         return None
-    value = details.get("reasoning_tokens") if isinstance(details, dict) else _field(details, "reasoning_tokens")
+    value = found.get(name) if isinstance(found, dict) else _field(found, name)
     return None if value is None else int(value)
+
+
+def _answer_meta(meta: dict[str, Any], response: Any, reasoning_tokens: int | None) -> dict[str, Any]:
+    """``meta`` plus what the service reports about this answer: the model snapshot that served it, its
+    fingerprint, the reasoning token count."""
+    meta = dict(meta)
+    for name in ("model", "system_fingerprint"):
+        if getattr(response, name, None):
+            meta["served_model" if name == "model" else name] = getattr(response, name)
+    if reasoning_tokens is not None:
+        meta["reasoning_tokens"] = reasoning_tokens
+    return meta
 
 
 def completion_from_response(response: Any, latency_s: float, meta: dict[str, Any]) -> Completion:
     """A :class:`Completion` from an OpenAI ``ChatCompletion`` object (reasoning token count, when the
     service reports one, in ``meta["reasoning_tokens"]``)."""
     if not getattr(response, "choices", None):
-        raise BackendError(f"the server returned no choices: {response!r}"[:500])
+        raise ValueError("no choices")
     choice = response.choices[0]
     message = choice.message
     content = message.content or ""
@@ -243,14 +417,7 @@ def completion_from_response(response: Any, latency_s: float, meta: dict[str, An
         raw = json.dumps(message.model_dump(exclude_none=True), ensure_ascii=False)
     except Exception:  # noqa: BLE001
         raw = content
-    meta = dict(meta)
-    if getattr(response, "model", None):
-        meta["served_model"] = response.model
-    if getattr(response, "system_fingerprint", None):
-        meta["system_fingerprint"] = response.system_fingerprint
-    reasoning_tokens = _reasoning_tokens(usage)
-    if reasoning_tokens is not None:
-        meta["reasoning_tokens"] = reasoning_tokens
+    meta = _answer_meta(meta, response, _usage_tokens(usage, "completion_tokens_details", "reasoning_tokens"))
     return Completion(
         text=text,
         tool_calls=calls,
@@ -264,30 +431,185 @@ def completion_from_response(response: Any, latency_s: float, meta: dict[str, An
     )
 
 
-def run_concurrently(fn: Callable[[Any], Any], items: Sequence[Any], workers: int, stop: threading.Event) -> list[Any]:
-    """``[fn(x) for x in items]`` on at most ``workers`` daemon threads, results in order.
+def completion_from_responses(response: Any, latency_s: float, meta: dict[str, Any]) -> Completion:
+    """A :class:`Completion` from a Responses API ``Response``: message text, function calls, the reasoning
+    summary as the reasoning, the reasoning items (with their encrypted content) to carry into the next
+    turn, and the reasoning token count in ``meta["reasoning_tokens"]``. Raises ValueError, AttributeError or
+    TypeError on a body of the wrong shape."""
+    output = response.output
+    if not isinstance(output, list):
+        raise ValueError("no output list")
+    if response.status == "failed":
+        raise ValueError(f"status failed: {response.error}")
+    texts, summaries, calls, carried, raw = [], [], [], [], []
+    for item in output:
+        dumped = item.model_dump(exclude_none=True)
+        raw.append({k: v for k, v in dumped.items() if k != "encrypted_content"})
+        if item.type == "reasoning":
+            summaries += [part.text for part in item.summary or ()]
+            carried.append(dumped)
+        elif item.type == "function_call":
+            calls.append(ToolCall(name=item.name, arguments=item.arguments or ""))
+        elif item.type == "message":
+            texts += [part.text for part in item.content if part.type == "output_text"]
+    reason = getattr(response.incomplete_details, "reason", None) if response.status == "incomplete" else None
+    finish = {"max_output_tokens": "length", "content_filter": "content_filter"}.get(reason or "", reason)
+    usage = response.usage
+    meta = _answer_meta(meta, response, _usage_tokens(usage, "output_tokens_details", "reasoning_tokens"))
+    return Completion(
+        text="".join(texts).strip(),
+        tool_calls=calls,
+        reasoning="\n\n".join(summaries) or None,
+        raw=json.dumps(raw, ensure_ascii=False),
+        prompt_tokens=int(getattr(usage, "input_tokens", 0) or 0),
+        completion_tokens=int(getattr(usage, "output_tokens", 0) or 0),
+        latency_s=latency_s,
+        finish_reason=finish or ("tool_calls" if calls else "stop"),
+        meta=meta,
+        reasoning_items=carried,
+    )
 
-    The first exception stops further items from starting and is raised once the running ones end. The
-    caller's thread waits in short steps, so Ctrl-C interrupts it at once; it then sets ``stop`` (workers
+
+def cap_stored(completion: Completion, limit: int) -> Completion:
+    """``completion`` with each stored field (text, reasoning, raw output, each call's arguments) cut to
+    ``limit`` characters; ``meta["truncated"]`` names each field cut with its original length."""
+    cut: dict[str, int] = {}
+
+    def cap(name: str, text: str | None) -> str | None:
+        if text is not None and len(text) > limit:
+            cut[name] = len(text)
+            return text[:limit]
+        return text
+
+    completion.text = cap("text", completion.text) or ""
+    completion.reasoning = cap("reasoning", completion.reasoning)
+    completion.raw = cap("raw", completion.raw) or ""
+    completion.tool_calls = [ToolCall(c.name[:limit], cap(f"tool_calls[{i}].arguments", c.arguments) or "")
+                             for i, c in enumerate(completion.tool_calls)]
+    if cut:
+        completion.meta["truncated"] = cut
+    return completion
+
+
+# The client builds its response types on first use (pydantic ``defer_build``), and that build is not
+# thread-safe: two workers parsing their first answers at once can meet a half-built type ("BaseModel cannot
+# be instantiated directly"). Parsing takes microseconds, so answers are parsed one at a time.
+_PARSE_LOCK = threading.Lock()
+
+
+def _parsed(raw: Any) -> Any:
+    """The client's typed object for a raw response (see :data:`_PARSE_LOCK`)."""
+    with _PARSE_LOCK:
+        return raw.parse()
+
+
+class _Deadline(threading.local):
+    """When the request running on this thread must be done (None: no request is bounded here)."""
+
+    at: float | None = None
+
+
+_DEADLINE = _Deadline()
+
+
+@contextlib.contextmanager
+def bounded(seconds: float) -> Iterator[None]:
+    """Bound every network operation of the requests made inside the block, on this thread, to end within
+    ``seconds`` in total (see :func:`bounded_http_client`)."""
+    _DEADLINE.at = time.monotonic() + seconds
+    try:
+        yield
+    finally:
+        _DEADLINE.at = None
+
+
+def bounded_http_client(timeout: float) -> Any:
+    """An ``httpx.Client`` whose connections honour :func:`bounded`: each connect, read and write gets only
+    the time left of its request, and none once it is spent. The client's own timeouts bound each operation
+    alone, so a server that sends a byte a second would otherwise hold a request open for ever."""
+    import httpcore
+    import httpx
+
+    def left(timeout: float | None, error: type[Exception]) -> float | None:
+        if _DEADLINE.at is None:
+            return timeout
+        remaining = _DEADLINE.at - time.monotonic()
+        if remaining <= 0:
+            raise error("the request's whole time is spent")
+        return remaining if timeout is None else min(timeout, remaining)
+
+    class Stream(httpcore.NetworkStream):
+        def __init__(self, inner: httpcore.NetworkStream):
+            self._inner = inner
+
+        def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+            return self._inner.read(max_bytes, left(timeout, httpcore.ReadTimeout))
+
+        def write(self, buffer: bytes, timeout: float | None = None) -> None:
+            self._inner.write(buffer, left(timeout, httpcore.WriteTimeout))
+
+        def close(self) -> None:
+            self._inner.close()
+
+        def start_tls(self, ssl_context: Any, server_hostname: str | None = None,
+                      timeout: float | None = None) -> httpcore.NetworkStream:
+            return Stream(self._inner.start_tls(ssl_context, server_hostname, left(timeout, httpcore.ConnectTimeout)))
+
+        def get_extra_info(self, info: str) -> Any:
+            return self._inner.get_extra_info(info)
+
+    class Network(httpcore.NetworkBackend):
+        def __init__(self, inner: httpcore.NetworkBackend):
+            self._inner = inner
+
+        def connect_tcp(self, host: str, port: int, timeout: float | None = None, local_address: str | None = None,
+                        socket_options: Any = None) -> httpcore.NetworkStream:
+            return Stream(self._inner.connect_tcp(host, port, left(timeout, httpcore.ConnectTimeout), local_address,
+                                                  socket_options))
+
+        def connect_unix_socket(self, path: str, timeout: float | None = None,
+                                socket_options: Any = None) -> httpcore.NetworkStream:
+            return Stream(self._inner.connect_unix_socket(path, left(timeout, httpcore.ConnectTimeout), socket_options))
+
+        def sleep(self, seconds: float) -> None:
+            self._inner.sleep(seconds)
+
+    client = httpx.Client(timeout=timeout, follow_redirects=True)
+    # httpx builds its connection pools (direct, and through the environment's proxies) without a way to pass
+    # a network backend: wrap the ones it made.
+    for transport in (client._transport, *client._mounts.values()):
+        pool = getattr(transport, "_pool", None)
+        if pool is not None:
+            pool._network_backend = Network(pool._network_backend)
+    return client
+
+
+def run_concurrently(fn: Callable[[Any], Any], items: Sequence[Any], workers: int, stop: threading.Event) -> list[Any]:
+    """``fn`` over ``items`` on at most ``workers`` daemon threads: for each item, in order, its result or the
+    exception it raised, or None for an item never started (the first exception stops further items from
+    starting; the running ones finish, so nothing already paid for is dropped).
+
+    The caller's thread waits in short steps, so Ctrl-C interrupts it at once; it then sets ``stop`` (workers
     check it between attempts) and, the threads being daemons, never waits for a request in flight.
     """
     todo: queue.SimpleQueue[int] = queue.SimpleQueue()
     for i in range(len(items)):
         todo.put(i)
-    results: list[Any] = [None] * len(items)
-    errors: list[BaseException] = []
+    outcomes: list[Any] = [None] * len(items)
+    failed = threading.Event()
     finished = threading.Semaphore(0)
 
     def work() -> None:
-        while not stop.is_set() and not errors:
+        while not stop.is_set() and not failed.is_set():
             try:
                 i = todo.get_nowait()
             except queue.Empty:
                 break
             try:
-                results[i] = fn(items[i])
+                outcomes[i] = fn(items[i])
             except BaseException as error:  # noqa: BLE001 - handed to the caller's thread
-                errors.append(error)
+                outcomes[i] = error
+                failed.set()
         finished.release()
 
     threads = [threading.Thread(target=work, daemon=True, name=f"openai-worker-{n}")
@@ -301,19 +623,20 @@ def run_concurrently(fn: Callable[[Any], Any], items: Sequence[Any], workers: in
     except BaseException:
         stop.set()
         raise
-    if errors:
-        raise errors[0]
-    return results
+    return outcomes
 
 
 class OpenAIBackend(Backend):
-    """Chat completions over HTTP. ``base_url``: None (api.openai.com), one URL, or a list (round-robin).
+    """Chat completions or the Responses API over HTTP. ``base_url``: None (api.openai.com), one URL, or a
+    list (round-robin).
 
-    Options beyond the connection: ``token_param`` (``max_tokens`` | ``max_completion_tokens``),
-    ``thinking_param`` (``none`` | ``reasoning_effort`` | ``chat_template_kwargs``), ``reasoning_effort``
-    (sent on thinking requests), ``send_sampling`` (send temperature/top_p even where the profile says
-    not to), ``timeout`` (seconds per attempt; default by profile: 600 for reasoning families, else 60),
-    ``retries``; ``revision`` and ``reasoning_parser`` record what the server was started with.
+    Options beyond the connection: ``api`` (``chat`` | ``responses``; default by profile),
+    ``token_param`` (``max_tokens`` | ``max_completion_tokens``), ``thinking_param`` (``none`` |
+    ``reasoning_effort`` | ``chat_template_kwargs``), ``reasoning_effort`` (sent on thinking requests),
+    ``send_sampling`` (send temperature/top_p even where the profile says not to), ``timeout`` (seconds one
+    attempt may take in all; default by profile: 600 for reasoning families, else 60), ``retries``,
+    ``max_stored_chars`` (kept per field of an answer); ``revision`` and ``reasoning_parser`` record what the
+    server was started with.
     """
 
     name = "openai"
@@ -339,6 +662,8 @@ class OpenAIBackend(Backend):
         reasoning_parser: str | None = None,
         revision: str | None = None,
         send_seed: bool = True,
+        api: str | None = None,
+        max_stored_chars: int = MAX_STORED_CHARS,
     ):
         try:
             import openai
@@ -350,6 +675,8 @@ class OpenAIBackend(Backend):
             raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
         if int(retries) < 0:
             raise ValueError(f"retries must be 0 or more, got {retries!r}")
+        if int(max_stored_chars) < 1:
+            raise ValueError(f"max_stored_chars must be at least 1, got {max_stored_chars!r}")
         self.model = model
         urls: list[str | None] = [None] if base_url is None else [base_url] if isinstance(base_url, str) else list(base_url)
         urls = [None if u is None else with_credentials(u) for u in urls]  # the key a front door stripped (credentials)
@@ -360,7 +687,10 @@ class OpenAIBackend(Backend):
         if thinking_param is None and regex_mode == "vllm" and profile_for(model).thinking == "unknown":
             thinking_param = "chat_template_kwargs"  # an unknown model on a vLLM server: the template's switch
         self.profile = with_overrides(profile_for(model), token_param=token_param, reasoning_control=thinking_param,
-                                      reasoning_parser=reasoning_parser, sampling=send_sampling)
+                                      reasoning_parser=reasoning_parser, sampling=send_sampling,
+                                      api=api or ("chat" if regex_mode == "vllm" else None))
+        if self.profile.api == "responses" and regex_mode == "vllm":
+            raise ValueError("regex_mode 'vllm' sends the regex through chat completions: use api 'chat' with it")
         check_effort(self.profile, reasoning_effort)
         self.reasoning_effort = reasoning_effort
         # The switch changes what is sent only where the family has an off switch; elsewhere the runner
@@ -379,7 +709,7 @@ class OpenAIBackend(Backend):
         self.timeout = float(timeout) if timeout is not None else (TIMEOUT_REASONING_S if slow else TIMEOUT_CHAT_S)
         self._clients = [
             openai.OpenAI(api_key=key, base_url=None if u is None else public_url_for_client(u), max_retries=0,
-                          timeout=self.timeout)
+                          timeout=self.timeout, http_client=bounded_http_client(self.timeout))
             for u in urls
         ]
         del key
@@ -390,6 +720,7 @@ class OpenAIBackend(Backend):
         self.backoff_base = backoff_base
         self.backoff_max = backoff_max
         self.send_seed = send_seed
+        self.max_stored_chars = int(max_stored_chars)
         self._rr = itertools.cycle(range(len(urls)))
         self._lock = threading.Lock()
         self._rng = random.Random(jitter_seed)
@@ -409,13 +740,15 @@ class OpenAIBackend(Backend):
         # identity() keys the cache and must not change once responses arrive.
         return {
             "backend": "openai",
+            "api": p.api,
             "model": self.model,
             "revision": self.revision,
             "base_urls": list(self.base_urls),
             "regex_mode": self.regex_mode,
             "profile": {"family": p.family, "token_param": p.token_param, "sampling": p.sampling,
                         "reasoning_control": p.reasoning_control, "effort_off": p.effort_off,
-                        "tool_envelope": p.tool_envelope, "reasoning_parser": p.reasoning_parser},
+                        "tool_envelope": p.tool_envelope, "reasoning_parser": p.reasoning_parser,
+                        "strict_tools": p.strict_tools},
             "reasoning_effort": self.reasoning_effort,
         }
 
@@ -452,10 +785,21 @@ class OpenAIBackend(Backend):
     def _describe(self, exc: Exception) -> str:
         return redact(f"{type(exc).__name__}: {exc}", self._secrets)[:300]
 
-    def complete(self, request: Request) -> Completion:
-        """One request; raises :class:`ServiceRejected` when the service refuses it as invalid."""
+    def _call(self, request: Request) -> tuple[Callable[[Any], Any], Callable[..., Completion], dict[str, Any]]:
+        """(send on a client, parse the response, note) for ``request`` on this backend's API."""
+        if self.profile.api == "responses":
+            kwargs, note = responses_kwargs(request, self.model, profile=self.profile,
+                                            reasoning_effort=self.reasoning_effort)
+            return (lambda client: _parsed(client.responses.with_raw_response.create(**kwargs))), \
+                completion_from_responses, note
         kwargs, note = chat_kwargs(request, self.model, profile=self.profile, regex_mode=self.regex_mode,
                                    reasoning_effort=self.reasoning_effort, send_seed=self.send_seed)
+        return (lambda client: _parsed(client.chat.completions.with_raw_response.create(**kwargs))), \
+            completion_from_response, note
+
+    def complete(self, request: Request) -> Completion:
+        """One request; raises :class:`ServiceRejected` when the service refuses it as invalid."""
+        send, parse, note = self._call(request)
         o = self._openai
         errors: list[str] = []
         urls_tried: list[str] = []
@@ -465,10 +809,11 @@ class OpenAIBackend(Backend):
             urls_tried.append(url)
             with self._lock:
                 self.attempts += 1
+            retry_after = None
             try:
-                with self._slots:
+                with self._slots, bounded(self.timeout):
                     start = time.perf_counter()
-                    response = client.chat.completions.create(**kwargs)
+                    response = send(client)
             except o.APITimeoutError as exc:
                 raise BackendError(f"{url} did not answer within {self.timeout:g} s (timeout; not retried: pass "
                                    "a larger timeout for slow models)") from exc
@@ -481,16 +826,21 @@ class OpenAIBackend(Backend):
                 retry_after = self._retry_after(exc)
             except o.APIConnectionError as exc:
                 errors.append(f"{url}: {self._describe(exc)}")
-                retry_after = None
+            except (o.APIResponseValidationError, json.JSONDecodeError) as exc:  # the body is not JSON at all
+                errors.append(self._malformed(url, exc))
             else:
                 latency = time.perf_counter() - start
                 meta = dict(note, attempts=attempt + 1, base_url=url)
                 if attempt:
                     meta["wall_s"] = round(time.perf_counter() - first, 3)
-                completion = completion_from_response(response, latency, meta)
-                if completion.meta.get("served_model"):
-                    self.served_model = completion.meta["served_model"]
-                return completion
+                try:
+                    completion = parse(response, latency, meta)
+                except (AttributeError, TypeError, ValueError, KeyError, IndexError) as exc:  # JSON of another shape
+                    errors.append(self._malformed(url, exc))
+                else:
+                    if completion.meta.get("served_model"):
+                        self.served_model = completion.meta["served_model"]
+                    return cap_stored(completion, self.max_stored_chars)
             if attempt < self.retries and self._stop.wait(self._delay(attempt, retry_after)):
                 raise BackendError("stopped (interrupted)")
         raise BackendError(
@@ -498,18 +848,29 @@ class OpenAIBackend(Backend):
             f"{self.retries + 1} attempts; last error: {errors[-1] if errors else 'none'}"
         )
 
+    def _malformed(self, url: str, exc: Exception) -> str:
+        """The server's fault, said as such: an HTTP 200 whose body is not an answer of this API."""
+        return f"{url}: HTTP 200 but the body is not a well-formed answer ({self._describe(exc)})"[:300]
+
     def _complete_or_rejected(self, request: Request) -> Completion:
         try:
             return self.complete(request)
         except ServiceRejected as rejection:
             return Completion(text="", meta={"rejected": f"HTTP {rejection.status_code}: {rejection.server_message}",
-                                             "rejected_status": rejection.status_code, "base_url": rejection.url})
+                                             "rejected_status": rejection.status_code, "base_url": rejection.url,
+                                             "api": self.profile.api})
 
     def complete_batch(self, requests: Sequence[Request]) -> list[Completion]:
         """Concurrent requests (at most ``max_concurrency`` in flight), results in request order. A request
-        the service rejects comes back with ``meta["rejected"]`` (the service's message), not raised."""
+        the service rejects comes back with ``meta["rejected"]`` (the service's message), not raised. A
+        request that fails stops the batch: :class:`PartialBatchError` carries every completion that finished."""
         self._stop.clear()
-        return run_concurrently(self._complete_or_rejected, list(requests), self.max_concurrency, self._stop)
+        outcomes = run_concurrently(self._complete_or_rejected, list(requests), self.max_concurrency, self._stop)
+        failures = [o for o in outcomes if isinstance(o, BaseException)]
+        if failures:
+            raise PartialBatchError(failures[0], [o if isinstance(o, Completion) else None for o in outcomes]) \
+                from failures[0]
+        return outcomes
 
     def close(self) -> None:
         self._stop.set()

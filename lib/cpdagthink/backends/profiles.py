@@ -4,7 +4,10 @@ A :class:`ModelProfile` says which token-budget parameter a family takes, whethe
 be sent, how its reasoning is controlled (``reasoning_effort`` values, the chat template's
 ``enable_thinking``, or not at all) and how it is switched off, which vLLM reasoning and tool-call parsers
 serve it, which tool-call envelope a regex-constrained call is wrapped in, and the sampling its publisher
-recommends (with the source). :func:`profile_for` matches a model name against :data:`PROFILES` (first
+recommends (with the source). For reasoning families it also names the default effort and the accepted values,
+each with its source, which OpenAI API serves the family by default (``responses`` for the GPT-5 family and the
+o-series, whose function tools cannot be combined with an effort on chat completions from gpt-5.4 on), and
+whether the service enforces a function tool's schema (``strict``). :func:`profile_for` matches a model name against :data:`PROFILES` (first
 match wins; the last entry is the conservative default). Backends apply the profile; every rule can be
 overridden by a backend option (see :func:`with_overrides`).
 
@@ -26,6 +29,8 @@ ToolEnvelope = Literal["hermes", "mistral"]
 # switchable: on/off per request; always_on: reasons and cannot stop; absent: never reasons;
 # unknown: a model no profile knows (its thinking cannot be switched off by a known parameter).
 ThinkingSwitch = Literal["switchable", "always_on", "absent", "unknown"]
+Api = Literal["chat", "responses"]  # OpenAI's /v1/chat/completions or /v1/responses
+APIS = ("chat", "responses")
 
 TOKEN_PARAMS = ("max_tokens", "max_completion_tokens")
 REASONING_CONTROLS = ("reasoning_effort", "chat_template_kwargs", "none")
@@ -64,6 +69,10 @@ class ModelProfile:
     tool_envelope: ToolEnvelope = "hermes"  # text envelope of a regex-constrained tool call
     tool_call_parser: str | None = None  # vLLM --tool-call-parser that reads that envelope back
     recommended: dict[str, Sampling] = field(default_factory=dict)  # by mode: "thinking" / "non_thinking"
+    default_effort: str | None = None  # the effort the service applies when none is sent
+    effort_source: str = ""  # where ``efforts`` and ``default_effort`` come from
+    api: Api = "chat"  # the OpenAI API the openai backend uses for this family (``api`` option overrides)
+    strict_tools: bool = False  # the service enforces a function tool's schema when it is marked ``strict``
     notes: str = ""
 
     def to_json(self) -> dict[str, Any]:
@@ -83,32 +92,58 @@ _QWEN3_SOURCE = "Qwen3 model card (huggingface.co/Qwen/Qwen3-8B), Best Practices
 _QWEN35_SOURCE = "Qwen3.5 model card (huggingface.co/Qwen/Qwen3.5-27B), recommended sampling parameters"
 _REASONING_NOTE = ("OpenAI reasoning model: temperature/top_p other than the default 1 and max_tokens are "
                    "rejected with HTTP 400; the budget covers reasoning and visible tokens.")
+# OpenAI API reference, ReasoningEffort (chat completions reasoning_effort, responses reasoning.effort):
+_EFFORT_REF = "OpenAI API reference, ReasoningEffort"
+_SRC_BEFORE_51 = _EFFORT_REF + ": models before gpt-5.1 default to medium and do not support none"
+_SRC_51 = (_EFFORT_REF + ": gpt-5.1 defaults to none; its values are none, low, medium, high (the service's "
+           "refusal of 'minimal' lists the same four)")
+_SRC_XHIGH = _EFFORT_REF + ": xhigh is supported for all models after gpt-5.1-codex-max"
+_SRC_55 = "issue 18: gpt-5.5 and gpt-5.6 apply a default effort (medium), so they reason unless sent none"
+_SRC_CODEX = "issue 18: codex models take no none (no off switch); Codex CLI docs: default medium"
+_OPENAI_REASONING = dict(token_param="max_completion_tokens", sampling=False, reasoning_control="reasoning_effort",
+                         api="responses", strict_tools=True)
+_ALL_EFFORTS_51 = ("none", "low", "medium", "high", "xhigh")
 
 PROFILES: tuple[ModelProfile, ...] = (
     ModelProfile(
-        "gpt-5-pro", r"gpt-5(\.\d+)?-pro", token_param="max_completion_tokens", sampling=False,
-        reasoning_control="reasoning_effort", efforts=("high",), thinking="always_on",
+        "gpt-5-pro", r"gpt-5(\.\d+)?-pro", efforts=("high",), default_effort="high", thinking="always_on",
+        effort_source=_EFFORT_REF + ": gpt-5-pro defaults to (and only supports) high", **_OPENAI_REASONING,
         notes=_REASONING_NOTE + " gpt-5-pro defaults to and only supports reasoning_effort=high."),
     ModelProfile(
-        # gpt-5.1 and later default to "none" (no reasoning) and do not take "minimal".
-        "gpt-5.1+", r"gpt-5\.\d+", token_param="max_completion_tokens", sampling=False,
-        reasoning_control="reasoning_effort", efforts=("none", "low", "medium", "high", "xhigh"),
-        effort_off="none", thinking="switchable",
-        notes=_REASONING_NOTE + " gpt-5.1 and later default to reasoning_effort=none (no reasoning); "
-              "xhigh only after gpt-5.1-codex-max. Send reasoning_effort to make them reason."),
+        "codex (gpt-5.1-codex-max and later)", r"gpt-5\.(1-codex-max|([2-9]|\d\d+)-codex)",
+        efforts=("low", "medium", "high", "xhigh"), default_effort="medium", thinking="always_on",
+        effort_source=f"{_SRC_CODEX}; {_SRC_XHIGH}", **_OPENAI_REASONING,
+        notes=_REASONING_NOTE + " Codex models reason at every effort: no off switch."),
     ModelProfile(
-        "gpt-5", r"gpt-5(?![.\d])", token_param="max_completion_tokens", sampling=False,
-        reasoning_control="reasoning_effort", efforts=("minimal", "low", "medium", "high"),
-        effort_off="minimal", thinking="switchable",
+        "codex (gpt-5-codex, gpt-5.1-codex)", r"gpt-5(\.1)?-codex", efforts=("low", "medium", "high"),
+        default_effort="medium", thinking="always_on", effort_source=f"{_SRC_CODEX}; {_SRC_XHIGH}",
+        **_OPENAI_REASONING, notes=_REASONING_NOTE + " Codex models reason at every effort: no off switch."),
+    ModelProfile(
+        "gpt-5.5+", r"gpt-5\.([5-9]|\d\d+)(?!\d)", efforts=_ALL_EFFORTS_51, default_effort="medium",
+        effort_off="none", thinking="switchable", effort_source=f"{_SRC_55}; {_SRC_XHIGH}", **_OPENAI_REASONING,
+        notes=_REASONING_NOTE + " gpt-5.5 and later reason at medium unless sent none; on chat completions "
+              "they refuse function tools unless reasoning_effort is none."),
+    ModelProfile(
+        "gpt-5.2-5.4", r"gpt-5\.[2-4](?!\d)", efforts=_ALL_EFFORTS_51, default_effort="none", effort_off="none",
+        thinking="switchable", effort_source=f"{_SRC_51} (and later models); {_SRC_XHIGH}", **_OPENAI_REASONING,
+        notes=_REASONING_NOTE + " Default none (no reasoning): send reasoning_effort to make them reason. From "
+              "gpt-5.4 on, chat completions refuse function tools together with an effort: use the Responses API."),
+    ModelProfile(
+        "gpt-5.1", r"gpt-5\.1(?!\d)", efforts=("none", "low", "medium", "high"), default_effort="none",
+        effort_off="none", thinking="switchable", effort_source=_SRC_51, **_OPENAI_REASONING,
+        notes=_REASONING_NOTE + " Default none (no reasoning); no minimal and no xhigh."),
+    ModelProfile(
+        "gpt-5", r"gpt-5(?![.\d])", efforts=("minimal", "low", "medium", "high"), default_effort="medium",
+        effort_off="minimal", thinking="switchable", effort_source=_SRC_BEFORE_51, **_OPENAI_REASONING,
         notes=_REASONING_NOTE + " Models before gpt-5.1 default to medium and do not support none; "
               "minimal is the lowest effort (a few reasoning tokens may remain). gpt-5-chat-* is not a "
               "reasoning model: pass token_param/reasoning options to override."),
     ModelProfile(
-        "o-series", r"o[134](-|$)", token_param="max_completion_tokens", sampling=False,
-        reasoning_control="reasoning_effort", efforts=("low", "medium", "high"), thinking="always_on",
+        "o-series", r"o[134](-|$)", efforts=("low", "medium", "high"), default_effort="medium", thinking="always_on",
+        effort_source=_SRC_BEFORE_51 + "; the reasoning guide lists low, medium, high", **_OPENAI_REASONING,
         notes=_REASONING_NOTE + " o1/o3/o4 reason at every effort: no off switch."),
     ModelProfile(
-        "gpt-4", r"(chatgpt-4|gpt-4)", notes="Classic chat model: max_tokens and sampling parameters accepted."),
+        "gpt-4", r"(chatgpt-4|gpt-4)", strict_tools=True, notes="Classic chat model: max_tokens and sampling parameters accepted."),
     ModelProfile(
         "qwen3.5", r"(qwen/)?qwen3\.[5-9]", reasoning_control="chat_template_kwargs", thinking="switchable",
         reasoning_parser="qwen3", tool_envelope="hermes", tool_call_parser="hermes",
@@ -167,9 +202,14 @@ def with_overrides(
     reasoning_control: str | None = None,
     reasoning_parser: str | None = None,
     sampling: bool | None = None,
+    api: str | None = None,
 ) -> ModelProfile:
     """``profile`` with the backend options that override its rules (None keeps the rule)."""
     changes: dict[str, Any] = {}
+    if api is not None and api != profile.api:
+        if api not in APIS:
+            raise ProfileError(f"api must be one of {', '.join(APIS)}, got {api!r}")
+        changes["api"] = api
     if token_param is not None:
         if token_param not in TOKEN_PARAMS:
             raise ProfileError(f"token_param must be one of {', '.join(TOKEN_PARAMS)}, got {token_param!r}")
