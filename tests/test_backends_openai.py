@@ -702,9 +702,11 @@ def test_a_huge_answer_is_stored_capped_and_flagged(test_csv, tmp_path):
 def test_run_concurrently_returns_each_result_or_error():
     from cpdagthink.backends.openai_api import run_concurrently
 
+    running = threading.Barrier(3, timeout=30)  # items 0, 1 and 2 are all in flight before 1 fails
+
     def work(x):
+        running.wait()
         if x == 1:
-            time.sleep(0.05)
             raise BackendError("one failed")
         time.sleep(0.3)
         return x * 10

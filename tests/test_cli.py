@@ -245,7 +245,8 @@ def test_a_run_whose_every_request_is_refused_fails_with_its_own_message(test_cs
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     with ReasoningAPIServer() as server:
         code = main(["run", "--condition", "baseline_enhanced", "--backend", "openai", "--model", "gpt-5.4-mini",
-                     "--token-param", "max_tokens", "--limit", "2", "--data", str(test_csv), "--base-url", server.url,
+                     "--api", "chat", "--token-param", "max_tokens", "--limit", "2", "--data", str(test_csv),
+                     "--base-url", server.url,
                      "--cache", str(tmp_path / "cache"), "--out", str(tmp_path / "run")])
     assert code == 1 and server.rejected == 2
     err = capsys.readouterr().err

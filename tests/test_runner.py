@@ -347,19 +347,19 @@ def test_metadata_records_the_backends_provenance(items, tmp_path):
 
 
 def test_an_api_runs_metadata_names_the_api_and_the_served_snapshot(items, tmp_path, monkeypatch):
-    from reasoning_api_server import GPT51_EFFORTS, ReasoningAPIServer
+    from reasoning_api_server import ReasoningAPIServer
 
     from cpdagthink.backends import make_backend
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-secret")
-    with ReasoningAPIServer(efforts=GPT51_EFFORTS) as server:
+    with ReasoningAPIServer() as server:
         backend = make_backend("openai", model="gpt-5.4-mini", base_url=server.url, reasoning_effort="medium")
         run_condition(CONDITIONS["baseline_enhanced"], backend, items[:2], tmp_path / "run", cache_dir=tmp_path / "c",
                       decoding=Decoding(temperature=1.0, max_tokens_turn1=2048, max_tokens_answer=1024), progress=False)
     text = (tmp_path / "run" / "metadata.json").read_text()
     meta = json.loads(text)
     assert meta["served_models"] == ["gpt-5.4-mini-2025-08-07"]  # the response's `model`, not the name asked for
-    assert meta["api"].startswith("OpenAI-compatible Chat Completions API at ") and server.url in meta["api"]
+    assert meta["api"].startswith("OpenAI-compatible Responses API at ") and server.url in meta["api"]
     assert "sk-test-secret" not in text
 
 

@@ -732,7 +732,8 @@ class OpenAIBackend(Backend):
         """The revision asked for (a service resolves its own: each response's ``model`` is recorded as the
         served snapshot) and the API with its public endpoints."""
         where = ", ".join(self.base_urls)
-        return Provenance(model_revision=self.revision, api=f"OpenAI-compatible Chat Completions API at {where}")
+        api = "Responses API" if self.profile.api == "responses" else "Chat Completions API"
+        return Provenance(model_revision=self.revision, api=f"OpenAI-compatible {api} at {where}")
 
     def identity(self) -> dict[str, Any]:
         p = self.profile
