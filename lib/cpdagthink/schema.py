@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
 from .dag import holds, max_v_structures
 from .oracle import CPDAG, PDAG, UnfaithfulFactsError, apply_meek_rules, consistent_extensions
@@ -44,6 +44,13 @@ class SeparatingSet(BaseModel):
     pair: tuple[Variable, Variable]
     separating_set: list[Variable]
 
+    @field_validator("pair")
+    @classmethod
+    def _two_variables(cls, pair: tuple[str, str]) -> tuple[str, str]:
+        if pair[0] == pair[1]:
+            raise ValueError(f"{list(pair)} repeats a variable: a separating set separates two")
+        return pair
+
 
 class CausalAnalysis(BaseModel):
     """The CPDAG summary: field order matters (it is the order the model writes them in)."""
@@ -55,6 +62,15 @@ class CausalAnalysis(BaseModel):
     v_structures: list[tuple[Variable, Variable, Variable]]
     directed_edges: list[tuple[Variable, Variable]]
     undirected_edges: list[tuple[Variable, Variable]]
+
+    @field_validator("skeleton", "v_structures", "directed_edges", "undirected_edges")
+    @classmethod
+    def _no_self_loops(cls, tuples: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
+        """No CPDAG has an edge from a variable to itself, nor a v-structure that repeats one."""
+        for names in tuples:
+            if len(set(names)) != len(names):
+                raise ValueError(f"{list(names)} repeats a variable: no CPDAG has a self-loop")
+        return tuples
 
     @classmethod
     def from_cpdag(cls, cpdag: CPDAG) -> "CausalAnalysis":
@@ -124,25 +140,39 @@ class CausalAnalysis(BaseModel):
         return "\n".join(lines)
 
 
+def _others(variables: tuple[str, ...], *excluded: str) -> Any:
+    return Literal[tuple(v for v in variables if v not in excluded)]  # type: ignore[valid-type]
+
+
 @lru_cache(maxsize=256)
 def instance_model(variables: tuple[str, ...]) -> type[BaseModel]:
-    """A ``CausalAnalysis`` twin whose names are an enum of ``variables`` and whose lists are bounded."""
+    """A ``CausalAnalysis`` twin whose names are an enum of ``variables`` and whose lists are bounded.
+
+    Pairs are one alternative per first name, the second drawn from the other names, so the schema (and the
+    regex derived from it) has no self-loop ``["B", "B"]``; a v-structure's collider differs from both ends.
+    """
     if not variables or len(set(variables)) != len(variables):
         raise ValueError(f"need distinct variable names, got {variables!r}")
     name = Literal[variables]  # type: ignore[valid-type]
+    pair: Any = tuple[name, name]  # one variable: the bounds allow no pair at all
+    triple: Any = tuple[name, name, name]
+    if len(variables) > 1:
+        pair = Union[tuple(tuple[Literal[v], _others(variables, v)] for v in variables)]  # type: ignore[misc]
+        triple = Union[tuple(tuple[_others(variables, v), Literal[v], _others(variables, v)]  # type: ignore[misc]
+                             for v in variables)]
     bound = CausalAnalysis.bounds(len(variables))
     separating = create_model(
         "SeparatingSet",
         __config__=ConfigDict(extra="forbid"),
-        pair=(tuple[name, name], ...),
+        pair=(pair, ...),
         separating_set=(list[name], Field(max_length=bound["separating_set"])),
     )
-    edges = list[tuple[name, name]]
+    edges = list[pair]
     fields: dict[str, Any] = {
         "variables": (list[name], Field(max_length=bound["variables"])),
         "skeleton": (edges, Field(max_length=bound["skeleton"])),
         "separating_sets": (list[separating], Field(max_length=bound["separating_sets"])),
-        "v_structures": (list[tuple[name, name, name]], Field(max_length=bound["v_structures"])),
+        "v_structures": (list[triple], Field(max_length=bound["v_structures"])),
         "directed_edges": (edges, Field(max_length=bound["directed_edges"])),
         "undirected_edges": (edges, Field(max_length=bound["undirected_edges"])),
     }
@@ -154,13 +184,17 @@ def _schema(variables: list[str] | tuple[str, ...] | None) -> dict[str, Any]:
     return CausalAnalysis.model_json_schema() if variables is None else CausalAnalysis.json_schema_for(variables)
 
 
-@lru_cache(maxsize=256)
-def _regex(variables: tuple[str, ...] | None) -> str:
+def json_schema_regex(schema: dict[str, Any]) -> str:
+    """The regex of the JSON texts that ``schema`` accepts (outlines_core), with one optional space between
+    tokens: enough for readable JSON, small enough to keep the automaton small."""
     from outlines_core.json_schema import build_regex_from_schema
 
-    schema = _schema(variables)
-    # One optional space between tokens: enough for readable JSON, small enough to keep the automaton small.
     return build_regex_from_schema(json.dumps(schema), whitespace_pattern=r"[ ]?")
+
+
+@lru_cache(maxsize=256)
+def _regex(variables: tuple[str, ...] | None) -> str:
+    return json_schema_regex(_schema(variables))
 
 
 def analysis_regex(variables: list[str] | tuple[str, ...] | None = None) -> str:
@@ -192,6 +226,7 @@ def tool_definition(variables: list[str] | tuple[str, ...] | None = None) -> dic
 def parse_analysis(arguments: str | dict, variables: list[str] | tuple[str, ...] | None = None) -> CausalAnalysis:
     """Validate emitted arguments (JSON text or dict); with ``variables``, names must be the instance's own."""
     data = json.loads(arguments) if isinstance(arguments, str) else arguments
+    analysis = CausalAnalysis.model_validate(data)  # first: its errors name the field and the fault (a self-loop)
     if variables:
         instance_model(tuple(variables)).model_validate(data)
-    return CausalAnalysis.model_validate(data)
+    return analysis
