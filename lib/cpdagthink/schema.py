@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from .dag import holds, max_v_structures
 from .oracle import CPDAG, PDAG, UnfaithfulFactsError, apply_meek_rules, consistent_extensions
@@ -44,13 +44,6 @@ class SeparatingSet(BaseModel):
     pair: tuple[Variable, Variable]
     separating_set: list[Variable]
 
-    @field_validator("pair")
-    @classmethod
-    def _two_variables(cls, pair: tuple[str, str]) -> tuple[str, str]:
-        if pair[0] == pair[1]:
-            raise ValueError(f"{list(pair)} repeats a variable: a separating set separates two")
-        return pair
-
 
 class CausalAnalysis(BaseModel):
     """The CPDAG summary: field order matters (it is the order the model writes them in)."""
@@ -62,15 +55,6 @@ class CausalAnalysis(BaseModel):
     v_structures: list[tuple[Variable, Variable, Variable]]
     directed_edges: list[tuple[Variable, Variable]]
     undirected_edges: list[tuple[Variable, Variable]]
-
-    @field_validator("skeleton", "v_structures", "directed_edges", "undirected_edges")
-    @classmethod
-    def _no_self_loops(cls, tuples: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
-        """No CPDAG has an edge from a variable to itself, nor a v-structure that repeats one."""
-        for names in tuples:
-            if len(set(names)) != len(names):
-                raise ValueError(f"{list(names)} repeats a variable: no CPDAG has a self-loop")
-        return tuples
 
     @classmethod
     def from_cpdag(cls, cpdag: CPDAG) -> "CausalAnalysis":
@@ -223,10 +207,26 @@ def tool_definition(variables: list[str] | tuple[str, ...] | None = None) -> dic
             "function": {"name": TOOL_NAME, "description": TOOL_DESCRIPTION, "parameters": _without_titles(schema)}}
 
 
+def self_loop(analysis: CausalAnalysis) -> str | None:
+    """The first edge, separating pair or v-structure that repeats a variable (no CPDAG has one), or None."""
+    tuples = {"skeleton": analysis.skeleton, "separating_sets": [s.pair for s in analysis.separating_sets],
+              "v_structures": analysis.v_structures, "directed_edges": analysis.directed_edges,
+              "undirected_edges": analysis.undirected_edges}
+    for field, items in tuples.items():
+        for names in items:
+            if len(set(names)) != len(names):
+                return f"{field}: {list(names)} repeats a variable (a self-loop)"
+    return None
+
+
 def parse_analysis(arguments: str | dict, variables: list[str] | tuple[str, ...] | None = None) -> CausalAnalysis:
-    """Validate emitted arguments (JSON text or dict); with ``variables``, names must be the instance's own."""
+    """Validate emitted arguments (JSON text or dict); with ``variables``, names must be the instance's own.
+    A self-loop is refused (``ValueError``). The model itself still holds one, so records written before this
+    check, and hand-made objects, still load."""
     data = json.loads(arguments) if isinstance(arguments, str) else arguments
-    analysis = CausalAnalysis.model_validate(data)  # first: its errors name the field and the fault (a self-loop)
+    analysis = CausalAnalysis.model_validate(data)
+    if (fault := self_loop(analysis)) is not None:
+        raise ValueError(f"no CPDAG has a self-loop: {fault}")
     if variables:
         instance_model(tuple(variables)).model_validate(data)
     return analysis
