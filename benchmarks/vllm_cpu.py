@@ -107,6 +107,7 @@ def main() -> None:
         return local_workload(args.limit)
 
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
+    os.environ.setdefault("VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS", "3600")
     cold = time.perf_counter()
     from cpdagthink.backends.models import hf_checkpoint
     from cpdagthink.backends.vllm_offline import VLLMBackend
@@ -116,8 +117,8 @@ def main() -> None:
     config = book_config(args.limit)
     instances = config.instances()
     start = time.perf_counter()
-    # Eager, as in tests_vllm_cpu: torch.compile's warm-up costs minutes on 2 cores.
-    backend = VLLMBackend(str(checkpoint), tensor_parallel_size=1, max_model_len=4096, dtype="bfloat16",
+    # As in tests_vllm_cpu: eager (torch.compile's warm-up costs minutes on 2 cores), float32 (no AVX-512 BF16).
+    backend = VLLMBackend(str(checkpoint), tensor_parallel_size=1, max_model_len=4096, dtype="float32",
                           enable_prefix_caching=True, enforce_eager=True)
     engine_s = time.perf_counter() - start
     with tempfile.TemporaryDirectory() as tmp:

@@ -21,10 +21,13 @@ from cpdagthink.schema import parse_analysis
 
 # vLLM-CPU sizes its KV cache from this (GB); the engine's default takes far more than these runs need.
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
+# A step may take minutes on a busy 2-core machine; vLLM's default (300 s) kills the engine mid-prefill.
+os.environ.setdefault("VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS", "3600")
 ROWS = int(os.environ.get("VLLM_CPU_ROWS", "3"))
 MAX_MODEL_LEN = 4096
-# Eager: torch.compile's warm-up took 14 minutes on this shared 2-core machine (and timed out the first step).
-ENGINE = dict(tensor_parallel_size=1, max_model_len=MAX_MODEL_LEN, dtype="bfloat16", enable_prefix_caching=True,
+# Eager: torch.compile's warm-up took 14 minutes on this shared 2-core machine. float32: this CPU has AVX2 but
+# no AVX-512 BF16, where bf16 matmuls are emulated (the first 1678-token prefill ran past 300 s in bf16).
+ENGINE = dict(tensor_parallel_size=1, max_model_len=MAX_MODEL_LEN, dtype="float32", enable_prefix_caching=True,
               enforce_eager=True)
 DECODING = Decoding(max_tokens_turn1=512, max_tokens_answer=128)  # the book's budgets
 

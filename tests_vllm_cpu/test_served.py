@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DECODING, MAX_MODEL_LEN, check_run
+from conftest import DECODING, ENGINE, MAX_MODEL_LEN, check_run
 from cpdagthink.backends import make_backend
 from cpdagthink.conditions import CONDITIONS
 from cpdagthink.interventions import PROBES
@@ -36,7 +36,7 @@ def server(checkpoint, tmp_path_factory):
     log = tmp_path_factory.mktemp("server") / "vllm-serve.log"
     command = [str(Path(sys.executable).parent / "vllm"), "serve", str(checkpoint), "--host", "127.0.0.1",
                "--port", str(port), "--served-model-name", SERVED_NAME, "--max-model-len", str(MAX_MODEL_LEN),
-               "--dtype", "bfloat16", "--enforce-eager", "--enable-auto-tool-choice", "--tool-call-parser", "hermes"]
+               "--dtype", ENGINE["dtype"], "--enforce-eager", "--enable-auto-tool-choice", "--tool-call-parser", "hermes"]
     with open(log, "w") as out:
         proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}/v1"
