@@ -65,7 +65,8 @@ def server(checkpoint, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def backend(server):
-    client = make_backend("openai", model=SERVED_NAME, base_url=server, regex_mode="vllm")
+    # A CPU serves these batches in minutes, not the seconds a GPU server takes: a long per-request timeout.
+    client = make_backend("openai", model=SERVED_NAME, base_url=server, regex_mode="vllm", timeout=1800)
     yield client
     client.close()
 
