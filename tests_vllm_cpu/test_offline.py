@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import DECODING, ENGINE, MAX_MODEL_LEN, check_run
+from conftest import DECODING, ENGINE, MAX_MODEL_LEN, RUNS, run_and_check
 from cpdagthink.backends.vllm_offline import VLLMBackend, constraint_regex
 from cpdagthink.conditions import CONDITIONS
-from cpdagthink.interventions import PROBES
-from cpdagthink.runner import run_condition
 
 
 @pytest.fixture(scope="module")
@@ -19,21 +17,10 @@ def backend(checkpoint):
     engine.close()
 
 
-@pytest.fixture(scope="module")
-def cache(tmp_path_factory):
-    return tmp_path_factory.mktemp("cache")
-
-
-@pytest.mark.parametrize("name, probe", [("structured", None), ("baseline_enhanced", None),
-                                         ("structured", "scramble_skeleton")])
+@pytest.mark.parametrize("name, probe", RUNS)
 def test_runs_on_real_tokens(backend, rows, cache, tmp_path, name, probe):
-    condition = CONDITIONS[name]
-    result = run_condition(condition, backend, rows, tmp_path / name, decoding=DECODING, cache_dir=cache,
-                           intervention=PROBES[probe] if probe else None, intervention_name=probe, progress=False)
-    check_run(result, condition, rows, lambda request: constraint_regex(request, backend.profile.tool_envelope))
-    if probe:
-        assert all(r.intervention and r.intervention.name == probe for r in result.records)
-        assert result.cache_hits == len(rows)  # turn 1 is the unprobed run's, from the cache
+    run_and_check(backend, rows, cache, tmp_path, name, probe,
+                  lambda request: constraint_regex(request, backend.profile.tool_envelope))
 
 
 def test_forced_tool_choice_and_an_oversized_budget_on_the_engine(backend, rows):

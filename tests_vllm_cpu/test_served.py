@@ -13,11 +13,9 @@ import urllib.request
 
 import pytest
 
-from conftest import DECODING, ENGINE, MAX_MODEL_LEN, check_run
+from conftest import ENGINE, MAX_MODEL_LEN, RUNS, run_and_check
 from cpdagthink.backends import make_backend
 from cpdagthink.conditions import CONDITIONS
-from cpdagthink.interventions import PROBES
-from cpdagthink.runner import run_condition
 
 SERVED_NAME = "Qwen/Qwen2.5-Coder-0.5B-Instruct"  # the profile the client looks up (hermes calls, no thinking)
 START_TIMEOUT_S = 600
@@ -71,17 +69,8 @@ def backend(server):
     client.close()
 
 
-@pytest.fixture(scope="module")
-def cache(tmp_path_factory):
-    return tmp_path_factory.mktemp("cache")
-
-
-@pytest.mark.parametrize("name, probe", [("structured", None), ("baseline_enhanced", None),
-                                         ("structured", "scramble_skeleton")])
+@pytest.mark.parametrize("name, probe", RUNS)
 def test_served_runs_on_real_tokens(backend, rows, cache, tmp_path, name, probe):
-    condition = CONDITIONS[name]
-    result = run_condition(condition, backend, rows, tmp_path / name, decoding=DECODING, cache_dir=cache,
-                           intervention=PROBES[probe] if probe else None, intervention_name=probe, progress=False)
-    check_run(result, condition, rows)
-    if condition.constrained:
+    result = run_and_check(backend, rows, cache, tmp_path, name, probe)
+    if CONDITIONS[name].constrained:
         assert all(r.turns[0].tool_calls[0].name == "record_causal_analysis" for r in result.records)
