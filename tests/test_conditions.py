@@ -107,6 +107,17 @@ def test_turn2_returns_the_object_with_its_dot_view():
     assert request.messages[-2]["content"] == "" and request.messages[-2]["tool_calls"]
 
 
+def test_turn2_call_id_is_nine_alphanumerics_fixed_per_instance():
+    """mistral_common (vLLM's Mistral tokenizers v3, v7, v11) refuses a tool-call id that is not 9 alphanumerics."""
+    turn1 = Completion(text="", tool_calls=[ToolCall("record_causal_analysis", REFERENCE.model_dump_json())])
+    request = second_request(CONDITIONS["structured"], INSTANCE, Decoding(), turn1)
+    call_id = request.messages[-2]["tool_calls"][0]["id"]
+    assert re.fullmatch(r"[a-zA-Z0-9]{9}", call_id) and request.messages[-1]["tool_call_id"] == call_id
+    assert second_request(CONDITIONS["structured"], INSTANCE, Decoding(seed=5), turn1).messages[-1]["tool_call_id"] == call_id
+    other = INSTANCE.model_copy(update={"id": "t-1"})
+    assert second_request(CONDITIONS["structured"], other, Decoding(), turn1).messages[-1]["tool_call_id"] != call_id
+
+
 def test_intervention_replaces_the_object_everywhere_and_can_drop_the_premise():
     turn1 = Completion(text="", tool_calls=[ToolCall("record_causal_analysis", REFERENCE.model_dump_json())])
     other = REFERENCE.model_copy(update={"directed_edges": [("C", "A"), ("C", "B")], "v_structures": []})

@@ -77,6 +77,29 @@ def test_parse_checks_names_against_the_instance():
         parse_analysis('{"variables": ["A"]', ["A"])
 
 
+SELF_LOOP = ('{"variables":["A","B","C"],"skeleton":[["B","B"]],"separating_sets":[],"v_structures":[],'
+             '"directed_edges":[],"undirected_edges":[["B","B"]]}')
+
+
+def test_a_self_loop_is_refused_by_the_regex_and_the_parser():
+    """No CPDAG has an edge from a variable to itself (nor a pair, v-structure or separating pair that repeats one)."""
+    regex = analysis_regex(["A", "B", "C"])
+    fine = SELF_LOOP.replace('["B","B"]', '["B","C"]')
+    assert re.fullmatch(regex, fine) and parse_analysis(fine, ["A", "B", "C"]).skeleton == [("B", "C")]
+    assert not re.fullmatch(regex, SELF_LOOP)
+    for variables in (["A", "B", "C"], None):
+        with pytest.raises(ValueError, match=r"self-loop: skeleton: \['B', 'B'\] repeats a variable"):
+            parse_analysis(SELF_LOOP, variables)
+    for field, bad in (("directed_edges", '[["C","C"]]'), ("v_structures", '[["A","B","A"]]'),
+                       ("v_structures", '[["A","A","B"]]'), ("separating_sets", '[{"pair":["A","A"],"separating_set":[]}]')):
+        text = fine.replace(f'"{field}":[]', f'"{field}":{bad}')
+        assert text != fine
+        with pytest.raises(ValueError, match="self-loop"):
+            parse_analysis(text)
+        if bad != '[["A","B","A"]]':  # the regex bars the collider from the ends; the parser also bars X == Y
+            assert not re.fullmatch(regex, text), (field, bad)
+
+
 def test_dot_view_and_tool_definition():
     dot = reference().to_dot()
     assert "A -> C;" in dot and dot.startswith("digraph")

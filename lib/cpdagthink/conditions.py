@@ -11,6 +11,7 @@ The probe's note goes to the run record only.
 
 from __future__ import annotations
 
+import hashlib
 import random
 import re
 from dataclasses import dataclass, replace
@@ -198,7 +199,9 @@ def second_request(
         arguments = emitted.arguments or "{}"
         result = render(condition.follow_up, status=f"not usable: {emitted.error}", dot="(none)",
                         analysis_json=emitted.arguments or "(none)")
-    call_id = "call_0"
+    # 9 alphanumerics (mistral_common's validators refuse anything else), fixed by the instance: a probed turn
+    # 2 keeps the unprobed one's id.
+    call_id = hashlib.sha256(instance.id.encode()).hexdigest()[:9]
     messages += [
         {"role": "assistant", "content": "", **_carried(turn1),
          "tool_calls": [{"id": call_id, "type": "function", "function": {"name": TOOL_NAME, "arguments": arguments}}]},

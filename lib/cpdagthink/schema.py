@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import islice
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
@@ -139,25 +139,39 @@ class CausalAnalysis(BaseModel):
         return "\n".join(lines)
 
 
+def _others(variables: tuple[str, ...], *excluded: str) -> Any:
+    return Literal[tuple(v for v in variables if v not in excluded)]  # type: ignore[valid-type]
+
+
 @lru_cache(maxsize=256)
 def instance_model(variables: tuple[str, ...]) -> type[BaseModel]:
-    """A ``CausalAnalysis`` twin whose names are an enum of ``variables`` and whose lists are bounded."""
+    """A ``CausalAnalysis`` twin whose names are an enum of ``variables`` and whose lists are bounded.
+
+    Pairs are one alternative per first name, the second drawn from the other names, so the schema (and the
+    regex derived from it) has no self-loop ``["B", "B"]``; a v-structure's collider differs from both ends.
+    """
     if not variables or len(set(variables)) != len(variables):
         raise ValueError(f"need distinct variable names, got {variables!r}")
     name = Literal[variables]  # type: ignore[valid-type]
+    pair: Any = tuple[name, name]  # one variable: the bounds allow no pair at all
+    triple: Any = tuple[name, name, name]
+    if len(variables) > 1:
+        pair = Union[tuple(tuple[Literal[v], _others(variables, v)] for v in variables)]  # type: ignore[misc]
+        triple = Union[tuple(tuple[_others(variables, v), Literal[v], _others(variables, v)]  # type: ignore[misc]
+                             for v in variables)]
     bound = CausalAnalysis.bounds(len(variables))
     separating = create_model(
         "SeparatingSet",
         __config__=ConfigDict(extra="forbid"),
-        pair=(tuple[name, name], ...),
+        pair=(pair, ...),
         separating_set=(list[name], Field(max_length=bound["separating_set"])),
     )
-    edges = list[tuple[name, name]]
+    edges = list[pair]
     fields: dict[str, Any] = {
         "variables": (list[name], Field(max_length=bound["variables"])),
         "skeleton": (edges, Field(max_length=bound["skeleton"])),
         "separating_sets": (list[separating], Field(max_length=bound["separating_sets"])),
-        "v_structures": (list[tuple[name, name, name]], Field(max_length=bound["v_structures"])),
+        "v_structures": (list[triple], Field(max_length=bound["v_structures"])),
         "directed_edges": (edges, Field(max_length=bound["directed_edges"])),
         "undirected_edges": (edges, Field(max_length=bound["undirected_edges"])),
     }
@@ -169,13 +183,17 @@ def _schema(variables: list[str] | tuple[str, ...] | None) -> dict[str, Any]:
     return CausalAnalysis.model_json_schema() if variables is None else CausalAnalysis.json_schema_for(variables)
 
 
-@lru_cache(maxsize=256)
-def _regex(variables: tuple[str, ...] | None) -> str:
+def json_schema_regex(schema: dict[str, Any]) -> str:
+    """The regex of the JSON texts that ``schema`` accepts (outlines_core), with one optional space between
+    tokens: enough for readable JSON, small enough to keep the automaton small."""
     from outlines_core.json_schema import build_regex_from_schema
 
-    schema = _schema(variables)
-    # One optional space between tokens: enough for readable JSON, small enough to keep the automaton small.
     return build_regex_from_schema(json.dumps(schema), whitespace_pattern=r"[ ]?")
+
+
+@lru_cache(maxsize=256)
+def _regex(variables: tuple[str, ...] | None) -> str:
+    return json_schema_regex(_schema(variables))
 
 
 def analysis_regex(variables: list[str] | tuple[str, ...] | None = None) -> str:
@@ -204,9 +222,26 @@ def tool_definition(variables: list[str] | tuple[str, ...] | None = None) -> dic
             "function": {"name": TOOL_NAME, "description": TOOL_DESCRIPTION, "parameters": _without_titles(schema)}}
 
 
+def self_loop(analysis: CausalAnalysis) -> str | None:
+    """The first edge, separating pair or v-structure that repeats a variable (no CPDAG has one), or None."""
+    tuples = {"skeleton": analysis.skeleton, "separating_sets": [s.pair for s in analysis.separating_sets],
+              "v_structures": analysis.v_structures, "directed_edges": analysis.directed_edges,
+              "undirected_edges": analysis.undirected_edges}
+    for field, items in tuples.items():
+        for names in items:
+            if len(set(names)) != len(names):
+                return f"{field}: {list(names)} repeats a variable (a self-loop)"
+    return None
+
+
 def parse_analysis(arguments: str | dict, variables: list[str] | tuple[str, ...] | None = None) -> CausalAnalysis:
-    """Validate emitted arguments (JSON text or dict); with ``variables``, names must be the instance's own."""
+    """Validate emitted arguments (JSON text or dict); with ``variables``, names must be the instance's own.
+    A self-loop is refused (``ValueError``). The model itself still holds one, so records written before this
+    check, and hand-made objects, still load."""
     data = json.loads(arguments) if isinstance(arguments, str) else arguments
+    analysis = CausalAnalysis.model_validate(data)
+    if (fault := self_loop(analysis)) is not None:
+        raise ValueError(f"no CPDAG has a self-loop: {fault}")
     if variables:
         instance_model(tuple(variables)).model_validate(data)
-    return CausalAnalysis.model_validate(data)
+    return analysis

