@@ -330,11 +330,14 @@ def test_chapter_06_built_from_a_hostile_server_runs_no_payload(test_csv, browse
     from cpdagthink.data import PROJECT_ROOT
 
     class HostileServer(ReasoningAPIServer):
-        def answer(self, path, body):
+        def answer(self, path, body):  # the model's visible text, on either API the profile chooses
             code, payload = super().answer(path, body)
-            message = payload["choices"][0]["message"] if code == 200 else {}
-            if message.get("content"):
-                message["content"] = hostile_text(message["content"])
+            texts = [c["message"] for c in payload.get("choices", [])] + [
+                part for item in payload.get("output", []) if item.get("type") == "message" for part in item["content"]]
+            for holder in texts if code == 200 else []:
+                key = "content" if "content" in holder else "text"
+                if holder.get(key):
+                    holder[key] = hostile_text(holder[key])
             return code, payload
 
     monkeypatch.setenv("CORR2CAUSE_CSV", str(test_csv))

@@ -173,7 +173,8 @@ def strict_schema(schema: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
             out["additionalProperties"] = False
         return out
 
-    return walk(schema, ""), loosened
+    strict = walk(schema, "")
+    return strict, list(dict.fromkeys(loosened))  # each loosening once, however many branches share it
 
 
 def _add_tools(kwargs: dict[str, Any], note: dict[str, Any], request: Request, profile: ModelProfile, *,
