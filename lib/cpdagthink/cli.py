@@ -203,11 +203,13 @@ def cmd_book(args: argparse.Namespace) -> int:
     from .book import build
 
     overrides = {k: v for k, v in vars(args).items() if k not in ("command", "handler", "only", "sample_variables",
-                                                                    "parameter") and v not in (None, [], "")}
+                                                                    "parameter", "render_only")
+                 and v not in (None, [], "")}
     if args.sample_variables:
         overrides["sample_variables"] = None if "all" in args.sample_variables else args.sample_variables
     parameters = dict(args.parameter or [])
-    index = build(overrides, only=args.only, parameters=parameters)  # every notebook's values are checked first
+    # every notebook's values are checked first
+    index = build(overrides, only=args.only, parameters=parameters, render_only=args.render_only)
     print(f"book: {index}")
     return 0
 
@@ -329,6 +331,9 @@ def build_parser() -> argparse.ArgumentParser:
     book.add_argument("-p", "--parameter", action="append", type=_notebook_parameter, metavar="NAME=VALUE",
                       help="any notebook parameter (papermill's names), e.g. -p probes='[\"scramble_full\"]'; "
                            "repeatable; wins over the flags")
+    book.add_argument("--render-only", action="store_true",
+                      help="make the pages from complete run folders only: no backend, model or key; a run not yet "
+                           "computed fails its chapter, naming the run folder (sets CPDAGTHINK_RENDER_ONLY=1)")
     schema = parsers["schema"]
     schema.add_argument("--variables", required=True, help="comma-separated names, e.g. A,B,C")
     schema.add_argument("--regex", action="store_true", help="print the constrained-decoding regex instead")
