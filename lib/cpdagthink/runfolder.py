@@ -147,22 +147,25 @@ def _computed(config: "RunConfig") -> dict[str, Any]:
 
 
 def _missing(path: Path, config: "RunConfig", instances: Sequence["Instance"]) -> tuple[str | None, list[RunRecord]]:
+    """What :func:`completeness` finds: why the run is not whole (None: it is), and its records when it is."""
     from .conditions import describe, get_condition
     from .config import RunConfig
 
     if not path.is_dir():
         return "no run folder", []
     summary = read_json(path / SUMMARY)
-    if summary is None or summary.get("status") != "finished":
-        return (f"its last session did not finish (status {summary.get('status')!r}: {summary.get('message')})"
-                if summary else "no summary.json: its run never ended"), []
+    if summary is None:
+        return "no summary.json: its run never ended", []
+    if summary.get("status") != "finished":
+        why = f": {summary['message']}" if summary.get("message") else ""
+        return f"its last session did not finish (status {summary.get('status')!r}{why})", []
     held_config = read_json(path / CONFIG)
     if held_config is None:
         return "no config.json", []
     try:
         held = _computed(RunConfig.model_validate(held_config))
     except ValidationError as error:
-        return f"its config.json is not a run configuration ({str(error).splitlines()[0]})", []
+        return f"its config.json is not a run configuration ({error.errors()[0]['msg']})", []
     if held != (asked := _computed(config)):
         return f"made with another configuration ({difference(asked, held, 'config')})", []
     metadata = read_json(path / METADATA) or {}
