@@ -17,7 +17,7 @@ from cpdagthink.book import (NOTEBOOKS, build, build_single_file, build_summary,
                              hide_injected_parameters, notebook_parameters, render, select_notebooks)
 from cpdagthink.cli import main
 from cpdagthink.tables import paper
-from cpdagthink.data import PROJECT_ROOT
+from cpdagthink.paths import PROJECT_ROOT
 
 CHAPTERS = ["01_main_results", "02_complexity", "03_ablations", "04_probes", "05_audit", "06_failure_gallery"]
 

@@ -327,7 +327,7 @@ def test_chapter_06_built_from_a_hostile_server_runs_no_payload(test_csv, browse
     from reasoning_api_server import ReasoningAPIServer
 
     from cpdagthink.book import build
-    from cpdagthink.data import PROJECT_ROOT
+    from cpdagthink.paths import PROJECT_ROOT
 
     class HostileServer(ReasoningAPIServer):
         def answer(self, path, body):  # the model's visible text, on either API the profile chooses

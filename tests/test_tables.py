@@ -10,7 +10,7 @@ import pytest
 from analyses import run_record
 from cpdagthink import experiments as ex
 from cpdagthink import tables
-from cpdagthink.data import PROJECT_ROOT
+from cpdagthink.paths import PROJECT_ROOT
 from cpdagthink.metrics import paired_comparison
 from cpdagthink.records import RunRecord, TurnRecord
 

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .data import PROJECT_ROOT
+from .paths import PROJECT_ROOT
 
 NOTEBOOKS = PROJECT_ROOT / "notebooks"
 

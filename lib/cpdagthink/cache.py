@@ -20,7 +20,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from .backends.base import Completion
 from .backends.models import atomic_write_text
-from .data import OUTPUTS_ROOT
+from .paths import OUTPUTS_ROOT
 from .errors import CpdagthinkError
 
 DEFAULT_CACHE = OUTPUTS_ROOT / "cache"

@@ -14,8 +14,10 @@ from typing import Callable
 from typing import Any
 
 from .config import RunParameters
-from .data import ENV_CSV, ENV_OUTPUTS, OUTPUTS_ROOT, Instance, load_split, read_csv
+from .data import ENV_CSV, load_split, read_csv
 from .errors import CpdagthinkError
+from .instance import Instance
+from .paths import ENV_OUTPUTS, OUTPUTS_ROOT
 
 
 def _instances(args: argparse.Namespace) -> list[Instance]:

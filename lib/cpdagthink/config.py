@@ -26,8 +26,9 @@ from pydantic import (
 )
 
 from .credentials import strip_credentials
-from .data import OUTPUTS_ROOT, Instance
+from .instance import Instance
 from .parameters import coerce_list
+from .paths import OUTPUTS_ROOT
 
 
 class Sampling(BaseModel):

@@ -14,7 +14,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from .backends import Backend, make_backend
 from .conditions import Intervention, get_condition
 from .config import RunConfig, RunParameters
-from .data import Instance
+from .instance import Instance
 from .metrics import counted
 from .records import RunRecord
 from .runner import run_condition

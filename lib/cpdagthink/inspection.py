@@ -15,7 +15,7 @@ from typing import Any
 from .backends.base import Backend, Completion, Request, ToolCall
 from .conditions import (Condition, Decoding, Flow, Turn2Input, first_request, get_condition, intervene, read_emitted,
                          second_request)
-from .data import Instance
+from .instance import Instance
 from .interventions import get_probe
 from .cache import CallCache
 from .records import RunRecord, TurnRecord

@@ -19,7 +19,7 @@ import pandas as pd
 from . import experiments as ex
 from . import figures, tables
 from .config import RunConfig
-from .data import Instance
+from .instance import Instance
 from .metrics import OmittedGroup, counted
 from .records import RunRecord
 

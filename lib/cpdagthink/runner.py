@@ -41,9 +41,10 @@ from .conditions import (
     second_request,
 )
 from .config import RunConfig
-from .data import PROJECT_ROOT, Instance
 from .errors import CpdagthinkError
+from .instance import Instance
 from .oracle import OracleLabel, UnfaithfulFactsError, label_text
+from .paths import PROJECT_ROOT
 from .premise import PremiseError
 from .records import SCHEMA_VERSION, InterventionRecord, RunRecord, RunSummary, ToolCallRecord, TurnRecord
 from .runfolder import CONFIG, METADATA, SUMMARY, RunFolder

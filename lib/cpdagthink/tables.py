@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from .data import PROJECT_ROOT
+from .paths import PROJECT_ROOT
 from .records import RunRecord
 from .metrics import (
     OmittedGroup,

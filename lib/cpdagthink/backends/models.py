@@ -24,6 +24,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..paths import PROJECT_ROOT
 from .base import BackendError
 
 DEFAULT_MODEL = "qwen2.5-0.5b"
@@ -125,9 +126,8 @@ def default_cache_dir() -> Path:
     env = os.environ.get("CPDAGTHINK_MODEL_CACHE")
     if env:
         return Path(env)
-    project = Path(__file__).resolve().parents[3]
-    if (project / "pyproject.toml").is_file():
-        return project / "outputs" / "models"
+    if (PROJECT_ROOT / "pyproject.toml").is_file():
+        return PROJECT_ROOT / "outputs" / "models"
     return Path.home() / ".cache" / "cpdagthink" / "models"
 
 
