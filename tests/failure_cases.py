@@ -11,7 +11,7 @@ import networkx as nx
 from cpdagthink.backends.base import Backend, Completion, Request
 from cpdagthink.backends.reference import ReferenceBackend
 from cpdagthink.conditions import get_condition
-from cpdagthink.config import Decoding
+from cpdagthink.decoding import Decoding
 from cpdagthink.dag import independence_facts
 from cpdagthink.instance import Instance
 from cpdagthink.oracle import analyse_premise, label_text

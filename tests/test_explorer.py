@@ -10,7 +10,7 @@ import pytest
 
 from analyses import make
 from cpdagthink import explorer
-from cpdagthink.config import Decoding
+from cpdagthink.decoding import Decoding
 from cpdagthink.failure_views import case_html, gallery_rows
 from cpdagthink.failures import paper_sample
 from failure_cases import (CHAIN, COLLIDER, HOSTILE, INSTANCES, TAIL, hostile_runs, hostile_text, instance, mixed_runs,

@@ -130,7 +130,7 @@ def _parameters(args: argparse.Namespace, **fixed: Any) -> RunParameters:
 def cmd_run(args: argparse.Namespace) -> int:
     from .backends import make_backend
     from .conditions import get_condition
-    from .probes import PROBES
+    from .interventions import PROBES
     from .runner import run_condition
 
     config = _parameters(args).to_config()  # checks the backend's options too, before the data is read

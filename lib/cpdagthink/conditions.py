@@ -19,7 +19,7 @@ from enum import Enum
 from typing import Any, Callable
 
 from .backends.base import Completion, Constraint, Request
-from .config import Decoding
+from .decoding import Decoding
 from .instance import Instance
 from .premise import parse_premise
 from .prompts import call_instruction, render, used_files

@@ -71,7 +71,7 @@ def run(setup: RunConfig, condition: str, seed: int = 0, instances: Sequence[Ins
     instances = list(instances if instances is not None else setup.instances())
     config = setup.for_run(condition, seed, probe)
     if probe is not None and intervention is None:
-        from .probes import PROBES
+        from .interventions import PROBES
 
         intervention = PROBES[probe]
     result = run_condition(

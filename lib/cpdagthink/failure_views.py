@@ -15,7 +15,7 @@ from typing import Iterable, Mapping
 
 import pandas as pd
 
-from .config import Decoding
+from .decoding import Decoding
 from .instance import Instance
 from .failures import Records, diagnose, instances_by_id, named_records
 from .inspection import recorded_requests

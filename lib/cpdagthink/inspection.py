@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from .backends.base import Backend, Completion, Request, ToolCall
-from .conditions import (Condition, Decoding, Flow, Turn2Input, first_request, get_condition, intervene, read_emitted,
+from .conditions import (Condition, Flow, Turn2Input, first_request, get_condition, intervene, read_emitted,
                          second_request)
+from .decoding import Decoding
 from .instance import Instance
 from .interventions import get_probe
 from .cache import CallCache

@@ -28,7 +28,6 @@ from .backends.base import Backend, BackendError, Completion, PartialBatchError,
 from .cache import DEFAULT_CACHE, CallCache
 from .conditions import (
     Condition,
-    Decoding,
     Emitted,
     Flow,
     Intervention,
@@ -41,6 +40,7 @@ from .conditions import (
     second_request,
 )
 from .config import RunConfig
+from .decoding import Decoding
 from .errors import CpdagthinkError
 from .instance import Instance
 from .oracle import OracleLabel, UnfaithfulFactsError, label_text
