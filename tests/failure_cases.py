@@ -8,7 +8,8 @@ from pathlib import Path
 
 import networkx as nx
 
-from cpdagthink.backends.base import Backend, Completion, Request
+from cpdagthink.backends.base import Backend
+from cpdagthink.chat import Completion, Request
 from cpdagthink.backends.reference import ReferenceBackend
 from cpdagthink.conditions import get_condition
 from cpdagthink.decoding import Decoding

@@ -7,7 +7,8 @@ import os
 
 import pytest
 
-from cpdagthink.backends.base import Backend, Completion, Request, RequestRejected
+from cpdagthink.backends.base import Backend, RequestRejected
+from cpdagthink.chat import Completion, Request
 from cpdagthink.cache import CacheError, CallCache, CorruptCacheEntryWarning
 from cpdagthink.conditions import CONDITIONS
 from cpdagthink.data import read_csv

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from cpdagthink.backends.base import Completion, Request, ToolCall
+from cpdagthink.chat import Completion, Request, ToolCall
 from cpdagthink.backends.reference import ReferenceBackend
 from cpdagthink.conditions import (
     CONDITIONS,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cpdagthink.backends.base import Completion, ToolCall
+from cpdagthink.chat import Completion, ToolCall
 from cpdagthink.conditions import CONDITIONS, Decoding, first_request, second_request
 from cpdagthink.instance import Instance
 from cpdagthink.oracle import analyse_premise

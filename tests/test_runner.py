@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from cpdagthink.backends.base import Backend, Completion, Request
+from cpdagthink.backends.base import Backend
+from cpdagthink.chat import Completion, Request
 from cpdagthink.backends.reference import ReferenceBackend
 from cpdagthink.conditions import CONDITIONS
 from cpdagthink.data import read_csv, sample

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from pydantic import TypeAdapter, ValidationError
 
-from .backends.base import Completion
+from .chat import Completion
 from .backends.models import atomic_write_text
 from .paths import OUTPUTS_ROOT
 from .errors import CpdagthinkError

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any, Callable
 
-from .backends.base import Completion, Constraint, Request
+from .chat import Completion, Constraint, Request
 from .decoding import Decoding
 from .instance import Instance
 from .premise import parse_premise

@@ -12,7 +12,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from .backends.base import Backend, Completion, Request, ToolCall
+from .backends.base import Backend
+from .chat import Completion, Request, ToolCall
 from .conditions import (Condition, Flow, Turn2Input, first_request, get_condition, intervene, read_emitted,
                          second_request)
 from .decoding import Decoding

@@ -24,8 +24,9 @@ from typing import Any, Iterable, Sequence
 from pydantic import BaseModel
 from tqdm.auto import tqdm
 
-from .backends.base import Backend, BackendError, Completion, PartialBatchError, Request, RequestRejected
+from .backends.base import Backend, BackendError, PartialBatchError, RequestRejected
 from .cache import DEFAULT_CACHE, CallCache
+from .chat import Completion, Request
 from .conditions import (
     Condition,
     Emitted,

@@ -49,7 +49,8 @@ from typing import Any
 
 import numpy as np
 
-from .base import Backend, BackendError, Completion, Provenance, Request, RequestRejected
+from ..chat import Completion, Request
+from .base import Backend, BackendError, Provenance, RequestRejected
 from .jump_forward import DraftLength, IndexWalker, LookupDrafter, admitted_prefix
 from .models import DEFAULT_MODEL, MODELS, atomic_write_text, default_cache_dir, resolve_model
 from .toolcalls import (
