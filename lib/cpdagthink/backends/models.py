@@ -24,6 +24,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..files import write_atomic
 from ..paths import PROJECT_ROOT
 from .base import BackendError
 
@@ -144,19 +145,6 @@ def _sidecar(path: Path, cache_dir: Path) -> Path:
     return cache_dir / ".verified" / f"{key}.json"
 
 
-def atomic_write_text(target: Path, text: str) -> None:
-    """Write ``text`` to ``target`` (parents made) through a temporary file and a rename: old or new, never half."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def file_sha256(path: str | Path, cache_dir: str | Path | None = None) -> str:
     """sha256 of ``path``, remembered in a sidecar keyed by (path, size, mtime_ns) under ``cache_dir``."""
     path = Path(path)
@@ -176,7 +164,7 @@ def file_sha256(path: str | Path, cache_dir: str | Path | None = None) -> str:
     digest = sha256_file(path)
     record = {"path": str(path.resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": digest}
     try:
-        atomic_write_text(sidecar, json.dumps(record, indent=1))
+        write_atomic(sidecar, json.dumps(record, indent=1))
     except OSError:
         pass  # an unwritable cache only costs a re-hash next time
     return digest
@@ -253,7 +241,7 @@ def _concatenate(parts: list[Path], target: Path, spec: ModelSpec, cache_dir: Pa
     stat = target.stat()
     record = {"path": str(target.resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": spec.sha256}
     try:
-        atomic_write_text(_sidecar(target, cache_dir), json.dumps(record, indent=1))
+        write_atomic(_sidecar(target, cache_dir), json.dumps(record, indent=1))
     except OSError:
         pass
 
