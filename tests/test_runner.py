@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import json
+import subprocess
 
 import pytest
 
 from cpdagthink.backends.base import Backend
-from cpdagthink.chat import Completion, Request
 from cpdagthink.backends.reference import ReferenceBackend
+from cpdagthink.chat import Completion, Request
 from cpdagthink.conditions import CONDITIONS
 from cpdagthink.data import read_csv, sample
 from cpdagthink.conditions import Decoding
+from cpdagthink.records import GitRevision
 from cpdagthink.runfolder import read_records
 from cpdagthink.runner import RunMismatchError, run_condition
 
@@ -54,7 +56,7 @@ def test_records_cache_and_rerun_makes_no_calls(items, tmp_path):
     assert again.summary.cache_hits == 24 and again.summary.status == "finished"
     meta = json.loads((tmp_path / "run" / "metadata.json").read_text())
     assert meta["condition"]["prompt_hashes"]["pc_scaffold"] and meta["backend"]["backend"] == "reference"
-    assert meta["decoding"]["seed"] == 0 and "git_commit" in meta and "packages" in meta
+    assert meta["decoding"]["seed"] == 0 and "git" in meta and "packages" in meta
 
 
 def test_killed_run_resumes_with_exactly_one_record_each(items, tmp_path):
@@ -306,7 +308,7 @@ def test_a_hypothesis_the_oracle_cannot_read_is_posed_all_the_same(items, tmp_pa
 
 
 APP_J = ("model_revision", "tokenizer_revision", "model_package", "api", "served_models", "packages", "hardware",
-         "git_commit", "python", "decoding")
+         "git", "python", "decoding")
 
 
 def test_metadata_carries_the_app_j_fields(items, tmp_path):
@@ -337,8 +339,24 @@ class WithProvenance(Backend):
         return ReferenceBackend().complete(request)
 
 
+def test_the_git_revision_names_the_commit_and_whether_tracked_files_changed(tmp_path):
+    from cpdagthink.runner import git_revision
+
+    assert git_revision(tmp_path) is None  # not a checkout
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    (tmp_path / "code.py").write_text("x = 1\n")
+    subprocess.run([*git, "add", "code.py"], check=True)
+    subprocess.run([*git, "commit", "-qm", "one"], check=True)
+    head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    (tmp_path / "notes.txt").write_text("untracked")  # untracked files do not make the code dirty
+    assert git_revision(tmp_path) == GitRevision(commit=head, dirty=False)
+    (tmp_path / "code.py").write_text("x = 2\n")
+    assert git_revision(tmp_path) == GitRevision(commit=head, dirty=True)
+
+
 def test_metadata_records_the_backends_provenance(items, tmp_path):
-    from cpdagthink.runner import RunMetadata
+    from cpdagthink.records import RunMetadata
 
     run_condition(CONDITIONS["structured"], WithProvenance(), items[:2], tmp_path / "run", cache_dir=tmp_path / "c",
                   progress=False)
