@@ -396,3 +396,20 @@ def test_a_local_runs_metadata_names_the_gguf_file_and_its_package(tmp_path):
     sha = "sha256:b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
     assert meta["model_revision"] == meta["tokenizer_revision"] == sha
     assert "==" in meta["model_package"] and meta["packages"]["llama_cpp_python"]
+
+
+def test_run_config_runs_one_configured_run_into_the_folder_it_names(test_csv, tmp_path):
+    from cpdagthink.config import RunParameters
+    from cpdagthink.runner import run_config
+
+    setup = RunParameters(backend="reference", data=str(test_csv), limit=3, probe="drop_premise",
+                          out_root=str(tmp_path / "runs"), cache_dir=str(tmp_path / "cache")).to_config()
+    instances = setup.instances()
+    result = run_config(setup, ReferenceBackend(), instances, progress=False)
+    assert result.out_dir == setup.folder(instances) and result.summary.status == "finished"
+    assert [r.intervention.name for r in result.records] == ["drop_premise"] * 3
+    assert all(not r.intervention.include_premise for r in result.records)
+    assert json.loads((result.out_dir / "config.json").read_text())["probe"] == "drop_premise"
+    two_seeds = setup.model_copy(update={"seeds": (0, 1)})
+    with pytest.raises(ValueError, match="a run has one seed"):
+        run_config(two_seeds, ReferenceBackend(), instances, tmp_path / "elsewhere", progress=False)

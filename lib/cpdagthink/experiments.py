@@ -12,12 +12,12 @@ import json
 from typing import Any, Iterable, Mapping, Sequence
 
 from .backends import Backend, make_backend
-from .conditions import Intervention, get_condition
+from .conditions import Intervention
 from .config import RunConfig, RunParameters
 from .instance import Instance
 from .metrics import counted
 from .records import RunRecord
-from .runner import run_condition
+from .runner import run_config
 
 
 def setup_from_parameters(namespace: Mapping[str, Any]) -> RunConfig:
@@ -74,11 +74,7 @@ def run(setup: RunConfig, condition: str, seed: int = 0, instances: Sequence[Ins
         from .interventions import PROBES
 
         intervention = PROBES[probe]
-    result = run_condition(
-        get_condition(condition), backend_of(setup), instances, config.folder(instances),
-        decoding=config.decoding, cache_dir=config.cache_dir, intervention=intervention, intervention_name=probe,
-        progress=progress, chunk_size=config.chunk_size, config=config,
-    )
+    result = run_config(config, backend_of(setup), instances, intervention=intervention, progress=progress)
     return result.records
 
 

@@ -33,6 +33,7 @@ from .conditions import (
     Turn2Input,
     describe,
     first_request,
+    get_condition,
     intervene,
     parse_answer,
     read_emitted,
@@ -42,6 +43,7 @@ from .config import RunConfig
 from .decoding import Decoding
 from .errors import CpdagthinkError
 from .instance import Instance
+from .interventions import get_probe
 from .oracle import OracleLabel, UnfaithfulFactsError, label_text
 from .paths import PROJECT_ROOT
 from .premise import PremiseError
@@ -337,6 +339,22 @@ def run_condition(
             folder.write_json(METADATA, metadata)
             folder.write_json(SUMMARY, summary)
     return RunResult(folder.path, records, session.cached.calls, session.hits, summary)
+
+
+def run_config(config: RunConfig, backend: Backend, instances: Iterable[Instance], out: str | Path | None = None, *,
+               intervention: Intervention | None = None, progress: bool = True) -> RunResult:
+    """Run one single-seed configuration (:meth:`RunConfig.for_run`) on ``instances`` with ``backend``: the one
+    entry of every front door. Its condition, probe (from :data:`~cpdagthink.interventions.PROBES`, unless
+    ``intervention`` gives the function), decoding, cache and chunk size come from ``config``, which the folder
+    keeps as ``config.json``; ``out`` defaults to the folder ``config`` names (:meth:`RunConfig.folder`)."""
+    if len(config.seeds) != 1:
+        raise ValueError(f"a run has one seed; this config names {list(config.seeds)}: run each config.for_run(seed=...)")
+    instances = list(instances)
+    if intervention is None and config.probe is not None:
+        intervention = get_probe(config.probe)
+    return run_condition(get_condition(config.condition), backend, instances, out or config.folder(instances),
+                         decoding=config.decoding, cache_dir=config.cache_dir, chunk_size=config.chunk_size,
+                         intervention=intervention, intervention_name=config.probe, progress=progress, config=config)
 
 
 class RunAborted(BackendError):
