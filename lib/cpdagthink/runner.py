@@ -62,7 +62,6 @@ class RunMismatchError(CpdagthinkError, ValueError):
     """An output folder already holds records of a run configured differently from the one asked for."""
 
 
-
 @dataclass
 class CachedBackend:
     """A backend behind the call cache; counts the calls it really made."""
