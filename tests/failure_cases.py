@@ -8,12 +8,13 @@ from pathlib import Path
 
 import networkx as nx
 
-from cpdagthink.backends.base import Backend, Completion, Request
+from cpdagthink.backends.base import Backend
+from cpdagthink.chat import Completion, Request
 from cpdagthink.backends.reference import ReferenceBackend
 from cpdagthink.conditions import get_condition
-from cpdagthink.config import Decoding
+from cpdagthink.decoding import Decoding
 from cpdagthink.dag import independence_facts
-from cpdagthink.data import Instance
+from cpdagthink.instance import Instance
 from cpdagthink.oracle import analyse_premise, label_text
 from cpdagthink.premise import verbalise_premise
 from cpdagthink.records import InterventionRecord, RunRecord, TurnRecord

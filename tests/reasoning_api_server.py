@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from cpdagthink.backends.base import Completion, Request
+from cpdagthink.chat import Completion, Request
 from cpdagthink.backends.reference import ReferenceBackend
 
 GPT5_EFFORTS = ("minimal", "low", "medium", "high")  # gpt-5, -mini, -nano: default medium

@@ -22,7 +22,8 @@ from cpdagthink.audit import (
     shortcut_table,
 )
 from cpdagthink.dag import independence_facts
-from cpdagthink.data import Instance, read_csv
+from cpdagthink.data import read_csv
+from cpdagthink.instance import Instance
 from cpdagthink.oracle import analyse_premise, label_text, pc_cpdag
 from cpdagthink.premise import Facts, verbalise_premise
 from cpdagthink.schema import CausalAnalysis

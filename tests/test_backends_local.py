@@ -12,7 +12,8 @@ import re
 import pytest
 
 from cpdagthink.backends import BACKENDS, make_backend
-from cpdagthink.backends.base import BackendError, Constraint, Request, ToolCall
+from cpdagthink.backends.base import BackendError
+from cpdagthink.chat import Constraint, Request, ToolCall
 from cpdagthink.backends.toolcalls import (
     chat_messages,
     envelope_regex,

@@ -19,7 +19,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from cpdagthink.backends import make_backend
-from cpdagthink.backends.base import BackendError, Constraint, Request, RequestRejected
+from cpdagthink.backends.base import BackendError, RequestRejected
+from cpdagthink.chat import Constraint, Request
 from cpdagthink.backends.openai_api import ServiceRejected, chat_kwargs, public_url, redact
 from cpdagthink.backends.profiles import profile_for, with_overrides
 from cpdagthink.backends.toolcalls import envelope_regex
@@ -468,7 +469,7 @@ def structured_turns(rows, decoding=None):
 def test_responses_kwargs_payload(test_csv):
     from dataclasses import replace
 
-    from cpdagthink.backends.base import Completion, ToolCall
+    from cpdagthink.chat import Completion, ToolCall
     from cpdagthink.backends.openai_api import responses_kwargs
     from cpdagthink.conditions import CONDITIONS, Decoding, second_request
     from cpdagthink.data import read_csv

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from cpdagthink.backends.reference import ReferenceBackend
-from cpdagthink.backends.base import Request
+from cpdagthink.chat import Request
 from cpdagthink.conditions import CONDITIONS, Decoding, Turn2Input, first_request, parse_answer, second_request
 from cpdagthink.data import read_csv
 from cpdagthink.oracle import label_text

@@ -8,7 +8,8 @@ import sys
 import pytest
 
 from cpdagthink.backends import make_backend
-from cpdagthink.backends.base import BackendError, Constraint, Request, ToolCall
+from cpdagthink.backends.base import BackendError
+from cpdagthink.chat import Constraint, Request, ToolCall
 from cpdagthink.backends.toolcalls import envelope_regex, envelope_text
 from cpdagthink.backends.profiles import profile_for, with_overrides
 from cpdagthink.backends.vllm_offline import (

@@ -7,7 +7,8 @@ import os
 
 import pytest
 
-from cpdagthink.backends.base import Backend, Completion, Request, RequestRejected
+from cpdagthink.backends.base import Backend, RequestRejected
+from cpdagthink.chat import Completion, Request
 from cpdagthink.cache import CacheError, CallCache, CorruptCacheEntryWarning
 from cpdagthink.conditions import CONDITIONS
 from cpdagthink.data import read_csv
@@ -127,26 +128,11 @@ def test_a_run_with_an_unusable_cache_folder_stops_before_its_first_call(tmp_pat
 
 def test_a_full_disk_leaves_no_temporary_file_and_says_so_on_one_line(tmp_path, monkeypatch):
     cache = CallCache(tmp_path)
-    real_fdopen = os.fdopen
 
-    class FullDisk:
-        """A file whose write stops halfway with ENOSPC, as on a full disk."""
+    def full_disk(fd):  # the bytes are written, then the disk reports that it is full
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-        def __init__(self, handle):
-            self.handle = handle
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            self.handle.close()
-
-        def write(self, text):
-            self.handle.write(text[: len(text) // 2])
-            self.handle.flush()
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-
-    monkeypatch.setattr(os, "fdopen", lambda fd, *a, **k: FullDisk(real_fdopen(fd, *a, **k)))
+    monkeypatch.setattr(os, "fsync", full_disk)
     with pytest.raises(CacheError) as raised:
         cache.put(KEY, Completion(text="Answer: YES " * 100))
     monkeypatch.undo()

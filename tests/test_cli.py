@@ -115,7 +115,7 @@ def test_bad_flags_are_clear_errors(tmp_path, args, message):
 
 
 def test_run_defaults_do_not_depend_on_the_working_directory(tmp_path):
-    from cpdagthink.data import PROJECT_ROOT
+    from cpdagthink.paths import PROJECT_ROOT
 
     def help_text(**env):
         import os

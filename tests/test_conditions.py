@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from cpdagthink.backends.base import Completion, Request, ToolCall
+from cpdagthink.chat import Completion, Request, ToolCall
 from cpdagthink.backends.reference import ReferenceBackend
 from cpdagthink.conditions import (
     CONDITIONS,
@@ -22,7 +22,8 @@ from cpdagthink.conditions import (
     read_emitted,
     second_request,
 )
-from cpdagthink.data import Instance, read_csv
+from cpdagthink.data import read_csv
+from cpdagthink.instance import Instance
 from cpdagthink.interventions import PROBES
 from cpdagthink.prompts import call_instruction
 from cpdagthink.oracle import analyse_premise

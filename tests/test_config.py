@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from cpdagthink.config import Decoding, RunConfig, RunParameters
+from cpdagthink.config import RunConfig, RunParameters
+from cpdagthink.decoding import Decoding
 
 
 @pytest.mark.parametrize("bad", [{"limit": -1}, {"limit": -5}, {"chunk_size": 0}, {"chunk_size": -2},

@@ -10,7 +10,7 @@ import pytest
 
 from analyses import make
 from cpdagthink import explorer
-from cpdagthink.config import Decoding
+from cpdagthink.decoding import Decoding
 from cpdagthink.failure_views import case_html, gallery_rows
 from cpdagthink.failures import paper_sample
 from failure_cases import (CHAIN, COLLIDER, HOSTILE, INSTANCES, TAIL, hostile_runs, hostile_text, instance, mixed_runs,
@@ -327,7 +327,7 @@ def test_chapter_06_built_from_a_hostile_server_runs_no_payload(test_csv, browse
     from reasoning_api_server import ReasoningAPIServer
 
     from cpdagthink.book import build
-    from cpdagthink.data import PROJECT_ROOT
+    from cpdagthink.paths import PROJECT_ROOT
 
     class HostileServer(ReasoningAPIServer):
         def answer(self, path, body):  # the model's visible text, on either API the profile chooses

@@ -15,7 +15,7 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.patches import FancyArrowPatch  # noqa: E402
 
 from cpdagthink.conditions import get_condition  # noqa: E402
-from cpdagthink.config import Decoding  # noqa: E402
+from cpdagthink.decoding import Decoding  # noqa: E402
 from cpdagthink.failure_views import (GALLERY_COLUMNS, case_html, draw_pair, drawn_edges, gallery_rows,  # noqa: E402
                                       graph_flags, show_case, widget_browser)
 from cpdagthink.inspection import inspect_request  # noqa: E402

@@ -8,7 +8,7 @@ import networkx as nx
 import pytest
 
 from cpdagthink.dag import independence_facts
-from cpdagthink.data import Instance
+from cpdagthink.instance import Instance
 from cpdagthink.oracle import PDAG, consistent_extensions, cpdag_of_dag, pc_cpdag
 from cpdagthink.premise import pair, verbalise_premise
 from cpdagthink.interventions import (

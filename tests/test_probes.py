@@ -7,7 +7,8 @@ import pytest
 from cpdagthink.backends.reference import ReferenceBackend
 from cpdagthink.conditions import CONDITIONS
 from cpdagthink.data import read_csv, sample
-from cpdagthink.probes import PROBES, probe_table
+from cpdagthink.interventions import PROBES
+from cpdagthink.probes import probe_table
 from cpdagthink.runner import run_condition
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from cpdagthink.backends.base import Completion, ToolCall
+from cpdagthink.chat import Completion, ToolCall
 from cpdagthink.conditions import CONDITIONS, Decoding, first_request, second_request
-from cpdagthink.data import Instance
+from cpdagthink.instance import Instance
 from cpdagthink.oracle import analyse_premise
 from cpdagthink.prompts import CALL_INSTRUCTIONS, PromptError, call_instruction, file_hash, raw, render, used_files
 from cpdagthink.schema import CausalAnalysis

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from cpdagthink import readings, tables
-from cpdagthink.data import Instance
+from cpdagthink.instance import Instance
 from cpdagthink.metrics import OmittedGroup
 
 from test_tables import GOLD, two_seed_grid

@@ -20,7 +20,6 @@ from cpdagthink.runfolder import (
     completeness,
     is_complete,
     read_records,
-    write_atomic,
 )
 
 
@@ -56,19 +55,6 @@ def test_readers_ignore_a_repeated_id(tmp_path):
     assert [r.answer for r in read_records(tmp_path)] == ["YES"]
 
 
-def test_a_rewrite_killed_midway_leaves_the_old_file(tmp_path, monkeypatch):
-    target = tmp_path / "metadata.json"
-    target.write_text('{"old": true}')
-
-    def killed(self, *args, **kwargs):
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(os, "fsync", lambda fd: killed(None))
-    with pytest.raises(KeyboardInterrupt):
-        write_atomic(target, '{"new": true}')
-    assert json.loads(target.read_text()) == {"old": True}
-
-
 def test_a_file_or_unwritable_folder_is_refused_clearly(tmp_path):
     (tmp_path / "file").write_text("x")
     with pytest.raises(RunFolderError, match="is a file"):
@@ -98,7 +84,7 @@ def test_a_full_disk_leaves_no_torn_line_and_no_temporary_file(tmp_path, monkeyp
             append(run_record("lost"))
         monkeypatch.setattr(os, "fsync", lambda fd: full_disk(fd, b""))
         with pytest.raises(RunFolderError, match="No space left on device"):
-            write_atomic(tmp_path / "summary.json", '{"records": 1}')
+            folder.write_json("summary.json", {"records": 1})
         monkeypatch.undo()
     assert (tmp_path / RECORDS).read_text().endswith("}\n")
     assert [r.id for r in read_records(tmp_path)] == ["kept"] and not (tmp_path / REJECTED_LINES).exists()

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import json
+import subprocess
 
 import pytest
 
-from cpdagthink.backends.base import Backend, Completion, Request
+from cpdagthink.backends.base import Backend
 from cpdagthink.backends.reference import ReferenceBackend
+from cpdagthink.chat import Completion, Request
 from cpdagthink.conditions import CONDITIONS
 from cpdagthink.data import read_csv, sample
 from cpdagthink.conditions import Decoding
+from cpdagthink.records import GitRevision
 from cpdagthink.runfolder import read_records
 from cpdagthink.runner import RunMismatchError, run_condition
 
@@ -53,7 +56,7 @@ def test_records_cache_and_rerun_makes_no_calls(items, tmp_path):
     assert again.summary.cache_hits == 24 and again.summary.status == "finished"
     meta = json.loads((tmp_path / "run" / "metadata.json").read_text())
     assert meta["condition"]["prompt_hashes"]["pc_scaffold"] and meta["backend"]["backend"] == "reference"
-    assert meta["decoding"]["seed"] == 0 and "git_commit" in meta and "packages" in meta
+    assert meta["decoding"]["seed"] == 0 and "git" in meta and "packages" in meta
 
 
 def test_killed_run_resumes_with_exactly_one_record_each(items, tmp_path):
@@ -305,7 +308,7 @@ def test_a_hypothesis_the_oracle_cannot_read_is_posed_all_the_same(items, tmp_pa
 
 
 APP_J = ("model_revision", "tokenizer_revision", "model_package", "api", "served_models", "packages", "hardware",
-         "git_commit", "python", "decoding")
+         "git", "python", "decoding")
 
 
 def test_metadata_carries_the_app_j_fields(items, tmp_path):
@@ -336,8 +339,24 @@ class WithProvenance(Backend):
         return ReferenceBackend().complete(request)
 
 
+def test_the_git_revision_names_the_commit_and_whether_tracked_files_changed(tmp_path):
+    from cpdagthink.runner import git_revision
+
+    assert git_revision(tmp_path) is None  # not a checkout
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    (tmp_path / "code.py").write_text("x = 1\n")
+    subprocess.run([*git, "add", "code.py"], check=True)
+    subprocess.run([*git, "commit", "-qm", "one"], check=True)
+    head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    (tmp_path / "notes.txt").write_text("untracked")  # untracked files do not make the code dirty
+    assert git_revision(tmp_path) == GitRevision(commit=head, dirty=False)
+    (tmp_path / "code.py").write_text("x = 2\n")
+    assert git_revision(tmp_path) == GitRevision(commit=head, dirty=True)
+
+
 def test_metadata_records_the_backends_provenance(items, tmp_path):
-    from cpdagthink.runner import RunMetadata
+    from cpdagthink.records import RunMetadata
 
     run_condition(CONDITIONS["structured"], WithProvenance(), items[:2], tmp_path / "run", cache_dir=tmp_path / "c",
                   progress=False)
@@ -377,3 +396,20 @@ def test_a_local_runs_metadata_names_the_gguf_file_and_its_package(tmp_path):
     sha = "sha256:b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
     assert meta["model_revision"] == meta["tokenizer_revision"] == sha
     assert "==" in meta["model_package"] and meta["packages"]["llama_cpp_python"]
+
+
+def test_run_config_runs_one_configured_run_into_the_folder_it_names(test_csv, tmp_path):
+    from cpdagthink.config import RunParameters
+    from cpdagthink.runner import run_config
+
+    setup = RunParameters(backend="reference", data=str(test_csv), limit=3, probe="drop_premise",
+                          out_root=str(tmp_path / "runs"), cache_dir=str(tmp_path / "cache")).to_config()
+    instances = setup.instances()
+    result = run_config(setup, ReferenceBackend(), instances, progress=False)
+    assert result.out_dir == setup.folder(instances) and result.summary.status == "finished"
+    assert [r.intervention.name for r in result.records] == ["drop_premise"] * 3
+    assert all(not r.intervention.include_premise for r in result.records)
+    assert json.loads((result.out_dir / "config.json").read_text())["probe"] == "drop_premise"
+    two_seeds = setup.model_copy(update={"seeds": (0, 1)})
+    with pytest.raises(ValueError, match="a run has one seed"):
+        run_config(two_seeds, ReferenceBackend(), instances, tmp_path / "elsewhere", progress=False)

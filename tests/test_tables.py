@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import subprocess
 
 import pandas as pd
 import pytest
@@ -10,8 +11,8 @@ import pytest
 from analyses import run_record
 from cpdagthink import experiments as ex
 from cpdagthink import tables
-from cpdagthink.data import PROJECT_ROOT
 from cpdagthink.metrics import paired_comparison
+from cpdagthink.paths import PROJECT_ROOT
 from cpdagthink.records import RunRecord, TurnRecord
 
 
@@ -251,3 +252,12 @@ def test_run_details_show_app_j_fields_of_a_real_run(test_csv, tmp_path):
     assert details["python"] and "networkx" in details["packages"] and "pydantic" in details["packages"]
     assert details["hardware"].startswith("CPU: ") or details["hardware"]
     assert details["model revision"] == "—"  # the symbolic agent has no weights
+    assert details["code (git commit)"].split()[0] in (subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=PROJECT_ROOT, capture_output=True, text=True).stdout.strip(), "—")
+
+
+def test_run_details_say_when_the_code_had_uncommitted_changes():
+    details = tables.run_details({"git": {"commit": "abc123", "dirty": True}}).set_index("field")["value"]
+    assert details["code (git commit)"] == "abc123 with uncommitted changes"
+    clean = tables.run_details({"git": {"commit": "abc123", "dirty": False}}).set_index("field")["value"]
+    assert clean["code (git commit)"] == "abc123"

@@ -8,7 +8,7 @@ from mistral_common.protocol.instruct.request import ChatCompletionRequest
 from mistral_common.protocol.instruct.validator import (MistralRequestValidatorV3, MistralRequestValidatorV5,
                                                         MistralRequestValidatorV11, ValidationMode)
 
-from cpdagthink.backends.base import Completion, ToolCall
+from cpdagthink.chat import Completion, ToolCall
 from cpdagthink.backends.toolcalls import chat_messages
 from cpdagthink.conditions import CONDITIONS, Decoding, second_request
 from cpdagthink.oracle import analyse_premise

@@ -21,7 +21,7 @@ from typing import Any
 
 import pandas as pd
 
-from .data import Instance
+from .instance import Instance
 from .oracle import analyse_premise, label_text
 from .records import RunRecord
 from .premise import Relation, pair, parse_hypothesis, parse_premise

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
-from .data import PROJECT_ROOT
+from .paths import PROJECT_ROOT
 
 NOTEBOOKS = PROJECT_ROOT / "notebooks"
 

@@ -18,10 +18,10 @@ from pathlib import Path
 
 from pydantic import TypeAdapter, ValidationError
 
-from .backends.base import Completion
-from .backends.models import atomic_write_text
-from .data import OUTPUTS_ROOT
+from .chat import Completion
 from .errors import CpdagthinkError
+from .files import write_atomic
+from .paths import OUTPUTS_ROOT
 
 DEFAULT_CACHE = OUTPUTS_ROOT / "cache"
 
@@ -87,7 +87,7 @@ class CallCache:
         failed write, such as a full disk, leaves no temporary file and raises :class:`CacheError`)."""
         path = self.path(key)
         try:
-            atomic_write_text(path, json.dumps(completion.to_json()))
+            write_atomic(path, json.dumps(completion.to_json()))
         except OSError as error:
             raise CacheError(f"cannot write the cache entry {path}: {error.strerror or error}") from None
 

@@ -14,8 +14,10 @@ from typing import Callable
 from typing import Any
 
 from .config import RunParameters
-from .data import ENV_CSV, ENV_OUTPUTS, OUTPUTS_ROOT, Instance, load_split, read_csv
+from .data import ENV_CSV, load_split, read_csv
 from .errors import CpdagthinkError
+from .instance import Instance
+from .paths import ENV_OUTPUTS, OUTPUTS_ROOT
 
 
 def _instances(args: argparse.Namespace) -> list[Instance]:
@@ -127,9 +129,7 @@ def _parameters(args: argparse.Namespace, **fixed: Any) -> RunParameters:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from .backends import make_backend
-    from .conditions import get_condition
-    from .probes import PROBES
-    from .runner import run_condition
+    from .runner import run_config
 
     config = _parameters(args).to_config()  # checks the backend's options too, before the data is read
     instances = config.instances()
@@ -139,9 +139,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             run = config.for_run(seed=seed, probe=config.probe)
             out = Path(args.out) if args.out and len(config.seeds) == 1 else (
                 Path(args.out) / f"seed{seed}" if args.out else run.folder(instances))
-            result = run_condition(get_condition(run.condition), backend, instances, out, decoding=run.decoding,
-                                   cache_dir=run.cache_dir, chunk_size=run.chunk_size, config=run,
-                                   intervention=PROBES[run.probe] if run.probe else None, intervention_name=run.probe)
+            result = run_config(run, backend, instances, out)
             s = result.summary
             print(f"{s.asked_records} of {s.asked} instances in {result.out_dir} ({result.model_calls} model calls, "
                   f"{s.unparsed} unparsed, {s.rejected} rejected, {s.cut_off} cut off, {s.problems} not posed"

@@ -18,9 +18,9 @@ from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any, Callable
 
-from .backends.base import Completion, Constraint, Request
-from .config import Decoding
-from .data import Instance
+from .chat import Completion, Constraint, Request
+from .decoding import Decoding
+from .instance import Instance
 from .premise import parse_premise
 from .prompts import call_instruction, render, used_files
 from .schema import TOOL_NAME, CausalAnalysis, analysis_regex, parse_analysis, tool_definition

@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import collections
 import csv
-import hashlib
-import json
 import os
 import random
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
 
 from .errors import CpdagthinkError
+from .instance import Instance
+from .paths import PROJECT_ROOT
 from .premise import PremiseError, declared_variables, split_input
 
 HUB_REPO = "causalnlp/corr2cause"
@@ -28,12 +28,7 @@ HUB_FILES = {
     "perturbation_by_refactorization": "perturbation_by_refactorization_test.csv",
 }
 ENV_CSV = "CORR2CAUSE_CSV"
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
 HUB_CACHE = PROJECT_ROOT / "data" / "hub"
-ENV_OUTPUTS = "CPDAGTHINK_OUTPUTS"
-# Run records, caches and generated sets: anchored to the project (or $CPDAGTHINK_OUTPUTS), never to the
-# working directory, so a command run from elsewhere finds the same cache instead of redoing every call.
-OUTPUTS_ROOT = Path(os.environ.get(ENV_OUTPUTS) or PROJECT_ROOT / "outputs").expanduser().resolve()
 
 
 class Fingerprint(BaseModel):
@@ -68,33 +63,6 @@ FINGERPRINTS = {
 
 class DataError(CpdagthinkError, RuntimeError):
     """The data could not be loaded as asked (missing file, wrong fingerprint, hub unreachable)."""
-
-
-class Instance(BaseModel):
-    """One Corr2Cause row."""
-
-    model_config = ConfigDict(frozen=True)
-
-    id: str
-    premise: str
-    hypothesis: str
-    num_variables: int
-    template: str
-    label: int
-    split: str
-    source: str
-
-    @property
-    def text(self) -> str:
-        """The row's ``input`` cell as the hub writes it."""
-        return f"{self.premise}\nHypothesis: {self.hypothesis}"
-
-    @property
-    def content_sha256(self) -> str:
-        """What the row says, independent of where it was read from: a changed premise, hypothesis, label,
-        variable count or template changes it; a renamed file, another split name or row index does not."""
-        content = [self.premise, self.hypothesis, self.label, self.num_variables, self.template]
-        return hashlib.sha256(json.dumps(content).encode()).hexdigest()
 
 
 _COLUMNS = ("input", "label", "num_variables", "template")

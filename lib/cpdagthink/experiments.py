@@ -15,14 +15,14 @@ import os
 from typing import Any, Iterable, Mapping, Sequence
 
 from .backends import Backend, make_backend
-from .conditions import Intervention, get_condition
+from .conditions import Intervention
 from .config import RunConfig, RunParameters
-from .data import Instance
 from .errors import CpdagthinkError
+from .instance import Instance
 from .metrics import counted
 from .records import RunRecord
 from .runfolder import METADATA, completeness, read_json
-from .runner import run_condition
+from .runner import run_config
 
 ENV_RENDER_ONLY = "CPDAGTHINK_RENDER_ONLY"
 
@@ -101,15 +101,7 @@ def run(setup: RunConfig, condition: str, seed: int = 0, instances: Sequence[Ins
             f"{folder} does not hold this run yet ({held.missing}) and {ENV_RENDER_ONLY} is set: compute it first "
             "(`make grid`, or `cpdagthink plan` with the chapter's parameters and `--group KEY --execute`), or "
             "execute the chapter without --render-only")
-    if probe is not None and intervention is None:
-        from .probes import PROBES
-
-        intervention = PROBES[probe]
-    result = run_condition(
-        get_condition(condition), backend_of(setup), instances, folder,
-        decoding=config.decoding, cache_dir=config.cache_dir, intervention=intervention, intervention_name=probe,
-        progress=progress, chunk_size=config.chunk_size, config=config,
-    )
+    result = run_config(config, backend_of(setup), instances, folder, intervention=intervention, progress=progress)
     return result.records
 
 

@@ -15,8 +15,8 @@ from typing import Iterable, Mapping
 
 import pandas as pd
 
-from .config import Decoding
-from .data import Instance
+from .decoding import Decoding
+from .instance import Instance
 from .failures import Records, diagnose, instances_by_id, named_records
 from .inspection import recorded_requests
 from .oracle import UnfaithfulFactsError, analyse_premise

@@ -27,7 +27,7 @@ from typing import Iterable, Mapping
 import pandas as pd
 
 from .dag import holds
-from .data import Instance
+from .instance import Instance
 from .oracle import PremiseAnalysis, UnfaithfulFactsError, analyse_premise, label_text
 from .premise import PremiseError, Query, parse_hypothesis
 from .records import RunRecord

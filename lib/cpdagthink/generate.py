@@ -18,8 +18,10 @@ from string import ascii_uppercase
 import networkx as nx
 
 from .dag import independence_facts
-from .data import OUTPUTS_ROOT, PROJECT_ROOT, Instance, load_split, read_csv
+from .data import load_split, read_csv
+from .instance import Instance
 from .oracle import analyse_facts, entailed
+from .paths import OUTPUTS_ROOT, PROJECT_ROOT
 from .premise import (
     HYPOTHESIS_WORDINGS,
     Facts,

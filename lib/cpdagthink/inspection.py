@@ -12,14 +12,16 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from .backends.base import Backend, Completion, Request, ToolCall
-from .conditions import (Condition, Decoding, Flow, Turn2Input, first_request, get_condition, intervene, read_emitted,
+from .backends.base import Backend
+from .chat import Completion, Request, ToolCall
+from .conditions import (Condition, Flow, Turn2Input, first_request, get_condition, intervene, read_emitted,
                          second_request)
-from .data import Instance
+from .decoding import Decoding
+from .instance import Instance
 from .interventions import get_probe
 from .cache import CallCache
-from .records import RunRecord, TurnRecord
-from .runner import CachedBackend, _hash
+from .records import RunRecord, TurnRecord, json_sha256
+from .runner import CachedBackend
 
 
 @dataclass(frozen=True)
@@ -73,7 +75,7 @@ def recorded_requests(record: RunRecord, instance: Instance, decoding: Decoding)
     built = [Inspected(first_request(condition, instance, decoding))]
     if len(record.turns) > 1:
         built.append(_second(condition, instance, decoding, _completion(record.turns[0]), probe))
-    return [replace(b, as_recorded=_hash(b.request.to_json()) == t.request_sha256)
+    return [replace(b, as_recorded=json_sha256(b.request.to_json()) == t.request_sha256)
             for b, t in zip(built, record.turns)]
 
 

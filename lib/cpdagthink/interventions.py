@@ -54,7 +54,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import networkx as nx
 
 from .conditions import Intervention, Turn2Input
-from .data import Instance
+from .instance import Instance
 from .oracle import UnfaithfulFactsError, analyse_premise, cpdag_of_dag
 from .premise import Pair, PremiseError, pair
 from .schema import CausalAnalysis, SeparatingSet

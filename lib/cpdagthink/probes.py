@@ -1,6 +1,5 @@
 """Scoring the turn-2 probes (paper §6, Table 3): each probed run against the unprobed run it shares
-instances with. The probes themselves are in :mod:`cpdagthink.interventions`; their table ``PROBES`` is
-importable from here too, so a chapter needs one import line for running and scoring them.
+instances with. The probes themselves, and their table ``PROBES``, are in :mod:`cpdagthink.interventions`.
 """
 
 from __future__ import annotations
@@ -9,11 +8,10 @@ from typing import Mapping, Sequence
 
 import pandas as pd
 
-from .interventions import PROBES
 from .metrics import binary_scores
 from .records import RunRecord
 
-__all__ = ["PROBES", "probe_table"]
+__all__ = ["probe_table"]
 
 
 def _intervened(record: RunRecord) -> bool:

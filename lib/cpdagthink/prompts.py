@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import hashlib
 from functools import lru_cache
-from pathlib import Path
 from string import Template
 
 from .errors import CpdagthinkError
+from .paths import PROJECT_ROOT
 from .schema import TOOL_NAME
 
-PROMPTS_DIR = Path(__file__).resolve().parents[2] / "prompts"
+PROMPTS_DIR = PROJECT_ROOT / "prompts"
 _SHARED_FIELDS = ("pc_scaffold", "decision_rules")
 CALL_INSTRUCTIONS = {"auto": "call_instruction_auto", "forced": "call_instruction_forced"}
 

@@ -19,7 +19,7 @@ import pandas as pd
 from . import experiments as ex
 from . import figures, tables
 from .config import RunConfig
-from .data import Instance
+from .instance import Instance
 from .metrics import OmittedGroup, counted
 from .records import RunRecord
 
@@ -585,7 +585,8 @@ def probe_grid(setup: RunConfig, probes: Sequence[str], seeds: Sequence[int], in
     """Every probe on Structured Thinking's recorded turn 1, per seed: :func:`probes.probe_table` rows with
     the agent's name and seed, the probed records of the first seed (for an example), and each probe's drop
     as a paired comparison (``unprobed vs <probe>``: the gain is unprobed minus probed, the drop)."""
-    from .probes import PROBES, probe_table
+    from .interventions import PROBES
+    from .probes import probe_table
 
     frames, example, runs = [], {}, {}
     for seed in seeds:

@@ -1,5 +1,5 @@
 """The typed run record: one :class:`RunRecord` per finished instance, one JSON line each in ``records.jsonl``,
-and a :class:`RunSummary` beside it.
+a :class:`RunSummary` beside it, and the run's :class:`RunMetadata` (``metadata.json``).
 
 Every reader loads these models; the definitions that decide a number live here once: what the
 prediction is, when an answer is unparsed, rejected or cut off, which object turn 1 emitted and which
@@ -8,6 +8,8 @@ object turn 2 was shown.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, computed_field
@@ -15,6 +17,13 @@ from pydantic import BaseModel, ConfigDict, computed_field
 from .schema import CausalAnalysis
 
 SCHEMA_VERSION = 2
+# What makes two runs the same run (fields of :class:`RunMetadata`): resuming needs all of them to match.
+RUN_IDENTITY = ("condition", "intervention", "backend", "decoding")
+
+
+def json_sha256(data: Any) -> str:
+    """The digest records store of JSON data (messages, requests, instance lists): sha256 of its sorted-key JSON."""
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
 
 class ToolCallRecord(BaseModel):
@@ -170,3 +179,54 @@ class RunSummary(BaseModel):
             status=status or ("finished" if asked_records >= asked else "incomplete"),
             message=message,
         )
+
+
+class GitRevision(BaseModel):
+    """The code a run ran: its git commit, and whether tracked files differed from it (``dirty``)."""
+
+    commit: str
+    dirty: bool
+
+
+class Hardware(BaseModel):
+    """What a run ran on: each GPU's model (empty: none visible), else the CPU and its cores."""
+
+    gpus: list[str]
+    cpu: str | None
+    cpu_cores: int | None
+
+
+class RunMetadata(BaseModel):
+    """``metadata.json``: what a run is (the fields that must match to resume it) and what it ran with, as the
+    paper's App. J lists: decoding, model and tokenizer revisions, the API and the snapshots it served,
+    package versions and hardware."""
+
+    record_schema: int
+    condition: dict[str, Any]
+    intervention: str | None
+    backend: dict[str, Any]  # the backend's identity (the cache key's model part)
+    thinking_supported: bool | None = None  # the model has a thinking mode (pages read it here, not from a backend)
+    decoding: dict[str, Any]
+    instances: int
+    instances_sha256: str
+    sources: list[str]
+    seed: int
+    model_revision: str | None  # resolved commit hash, or sha256 of the weights file
+    tokenizer_revision: str | None
+    model_package: str | None  # a local model's pip package(s), ``name==version``
+    api: str | None  # the API a service was called through, and where
+    served_models: list[str] = []  # the snapshots the API reported serving (each response's ``model``)
+    git: GitRevision | None  # the code's commit and whether tracked files differed from it
+    packages: dict[str, str]
+    python: str
+    hardware: Hardware
+    started_at: str
+    finished_at: str | None = None
+    status: str | None = None
+    message: str | None = None  # why a run ended early (an error, an interruption)
+    wall_clock_s: float | None = None
+    model_calls_this_session: int | None = None
+
+    def identity(self) -> dict[str, Any]:
+        """The fields that make two runs the same run, as JSON: a folder is resumed only when each matches."""
+        return self.model_dump(mode="json", include=set(RUN_IDENTITY))

@@ -22,11 +22,12 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 from pydantic import BaseModel, ValidationError
 
 from .errors import CpdagthinkError
+from .files import write_atomic
 from .records import SCHEMA_VERSION, RunRecord, RunSummary
 
 if TYPE_CHECKING:
     from .config import RunConfig
-    from .data import Instance
+    from .instance import Instance
 
 RECORDS = "records.jsonl"
 REJECTED_LINES = "records.rejected.jsonl"
@@ -44,21 +45,13 @@ class RunLockedError(RunFolderError):
     """Another run is writing into this folder right now."""
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` through a temporary file and a rename: a kill leaves old or new, never half;
-    a failed write (a full disk) leaves the old file, no temporary file, and raises :class:`RunFolderError`."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+def _write(path: Path, text: str) -> None:
+    """:func:`~cpdagthink.files.write_atomic`, a failure (a full disk) raised as :class:`RunFolderError` naming
+    the file."""
     try:
-        with temporary.open("w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        temporary.replace(path)
-    except BaseException as error:
-        temporary.unlink(missing_ok=True)
-        if isinstance(error, OSError):
-            raise RunFolderError(f"cannot write {path}: {error.strerror or error}") from None
-        raise
+        write_atomic(path, text)
+    except OSError as error:
+        raise RunFolderError(f"cannot write {path}: {error.strerror or error}") from None
 
 
 @dataclass(frozen=True)
@@ -263,7 +256,7 @@ class RunFolder:
     def rewrite_records(self, records: list[RunRecord], unless_equal: str | None = None) -> None:
         text = "".join(r.model_dump_json() + "\n" for r in records)
         if text != unless_equal:
-            write_atomic(self.path / RECORDS, text)
+            _write(self.path / RECORDS, text)
 
     @contextlib.contextmanager
     def appender(self) -> Iterator[Any]:
@@ -289,7 +282,7 @@ class RunFolder:
 
     def write_json(self, name: str, data: dict[str, Any] | BaseModel) -> None:
         text = data.model_dump_json(indent=2) if isinstance(data, BaseModel) else json.dumps(data, indent=2)
-        write_atomic(self.path / name, text)
+        _write(self.path / name, text)
 
     def summary(self) -> RunSummary | None:
         data = self.read_json(SUMMARY)

@@ -9,7 +9,6 @@ same row (its id and its content).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import platform
@@ -21,31 +20,35 @@ from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from pydantic import BaseModel
 from tqdm.auto import tqdm
 
-from .backends.base import Backend, BackendError, Completion, PartialBatchError, Request, RequestRejected
+from .backends.base import Backend, BackendError, PartialBatchError, RequestRejected
 from .cache import DEFAULT_CACHE, CallCache
+from .chat import Completion, Request
 from .conditions import (
     Condition,
-    Decoding,
     Emitted,
     Flow,
     Intervention,
     Turn2Input,
     describe,
     first_request,
+    get_condition,
     intervene,
     parse_answer,
     read_emitted,
     second_request,
 )
 from .config import RunConfig
-from .data import PROJECT_ROOT, Instance
+from .decoding import Decoding
 from .errors import CpdagthinkError
+from .instance import Instance
+from .interventions import get_probe
 from .oracle import OracleLabel, UnfaithfulFactsError, label_text
+from .paths import PROJECT_ROOT
 from .premise import PremiseError
-from .records import SCHEMA_VERSION, InterventionRecord, RunRecord, RunSummary, ToolCallRecord, TurnRecord
+from .records import (SCHEMA_VERSION, GitRevision, Hardware, InterventionRecord, RunMetadata, RunRecord, RunSummary,
+                      ToolCallRecord, TurnRecord, json_sha256)
 from .runfolder import CONFIG, METADATA, SUMMARY, RunFolder, difference
 
 ABORT_AFTER_REJECTIONS = 5
@@ -57,12 +60,6 @@ _PACKAGES = ("cpdagthink", "llama_cpp_python", "outlines", "outlines_core", "ope
 
 class RunMismatchError(CpdagthinkError, ValueError):
     """An output folder already holds records of a run configured differently from the one asked for."""
-
-
-# What makes two runs the same run: resuming is only allowed when all of these match.
-_RUN_IDENTITY = ("condition", "intervention", "backend", "decoding")
-
-
 
 
 @dataclass
@@ -114,14 +111,10 @@ class CachedBackend:
             return Completion(text="", meta={"rejected": str(error)})
 
 
-def _hash(data: Any) -> str:
-    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
-
-
 def _turn_record(request: Request, completion: Completion, cache_hit: bool) -> TurnRecord:
     return TurnRecord(
-        messages_sha256=_hash(list(request.messages)),
-        request_sha256=_hash(request.to_json()),
+        messages_sha256=json_sha256(list(request.messages)),
+        request_sha256=json_sha256(request.to_json()),
         raw=completion.raw or completion.text,
         text=completion.text,
         reasoning=completion.reasoning,
@@ -135,12 +128,20 @@ def _turn_record(request: Request, completion: Completion, cache_hit: bool) -> T
     )
 
 
-def _git_commit() -> str | None:
+def git_revision(root: Path = PROJECT_ROOT) -> GitRevision | None:
+    """The commit the code at ``root`` is checked out at, and whether tracked files differ from it (untracked
+    files do not count, as with ``git describe --dirty``); None outside a git checkout or without git."""
+
+    def git(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=10)
+
     try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=PROJECT_ROOT, capture_output=True, text=True,
-                              timeout=5).stdout.strip() or None
+        commit, status = git("rev-parse", "HEAD"), git("status", "--porcelain", "--untracked-files=no")
     except (OSError, subprocess.SubprocessError):
         return None
+    if commit.returncode or status.returncode:
+        return None
+    return GitRevision(commit=commit.stdout.strip(), dirty=bool(status.stdout.strip()))
 
 
 def _versions() -> dict[str, str]:
@@ -163,14 +164,6 @@ def _oracle_verdict(instance: Instance) -> OracleLabel:
         return OracleLabel(None)
 
 
-class Hardware(BaseModel):
-    """What a run ran on: each GPU's model (empty: none visible), else the CPU and its cores."""
-
-    gpus: list[str]
-    cpu: str | None
-    cpu_cores: int | None
-
-
 def _hardware() -> Hardware:
     gpus: list[str] = []
     if shutil.which("nvidia-smi"):
@@ -187,38 +180,6 @@ def _hardware() -> Hardware:
     except OSError:
         pass  # not Linux: platform.processor() stands
     return Hardware(gpus=gpus, cpu=cpu, cpu_cores=os.cpu_count())
-
-
-class RunMetadata(BaseModel):
-    """``metadata.json``: what a run is (the fields that must match to resume it) and what it ran with, as the
-    paper's App. J lists: decoding, model and tokenizer revisions, the API and the snapshots it served,
-    package versions and hardware."""
-
-    record_schema: int
-    condition: dict[str, Any]
-    intervention: str | None
-    backend: dict[str, Any]  # the backend's identity (the cache key's model part)
-    thinking_supported: bool | None = None  # the model has a thinking mode (pages read it here, not from a backend)
-    decoding: dict[str, Any]
-    instances: int
-    instances_sha256: str
-    sources: list[str]
-    seed: int
-    model_revision: str | None  # resolved commit hash, or sha256 of the weights file
-    tokenizer_revision: str | None
-    model_package: str | None  # a local model's pip package(s), ``name==version``
-    api: str | None  # the API a service was called through, and where
-    served_models: list[str] = []  # the snapshots the API reported serving (each response's ``model``)
-    git_commit: str | None
-    packages: dict[str, str]
-    python: str
-    hardware: Hardware
-    started_at: str
-    finished_at: str | None = None
-    status: str | None = None
-    message: str | None = None  # why a run ended early (an error, an interruption)
-    wall_clock_s: float | None = None
-    model_calls_this_session: int | None = None
 
 
 def _served_models(records: Iterable[RunRecord]) -> list[str]:
@@ -251,8 +212,8 @@ def _check_resumable(folder: RunFolder, metadata: RunMetadata, records: list[Run
         raise RunMismatchError(
             f"{folder.path} holds {len(records)} records of another version of cpdagthink (record schema "
             f"{old.get('record_schema', 1)}, this one writes {SCHEMA_VERSION}); choose another output folder.")
-    new = metadata.model_dump(mode="json", include=set(_RUN_IDENTITY))
-    differs = [k for k in _RUN_IDENTITY if old.get(k) != new[k]]
+    new = metadata.identity()
+    differs = [k for k in new if old.get(k) != new[k]]
     if differs:
         details = "; ".join(difference(new[k], old.get(k), k) for k in differs)
         raise RunMismatchError(
@@ -303,7 +264,7 @@ def run_condition(
             thinking_supported=backend.thinking_supported,
             decoding=decoding.model_dump(),
             instances=len(instances),
-            instances_sha256=_hash([(i.id, i.content_sha256) for i in instances]),
+            instances_sha256=json_sha256([(i.id, i.content_sha256) for i in instances]),
             sources=sorted({i.source for i in instances}),
             seed=decoding.seed,
             model_revision=provenance.model_revision,
@@ -311,7 +272,7 @@ def run_condition(
             model_package=provenance.model_package,
             api=provenance.api,
             served_models=_served_models(done),
-            git_commit=_git_commit(),
+            git=git_revision(),
             packages=_versions(),
             python=platform.python_version(),
             hardware=_hardware(),
@@ -366,6 +327,22 @@ def run_condition(
             folder.write_json(METADATA, metadata)
             folder.write_json(SUMMARY, summary)
     return RunResult(folder.path, records, session.cached.calls, session.hits, summary)
+
+
+def run_config(config: RunConfig, backend: Backend, instances: Iterable[Instance], out: str | Path | None = None, *,
+               intervention: Intervention | None = None, progress: bool = True) -> RunResult:
+    """Run one single-seed configuration (:meth:`RunConfig.for_run`) on ``instances`` with ``backend``: the one
+    entry of every front door. Its condition, probe (from :data:`~cpdagthink.interventions.PROBES`, unless
+    ``intervention`` gives the function), decoding, cache and chunk size come from ``config``, which the folder
+    keeps as ``config.json``; ``out`` defaults to the folder ``config`` names (:meth:`RunConfig.folder`)."""
+    if len(config.seeds) != 1:
+        raise ValueError(f"a run has one seed; this config names {list(config.seeds)}: run each config.for_run(seed=...)")
+    instances = list(instances)
+    if intervention is None and config.probe is not None:
+        intervention = get_probe(config.probe)
+    return run_condition(get_condition(config.condition), backend, instances, out or config.folder(instances),
+                         decoding=config.decoding, cache_dir=config.cache_dir, chunk_size=config.chunk_size,
+                         intervention=intervention, intervention_name=config.probe, progress=progress, config=config)
 
 
 class RunAborted(BackendError):

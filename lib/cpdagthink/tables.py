@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from .data import PROJECT_ROOT
+from .paths import PROJECT_ROOT
 from .records import RunRecord
 from .metrics import (
     OmittedGroup,
@@ -449,7 +449,14 @@ def run_details(metadata: Mapping[str, Any]) -> pd.DataFrame:
         "packages": ", ".join(f"{k} {v}" for k, v in sorted(packages.items())),
         "python": metadata.get("python"),
         "hardware": machine,
-        "code (git commit)": metadata.get("git_commit"),
+        "code (git commit)": _revision_text(metadata.get("git")),
         "started": metadata.get("started_at"),
     }
     return pd.DataFrame({"field": list(rows), "value": ["—" if v in (None, "") else str(v) for v in rows.values()]})
+
+
+def _revision_text(revision: Mapping[str, Any] | None) -> str | None:
+    """A run's ``git`` revision as the page prints it: the commit, and whether the code had uncommitted changes."""
+    if not revision:
+        return None
+    return revision["commit"] + (" with uncommitted changes" if revision["dirty"] else "")

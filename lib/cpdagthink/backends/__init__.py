@@ -12,7 +12,8 @@ import inspect
 from collections.abc import Mapping
 from typing import Any, Callable
 
-from .base import Backend, BackendError, Completion, Constraint, Request, ToolCall
+from ..chat import Completion, Constraint, Request, ToolCall
+from .base import Backend, BackendError
 
 BACKENDS: dict[str, str | Callable[..., Backend]] = {
     "local": ".local:LocalBackend",

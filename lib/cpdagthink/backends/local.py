@@ -49,9 +49,11 @@ from typing import Any
 
 import numpy as np
 
-from .base import Backend, BackendError, Completion, Provenance, Request, RequestRejected
+from ..chat import Completion, Request
+from ..files import write_atomic
+from .base import Backend, BackendError, Provenance, RequestRejected
 from .jump_forward import DraftLength, IndexWalker, LookupDrafter, admitted_prefix
-from .models import DEFAULT_MODEL, MODELS, atomic_write_text, default_cache_dir, resolve_model
+from .models import DEFAULT_MODEL, MODELS, default_cache_dir, resolve_model
 from .toolcalls import (
     THINK_CLOSE,
     THINK_OPEN,
@@ -329,7 +331,7 @@ def _invariance_sha256(setting: list[Any], diffs: dict[int, float]) -> str:
 def write_invariance(path: Path, setting: list[Any], diffs: dict[int, float]) -> None:
     """Keep a batch check (:func:`batch_invariance`) for the build and model ``setting`` names, with its checksum."""
     record = {"setting": setting, "max_abs_diff": diffs, "sha256": _invariance_sha256(setting, diffs)}
-    atomic_write_text(path, json.dumps(record, indent=1))
+    write_atomic(path, json.dumps(record, indent=1))
 
 
 def read_invariance(path: Path, setting: list[Any]) -> dict[int, float] | None:

@@ -24,6 +24,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..files import write_atomic
+from ..paths import PROJECT_ROOT
 from .base import BackendError
 
 DEFAULT_MODEL = "qwen2.5-0.5b"
@@ -34,7 +36,7 @@ _CHUNK = 1 << 20
 class RecommendedSampling:
     """The sampling a model's publisher recommends, with where it says so.
 
-    The fields mirror :class:`~.base.Request`'s (top_k 0, top_p 1, min_p 0 = that filter off). Settings the
+    The fields mirror :class:`~cpdagthink.chat.Request`'s (top_k 0, top_p 1, min_p 0 = that filter off). Settings the
     backends do not apply (e.g. a repetition penalty) are named in ``note`` rather than silently dropped.
     """
 
@@ -125,9 +127,8 @@ def default_cache_dir() -> Path:
     env = os.environ.get("CPDAGTHINK_MODEL_CACHE")
     if env:
         return Path(env)
-    project = Path(__file__).resolve().parents[3]
-    if (project / "pyproject.toml").is_file():
-        return project / "outputs" / "models"
+    if (PROJECT_ROOT / "pyproject.toml").is_file():
+        return PROJECT_ROOT / "outputs" / "models"
     return Path.home() / ".cache" / "cpdagthink" / "models"
 
 
@@ -142,19 +143,6 @@ def sha256_file(path: str | Path) -> str:
 def _sidecar(path: Path, cache_dir: Path) -> Path:
     key = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:24]
     return cache_dir / ".verified" / f"{key}.json"
-
-
-def atomic_write_text(target: Path, text: str) -> None:
-    """Write ``text`` to ``target`` (parents made) through a temporary file and a rename: old or new, never half."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def file_sha256(path: str | Path, cache_dir: str | Path | None = None) -> str:
@@ -176,7 +164,7 @@ def file_sha256(path: str | Path, cache_dir: str | Path | None = None) -> str:
     digest = sha256_file(path)
     record = {"path": str(path.resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": digest}
     try:
-        atomic_write_text(sidecar, json.dumps(record, indent=1))
+        write_atomic(sidecar, json.dumps(record, indent=1))
     except OSError:
         pass  # an unwritable cache only costs a re-hash next time
     return digest
@@ -253,7 +241,7 @@ def _concatenate(parts: list[Path], target: Path, spec: ModelSpec, cache_dir: Pa
     stat = target.stat()
     record = {"path": str(target.resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": spec.sha256}
     try:
-        atomic_write_text(_sidecar(target, cache_dir), json.dumps(record, indent=1))
+        write_atomic(_sidecar(target, cache_dir), json.dumps(record, indent=1))
     except OSError:
         pass
 

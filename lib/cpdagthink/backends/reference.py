@@ -16,7 +16,8 @@ from typing import Any
 from ..oracle import UnfaithfulFactsError, analyse_premise
 from ..premise import PremiseError
 from ..schema import TOOL_NAME, CausalAnalysis, GraphVerdict
-from .base import Backend, Completion, Request, ToolCall
+from ..chat import Completion, Request, ToolCall
+from .base import Backend
 
 _PREMISE = re.compile(r"(Premise:.*?)(?:\n\s*\n|\nHypothesis:|$)", re.S)
 _HYPOTHESIS = re.compile(r"Hypothesis:[ \t]*([^\n]+)")

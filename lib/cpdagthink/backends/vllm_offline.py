@@ -33,7 +33,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Sequence
 
-from .base import Backend, BackendError, Completion, Provenance, Request
+from ..chat import Completion, Request
+from .base import Backend, BackendError, Provenance
 from .profiles import ModelProfile, profile_for, with_overrides
 from .toolcalls import (MISTRAL_OPEN, OPEN, chat_messages, completion_from_text, envelope_regex,
                         render_unparsed_calls, split_reasoning)

@@ -1,0 +1,29 @@
+"""Writing a file so that a kill, a full disk or a second writer never leaves it half-written.
+
+The one atomic writer of the package: run folders (:mod:`cpdagthink.runfolder`), the call cache
+(:mod:`cpdagthink.cache`) and the model files' records (:mod:`cpdagthink.backends.models`) all write through it.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Replace ``path`` (its folder made if missing) with ``text`` through a temporary file beside it, flushed
+    to disk, and a rename: a kill leaves the old file or the new one, never half of either. Each writer has its
+    own temporary file, so two processes writing the same entry at once cannot mix their bytes. A failed write
+    (a full disk) removes its temporary file and raises the ``OSError`` for the caller to word."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
+    try:
+        with temporary.open("x", encoding="utf-8") as handle:  # created here, with the usual permissions
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        temporary.replace(path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise

@@ -1,0 +1,61 @@
+"""The atomic writer under kills, full disks and concurrent writers."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import stat
+import threading
+
+import pytest
+
+from cpdagthink.files import write_atomic
+
+
+def test_a_write_killed_midway_leaves_the_old_file_and_no_temporary_file(tmp_path, monkeypatch):
+    target = tmp_path / "metadata.json"
+    target.write_text('{"old": true}')
+
+    def killed(fd):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "fsync", killed)
+    with pytest.raises(KeyboardInterrupt):
+        write_atomic(target, '{"new": true}')
+    assert json.loads(target.read_text()) == {"old": True}
+    assert [p.name for p in tmp_path.iterdir()] == ["metadata.json"]
+
+
+def test_a_full_disk_raises_the_os_error_and_leaves_the_old_file(tmp_path, monkeypatch):
+    target = tmp_path / "entry.json"
+    target.write_text("old")
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", full)
+    with pytest.raises(OSError, match="No space left on device"):
+        write_atomic(target, "new")
+    assert target.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["entry.json"]
+
+
+def test_the_folder_is_made_and_the_file_has_the_usual_permissions(tmp_path):
+    target = tmp_path / "a" / "b" / "entry.json"
+    umask = os.umask(0o022)
+    try:
+        write_atomic(target, "text")
+    finally:
+        os.umask(umask)
+    assert target.read_text() == "text" and stat.S_IMODE(target.stat().st_mode) == 0o644
+
+
+def test_concurrent_writers_of_one_file_leave_one_whole_text(tmp_path):
+    target = tmp_path / "entry.json"
+    texts = [str(n) * 100_000 for n in range(8)]
+    threads = [threading.Thread(target=write_atomic, args=(target, t)) for t in texts]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert target.read_text() in texts and [p.name for p in tmp_path.iterdir()] == ["entry.json"]

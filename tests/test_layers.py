@@ -1,0 +1,130 @@
+"""The package's layers: every import runs to the module's own layer or one below it, never up.
+
+``LAYERS`` is the folder table (the README's "Layout"), bottom first. A module may import from its own layer
+and from every layer listed before it; as each layer is one folder (or the package's top, for the few
+modules every layer uses and the command line over all of them), no two folders can import each other.
+Imports inside functions count too: a lazy import is still a dependency. A module must sit in the folder
+of its row; until a folder exists (the layout before the move into folders), its modules may sit at the top.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from typing import NamedTuple
+
+import pytest
+
+import cpdagthink
+
+PACKAGE = Path(cpdagthink.__file__).parent
+
+
+class Layer(NamedTuple):
+    folder: str  # "" for the package's top level
+    modules: tuple[str, ...]
+
+
+LAYERS = (
+    Layer("", ("errors", "paths", "files", "credentials")),  # what every layer uses; imports nothing of the package
+    Layer("causal", ("premise", "dag", "oracle", "instance")),
+    Layer("method", ("chat", "decoding", "schema", "prompts", "conditions", "interventions", "validate")),
+    Layer("backends", ("base", "profiles", "models", "toolcalls", "jump_forward", "local", "openai_api",
+                       "vllm_offline", "reference")),
+    Layer("run", ("parameters", "data", "generate", "config", "records", "runfolder", "cache", "runner",
+                  "inspection")),
+    Layer("analysis", ("metrics", "audit", "failures", "probes", "tables")),
+    Layer("book", ("figures", "readings", "experiments", "explorer", "failure_views", "browser", "build")),
+    Layer("", ("cli", "__main__")),  # the command line, over everything
+)
+RANK = {module: rank for rank, layer in enumerate(LAYERS) for module in layer.modules}
+FLAT_NAMES = {"book": "build"}  # the flat layout's names of modules the move renames
+
+
+def _modules() -> dict[str, Path]:
+    """Every module of the package by dotted name below it (``causal.oracle``; a folder's ``__init__`` by the
+    folder's name), the package's own ``__init__`` left out (it imports nothing)."""
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE).with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        if parts:
+            found[".".join(parts)] = path
+    return found
+
+
+def _folder(name: str) -> str:
+    return name.split(".")[0] if "." in name or (PACKAGE / name).is_dir() else ""
+
+
+def _leaf(name: str) -> str:
+    leaf = name.rsplit(".", 1)[-1]
+    return FLAT_NAMES.get(leaf, leaf) if "." not in name else leaf
+
+
+def _rank(name: str) -> int:
+    """A module's layer; a folder's ``__init__`` is in the folder's layer."""
+    if "." not in name and (PACKAGE / name).is_dir():
+        return next(rank for rank, layer in enumerate(LAYERS) if layer.folder == name)
+    if _leaf(name) not in RANK:
+        raise AssertionError(f"{name} is in no row of LAYERS: add it to the row of the folder it belongs in")
+    return RANK[_leaf(name)]
+
+
+def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """The package's modules ``name`` imports, anywhere in it (``from .x import y`` where ``y`` is a module
+    counts as ``x.y``)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".") if package else []
+                base = base[:len(base) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            elif (node.module or "").split(".")[0] == "cpdagthink":
+                target = node.module.partition(".")[2]
+            else:
+                continue
+            for alias in node.names:
+                found.add(f"{target}.{alias.name}".lstrip(".") if f"{target}.{alias.name}".lstrip(".") in modules
+                          else target)
+        elif isinstance(node, ast.Import):
+            found |= {alias.name.partition(".")[2] for alias in node.names if alias.name.startswith("cpdagthink.")}
+    return {_known(target, modules) for target in found if target}
+
+
+def _known(target: str, modules: dict[str, Path]) -> str:
+    """The module an imported dotted name lives in (its longest prefix that is a module)."""
+    while target not in modules and "." in target:
+        target = target.rpartition(".")[0]
+    return target
+
+
+def test_every_module_has_one_row_of_the_table():
+    names = [m for layer in LAYERS for m in layer.modules]
+    assert len(names) == len(set(names)), "a module name appears in two rows"
+    leaves = {_leaf(name) for name in _modules() if not (PACKAGE / name).is_dir()}
+    assert sorted(leaves - set(names)) == [], "modules in no layer: add each to the row of the folder it belongs in"
+    assert sorted(set(names) - leaves) == [], "rows name modules that do not exist"
+
+
+def test_every_module_sits_in_the_folder_of_its_row():
+    misplaced = []
+    for name in _modules():
+        if "." not in name and (PACKAGE / name).is_dir():
+            continue
+        row = LAYERS[_rank(name)].folder
+        if _folder(name) != row and (PACKAGE / row).is_dir():
+            misplaced.append(f"{name} belongs in {row or 'the top level'}/")
+    assert misplaced == []
+
+
+@pytest.mark.parametrize("name", sorted(_modules()))
+def test_no_import_runs_upward(name):
+    modules = _modules()
+    upward = sorted(f"{name} ({LAYERS[_rank(name)].folder or 'top'}) imports {target} "
+                    f"({LAYERS[_rank(target)].folder or 'top'})"
+                    for target in _imports(name, modules[name], modules) if _rank(target) > _rank(name))
+    assert upward == []
