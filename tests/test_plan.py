@@ -164,3 +164,14 @@ def test_cli_prints_the_plan_and_executes_one_group(roots, capsys):
     capsys.readouterr()
     assert main(["plan", *flags]) == 0
     assert all(r["complete"] for r in json.loads(capsys.readouterr().out))
+
+
+def test_a_notebook_reads_its_runs_by_part_and_key_in_the_order_declared(roots):
+    namespace = {**book.chapter_values(book.NOTEBOOKS / "04_probes.ipynb", {"backend": "reference", **roots}),
+                 "probes": '["drop_premise", "scramble_full"]'}  # as papermill passes a list: text
+    parts = plan.read("04_probes", namespace, progress=False)
+    assert list(parts) == ["runs"]  # the reference backend is the reference agent: no second part
+    assert list(parts["runs"]) == [("unprobed", 0), ("drop_premise", 0), ("scramble_full", 0)]
+    assert all(r.intervention.name == "drop_premise" for r in parts["runs"][("drop_premise", 0)])
+    assert [r.id for r in parts["runs"][("unprobed", 0)]] == [i.id for i in plan.declared(
+        "04_probes", namespace)[0].config.instances()]
