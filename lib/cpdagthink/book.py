@@ -6,12 +6,14 @@ Parameters given here override the notebooks' own defaults for every notebook th
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from .data import PROJECT_ROOT
 
@@ -82,8 +84,15 @@ def execute(notebook: Path, overrides: dict[str, Any], output_dir: Path) -> Path
     output = output_dir / notebook.name
     print(f"executing {notebook.name} with {json.dumps(parameters)}"
           + (f" (not a parameter here: {sorted(unknown)})" if unknown else ""), flush=True)
-    papermill.execute_notebook(str(notebook), str(output), parameters=parameters, cwd=str(PROJECT_ROOT),
-                               kernel_name="python3", progress_bar=False, log_output=False)
+    try:
+        papermill.execute_notebook(str(notebook), str(output), parameters=parameters, cwd=str(PROJECT_ROOT),
+                                   kernel_name="python3", progress_bar=False, log_output=False)
+    except papermill.PapermillExecutionError as error:
+        from .experiments import RenderOnlyError
+
+        if error.ename == RenderOnlyError.__name__:  # a run to compute first: its one line, not a traceback
+            raise RenderOnlyError(f"{notebook.stem}: {error.evalue}") from None
+        raise
     return output
 
 
@@ -255,6 +264,27 @@ def select_notebooks(only: list[str] | None = None) -> list[Path]:
     return [n for n in notebooks if any(n.name.startswith(prefix) for prefix in only)]
 
 
+@contextlib.contextmanager
+def _kernel_environment(render_only: bool) -> Iterator[None]:
+    """The environment of the kernels started meanwhile (they inherit this process's): no progress bars (in a
+    page they are widgets of the computation, not results, and a page made again from the same records must
+    be the same page; papermill shows no kernel output on the console anyway), and the render-only switch
+    when asked."""
+    from .experiments import ENV_RENDER_ONLY
+
+    changes = {"TQDM_DISABLE": "1", **({ENV_RENDER_ONLY: "1"} if render_only else {})}
+    before = {name: os.environ.get(name) for name in changes}
+    os.environ.update(changes)
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
 def selected(overrides: dict[str, Any], only: list[str] | None = None,
              parameters: dict[str, Any] | None = None) -> tuple[list[Path], dict[str, Any]]:
     """The chapters ``only`` selects and the overrides they are given: the flags' values, then ``parameters``
@@ -276,11 +306,13 @@ def selected(overrides: dict[str, Any], only: list[str] | None = None,
 
 
 def build(overrides: dict[str, Any], only: list[str] | None = None, root: Path = PROJECT_ROOT,
-          parameters: dict[str, Any] | None = None) -> Path:
+          parameters: dict[str, Any] | None = None, render_only: bool = False) -> Path:
     """Execute the notebooks (all, or those whose names start with an entry of ``only``) into ``root/book``
     and build the book at ``root`` (which holds ``_config.yml`` and ``_toc.yml``) with :func:`render`; other
     chapters already executed in ``root/book`` are left as they are. ``parameters`` (``-p name=value``) are
-    any notebook parameters; a name no selected chapter declares is refused before anything runs."""
+    any notebook parameters; a name no selected chapter declares is refused before anything runs.
+    ``render_only``: the notebooks' kernels get ``CPDAGTHINK_RENDER_ONLY=1``, so every page is made from
+    complete run folders and a run that is not complete fails its chapter, naming the run folder."""
     notebooks, overrides = selected(overrides, only, parameters)
     check_parameters(notebooks, overrides)  # papermill would fail deep inside a notebook
     book = root / "book"
@@ -288,10 +320,11 @@ def build(overrides: dict[str, Any], only: list[str] | None = None, root: Path =
     # A headless kernel cannot run live widgets; notebooks that declare this show static views instead.
     overrides = {"interactive_widgets": False, **overrides}
     timings = {}
-    for notebook in notebooks:
-        start = time.perf_counter()
-        execute(notebook, overrides, book)
-        timings[notebook.name] = round(time.perf_counter() - start, 1)
+    with _kernel_environment(render_only):
+        for notebook in notebooks:
+            start = time.perf_counter()
+            execute(notebook, overrides, book)
+            timings[notebook.name] = round(time.perf_counter() - start, 1)
     index = render(root)
     print(f"notebook times (s): {json.dumps(timings)}")
     return index

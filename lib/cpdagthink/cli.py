@@ -202,7 +202,7 @@ def _notebook_parameter(text: str) -> tuple[str, Any]:
 def _book_overrides(args: argparse.Namespace) -> dict[str, Any]:
     """The notebook overrides the flags of ``book`` (and ``plan``) name; ``-p`` parameters apart."""
     overrides = {k: v for k, v in vars(args).items() if k not in ("command", "handler", "only", "sample_variables",
-                                                                    "parameter", "group", "execute")
+                                                                    "parameter", "group", "execute", "render_only")
                  and v not in (None, [], "")}
     if args.sample_variables:
         overrides["sample_variables"] = None if "all" in args.sample_variables else args.sample_variables
@@ -213,7 +213,8 @@ def cmd_book(args: argparse.Namespace) -> int:
     from .book import build
 
     parameters = dict(args.parameter or [])
-    index = build(_book_overrides(args), only=args.only, parameters=parameters)  # every notebook's values are checked first
+    # every notebook's values are checked first
+    index = build(_book_overrides(args), only=args.only, parameters=parameters, render_only=args.render_only)
     print(f"book: {index}")
     return 0
 
@@ -361,6 +362,10 @@ def build_parser() -> argparse.ArgumentParser:
         book.add_argument("-p", "--parameter", action="append", type=_notebook_parameter, metavar="NAME=VALUE",
                           help="any notebook parameter (papermill's names), e.g. -p probes='[\"scramble_full\"]'; "
                                "repeatable; wins over the flags")
+    parsers["book"].add_argument("--render-only", action="store_true",
+                                 help="make the pages from complete run folders only: no backend, model or key; a run "
+                                      "not yet computed fails its chapter, naming the run folder (sets "
+                                      "CPDAGTHINK_RENDER_ONLY=1)")
     plan = parsers["plan"]
     plan.add_argument("--group", help="only this group's runs (one backend and model at one seed)")
     plan.add_argument("--execute", action="store_true", help="compute the runs that are not complete (exit 0 "
