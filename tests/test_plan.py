@@ -175,3 +175,16 @@ def test_a_notebook_reads_its_runs_by_part_and_key_in_the_order_declared(roots):
     assert all(r.intervention.name == "drop_premise" for r in parts["runs"][("drop_premise", 0)])
     assert [r.id for r in parts["runs"][("unprobed", 0)]] == [i.id for i in plan.declared(
         "04_probes", namespace)[0].config.instances()]
+
+
+@pytest.mark.slow
+def test_a_chapter_renders_from_records_alone_once_its_planned_groups_are_executed(roots, tmp_path, monkeypatch):
+    """What the workflow does: `plan --group KEY --execute` for each group, then the chapter render-only (a run
+    the chapter read outside its plan would fail it, naming the run folder)."""
+    flags = ["--backend", "reference", "--only", "06", "-p", f"out_root={roots['out_root']}",
+             "-p", f"cache_dir={roots['cache_dir']}"]
+    for group in plan.groups(plan.plan_book({"backend": "reference", **roots}, only=["06"])):
+        assert main(["plan", *flags, "--group", group, "--execute"]) == 0
+    monkeypatch.setattr(book, "render", lambda root: root / "_build" / "html" / "index.html")
+    book.build({"backend": "reference", **roots}, only=["06"], root=tmp_path, render_only=True)
+    assert (tmp_path / "book" / "06_failure_gallery.ipynb").is_file()
