@@ -228,7 +228,8 @@ def groups(runs: Sequence[PlannedRun]) -> dict[str, list[PlannedRun]]:
 
 def execute(runs: Sequence[PlannedRun], progress: bool = True) -> None:
     """Compute every run that is not complete, group by group: a group's runs share one backend, built once
-    (:func:`experiments.backend_of`). Runs whose rows no longer match the plan are refused (plan again)."""
+    (:func:`experiments.backend_of`), and a complete run is left as it is (:func:`experiments.run` reads it).
+    Runs whose rows no longer match the plan are refused (plan again)."""
     samples = _Samples()
     for members in groups(runs).values():
         for run in members:
@@ -236,5 +237,4 @@ def execute(runs: Sequence[PlannedRun], progress: bool = True) -> None:
             if Rows.of(c, instances) != run.instances:
                 raise CpdagthinkError(f"the rows of {run.folder} are not those planned ({run.instances.source} "
                                       "changed since): run `cpdagthink plan` again")
-            if not is_complete(run.folder, c, instances):
-                ex.run(c, c.condition, c.seed, instances, probe=c.probe, progress=progress)
+            ex.run(c, c.condition, c.seed, instances, probe=c.probe, progress=progress)
