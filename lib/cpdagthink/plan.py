@@ -108,7 +108,7 @@ def probe_runs(setup: RunConfig, values: Mapping[str, Any]) -> list[Declared]:
     return runs
 
 
-def audit_runs(setup: RunConfig, values: Mapping[str, Any]) -> list[Declared]:
+def audited_runs(setup: RunConfig, values: Mapping[str, Any]) -> list[Declared]:
     """Chapter 05: the audited conditions at every seed, and the shortcut's conditions at the first seed
     (part ``shortcut``)."""
     return (_grid("runs", setup, _list(values, "conditions"), setup.seeds)
@@ -122,7 +122,7 @@ def gallery_runs(setup: RunConfig, values: Mapping[str, Any]) -> list[Declared]:
 
 CHAPTERS: dict[str, Callable[[RunConfig, Mapping[str, Any]], list[Declared]]] = {
     "01_main_results": main_results_runs, "02_complexity": complexity_runs, "03_ablations": ablation_runs,
-    "04_probes": probe_runs, "05_audit": audit_runs, "06_failure_gallery": gallery_runs,
+    "04_probes": probe_runs, "05_audit": audited_runs, "06_failure_gallery": gallery_runs,
 }
 
 
