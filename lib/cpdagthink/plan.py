@@ -21,7 +21,7 @@ from pydantic import BaseModel
 
 from . import experiments as ex
 from .config import RunConfig, _bounded, _short_hash
-from .data import Instance
+from .instance import Instance
 from .errors import CpdagthinkError
 from .parameters import coerce_list
 from .readings import REFERENCE, TARGET
