@@ -203,12 +203,13 @@ def cmd_book(args: argparse.Namespace) -> int:
     from .book import build
 
     overrides = {k: v for k, v in vars(args).items() if k not in ("command", "handler", "only", "sample_variables",
-                                                                    "parameter") and v not in (None, [], "")}
+                                                                    "parameter", "no_build") and v not in (None, [], "")}
     if args.sample_variables:
         overrides["sample_variables"] = None if "all" in args.sample_variables else args.sample_variables
     parameters = dict(args.parameter or [])
-    index = build(overrides, only=args.only, parameters=parameters)  # every notebook's values are checked first
-    print(f"book: {index}")
+    index = build(overrides, only=args.only, parameters=parameters,  # every notebook's values are checked first
+                  render_book=not args.no_build)
+    print(f"{'executed chapters' if args.no_build else 'book'}: {index}")
     return 0
 
 
@@ -326,6 +327,8 @@ def build_parser() -> argparse.ArgumentParser:
     book.add_argument("--sample-variables", nargs="+", metavar="N", type=_variable_count,
                       help="draw the sample from rows with these variable counts (notebook default: 5), or 'all'")
     book.add_argument("--only", nargs="+", help="notebook name prefixes, e.g. 01 04")
+    book.add_argument("--no-build", action="store_true", help="execute the chapters into book/ and stop (the "
+                      "workflow's chapter jobs; `cpdagthink render` builds the book)")
     book.add_argument("-p", "--parameter", action="append", type=_notebook_parameter, metavar="NAME=VALUE",
                       help="any notebook parameter (papermill's names), e.g. -p probes='[\"scramble_full\"]'; "
                            "repeatable; wins over the flags")
