@@ -49,6 +49,13 @@ def notebook_defaults(path: Path) -> dict[str, Any]:
     return defaults
 
 
+def chapter_values(notebook: Path, overrides: dict[str, Any]) -> dict[str, Any]:
+    """The parameters a notebook runs with: its parameters cell's defaults, and the overrides it declares (a
+    chapter ignores the others, as papermill is only given these)."""
+    accepted = notebook_parameters(notebook)
+    return {**notebook_defaults(notebook), **{k: v for k, v in overrides.items() if k in accepted}}
+
+
 def check_parameters(notebooks: list[Path], overrides: dict[str, Any]) -> None:
     """Validate what each notebook will run, its own defaults with the overrides it accepts, as ``run``
     validates its flags (same messages): every value, the backend's options, and that the sample can be
@@ -57,9 +64,7 @@ def check_parameters(notebooks: list[Path], overrides: dict[str, Any]) -> None:
 
     drawn = set()
     for notebook in notebooks:
-        accepted = notebook_parameters(notebook)
-        setup = setup_from_parameters({**notebook_defaults(notebook),
-                                       **{k: v for k, v in overrides.items() if k in accepted}})
+        setup = setup_from_parameters(chapter_values(notebook, overrides))
         sample = setup.model_dump_json(include={"split", "data", "limit", "sample_seed", "sample_variables",
                                                 "sample_min_positives"})
         if sample not in drawn:
@@ -250,14 +255,10 @@ def select_notebooks(only: list[str] | None = None) -> list[Path]:
     return [n for n in notebooks if any(n.name.startswith(prefix) for prefix in only)]
 
 
-def build(overrides: dict[str, Any], only: list[str] | None = None, root: Path = PROJECT_ROOT,
-          parameters: dict[str, Any] | None = None, render_book: bool = True) -> Path:
-    """Execute the notebooks (all, or those whose names start with an entry of ``only``) into ``root/book``
-    and build the book at ``root`` (which holds ``_config.yml`` and ``_toc.yml``) with :func:`render`; other
-    chapters already executed in ``root/book`` are left as they are. ``parameters`` (``-p name=value``) are
-    any notebook parameters; a name no selected chapter declares is refused before anything runs.
-    ``render_book=False`` stops after the notebooks (each workflow chapter job; its book job renders once) and
-    returns ``root/book``."""
+def selected(overrides: dict[str, Any], only: list[str] | None = None,
+             parameters: dict[str, Any] | None = None) -> tuple[list[Path], dict[str, Any]]:
+    """The chapters ``only`` selects and the overrides they are given: the flags' values, then ``parameters``
+    (``-p name=value``; a name no selected chapter declares is refused), the endpoints without user info."""
     from .config import bare_urls
     from .parameters import coerce_list
 
@@ -271,6 +272,18 @@ def build(overrides: dict[str, Any], only: list[str] | None = None, root: Path =
     overrides = {**overrides, **parameters}
     if overrides.get("base_url"):  # printed and stored in every executed notebook: no user info (credentials)
         overrides = {**overrides, "base_url": bare_urls(coerce_list(overrides["base_url"], "base_url"))}
+    return notebooks, overrides
+
+
+def build(overrides: dict[str, Any], only: list[str] | None = None, root: Path = PROJECT_ROOT,
+          parameters: dict[str, Any] | None = None, render_book: bool = True) -> Path:
+    """Execute the notebooks (all, or those whose names start with an entry of ``only``) into ``root/book``
+    and build the book at ``root`` (which holds ``_config.yml`` and ``_toc.yml``) with :func:`render`; other
+    chapters already executed in ``root/book`` are left as they are. ``parameters`` (``-p name=value``) are
+    any notebook parameters; a name no selected chapter declares is refused before anything runs.
+    ``render_book=False`` stops after the notebooks (each workflow chapter job; its book job renders once) and
+    returns ``root/book``."""
+    notebooks, overrides = selected(overrides, only, parameters)
     check_parameters(notebooks, overrides)  # papermill would fail deep inside a notebook
     book = root / "book"
     book.mkdir(exist_ok=True)

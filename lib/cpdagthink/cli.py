@@ -199,18 +199,47 @@ def _notebook_parameter(text: str) -> tuple[str, Any]:
         return name, value
 
 
+def _book_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The notebook overrides the flags of ``book`` (and ``plan``) name; ``-p`` parameters apart."""
+    overrides = {k: v for k, v in vars(args).items() if k not in ("command", "handler", "only", "sample_variables",
+                                                                    "parameter", "group", "execute", "no_build")
+                 and v not in (None, [], "")}
+    if args.sample_variables:
+        overrides["sample_variables"] = None if "all" in args.sample_variables else args.sample_variables
+    return overrides
+
+
 def cmd_book(args: argparse.Namespace) -> int:
     from .book import build
 
-    overrides = {k: v for k, v in vars(args).items() if k not in ("command", "handler", "only", "sample_variables",
-                                                                    "parameter", "no_build") and v not in (None, [], "")}
-    if args.sample_variables:
-        overrides["sample_variables"] = None if "all" in args.sample_variables else args.sample_variables
     parameters = dict(args.parameter or [])
-    index = build(overrides, only=args.only, parameters=parameters,  # every notebook's values are checked first
+    index = build(_book_overrides(args), only=args.only, parameters=parameters,  # every notebook's values are checked first
                   render_book=not args.no_build)
     print(f"{'executed chapters' if args.no_build else 'book'}: {index}")
     return 0
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from .plan import execute, groups, plan_book
+
+    def planned() -> list:
+        runs = plan_book(_book_overrides(args), only=args.only, parameters=dict(args.parameter or []))
+        if args.group is None:
+            return runs
+        found = groups(runs)
+        if args.group not in found:
+            raise ValueError(f"no group {args.group!r} in this plan; its groups are: {', '.join(found) or 'none'}")
+        return found[args.group]
+
+    runs = planned()
+    if not args.execute:
+        print(json.dumps([r.model_dump(mode="json") for r in runs], indent=2))
+        return 0
+    execute(runs)
+    left = [r.folder for r in planned() if not r.complete]
+    if left:
+        print(f"cpdagthink plan: {len(left)} run(s) still incomplete, first {left[0]}", file=sys.stderr)
+    return 1 if left else 0
 
 
 def cmd_render(args: argparse.Namespace) -> int:
@@ -278,6 +307,8 @@ def build_parser() -> argparse.ArgumentParser:
         "generate": (cmd_generate, "write a generated Corr2Cause-format CSV"),
         "run": (cmd_run, "run a condition over instances with a backend (resumable, cached)"),
         "book": (cmd_book, "execute every notebook with papermill and build the Jupyter Book"),
+        "plan": (cmd_plan, "print every run the book reads (config, run folder, complete, group) as JSON; "
+                           "--group KEY --execute computes one group's runs"),
         "render": (cmd_render, "build the Jupyter Book from the notebooks already executed in book/ (runs nothing)"),
         "schema": (cmd_schema, "print the CausalAnalysis JSON schema or its decoding regex"),
         "prompt": (cmd_prompt, "print one turn's request (messages, tools, tool choice) as JSON, probed or not"),
@@ -316,22 +347,27 @@ def build_parser() -> argparse.ArgumentParser:
                           f"or ${ENV_OUTPUTS}/cache)")
     run.add_argument("--out", help=f"run folder (default: {OUTPUTS_ROOT / 'runs'}/<a name made from the "
                                    f"configuration>, ${ENV_OUTPUTS} moves it; with several seeds, one subfolder each)")
-    book = parsers["book"]
-    _model_options(book, budgets="notebook defaults 512 and 128, sized for the CPU model; raise them for thinking models")
-    book.add_argument("--limit", type=int, help="sample size (0: the whole split)")
-    book.add_argument("--sample-min-positives", type=int,
-                      help="at least this many gold positives in the sample (notebook default 2)")
-    book.add_argument("--seeds", type=int, nargs="+", help="decoding seeds (several need sampling)")
-    book.add_argument("--split")
-    book.add_argument("--data")
-    book.add_argument("--sample-variables", nargs="+", metavar="N", type=_variable_count,
-                      help="draw the sample from rows with these variable counts (notebook default: 5), or 'all'")
-    book.add_argument("--only", nargs="+", help="notebook name prefixes, e.g. 01 04")
-    book.add_argument("--no-build", action="store_true", help="execute the chapters into book/ and stop (the "
-                      "workflow's chapter jobs; `cpdagthink render` builds the book)")
-    book.add_argument("-p", "--parameter", action="append", type=_notebook_parameter, metavar="NAME=VALUE",
-                      help="any notebook parameter (papermill's names), e.g. -p probes='[\"scramble_full\"]'; "
-                           "repeatable; wins over the flags")
+    for book in (parsers["book"], parsers["plan"]):
+        _model_options(book, budgets="notebook defaults 512 and 128, sized for the CPU model; raise them for "
+                                     "thinking models")
+        book.add_argument("--limit", type=int, help="sample size (0: the whole split)")
+        book.add_argument("--sample-min-positives", type=int,
+                          help="at least this many gold positives in the sample (notebook default 2)")
+        book.add_argument("--seeds", type=int, nargs="+", help="decoding seeds (several need sampling)")
+        book.add_argument("--split")
+        book.add_argument("--data")
+        book.add_argument("--sample-variables", nargs="+", metavar="N", type=_variable_count,
+                          help="draw the sample from rows with these variable counts (notebook default: 5), or 'all'")
+        book.add_argument("--only", nargs="+", help="notebook name prefixes, e.g. 01 04")
+        book.add_argument("-p", "--parameter", action="append", type=_notebook_parameter, metavar="NAME=VALUE",
+                          help="any notebook parameter (papermill's names), e.g. -p probes='[\"scramble_full\"]'; "
+                               "repeatable; wins over the flags")
+    parsers["book"].add_argument("--no-build", action="store_true", help="execute the chapters into book/ and "
+                                 "stop (the workflow's chapter jobs; `cpdagthink render` builds the book)")
+    plan = parsers["plan"]
+    plan.add_argument("--group", help="only this group's runs (one backend and model at one seed)")
+    plan.add_argument("--execute", action="store_true", help="compute the runs that are not complete (exit 0 "
+                      "when all are complete)")
     schema = parsers["schema"]
     schema.add_argument("--variables", required=True, help="comma-separated names, e.g. A,B,C")
     schema.add_argument("--regex", action="store_true", help="print the constrained-decoding regex instead")

@@ -41,6 +41,13 @@ def updated(setup: RunConfig, **changes: Any) -> RunConfig:
     return RunConfig.model_validate({**data, **changes})
 
 
+def ood_setup(setup: RunConfig, ood_split: str) -> RunConfig:
+    """The same sample size and settings on an OOD split: a CSV path or a split name (hub or ``generated:``)."""
+    if str(ood_split).endswith(".csv"):
+        return updated(setup, data=str(ood_split))
+    return updated(setup, split=ood_split, data=None)
+
+
 @functools.lru_cache(maxsize=4)
 def _backend(name: str, arguments: str) -> Backend:
     return make_backend(name, **json.loads(arguments))

@@ -370,16 +370,6 @@ def bin_gains_sentence(gains: pd.DataFrame) -> str:
                      for _, r in gains.iterrows())
 
 
-def stress_runs(setup: RunConfig, families: Sequence[str], graphs: int | None, per_graph: int | None, seed: int,
-                conditions: Sequence[str], seeds: Sequence[int]) -> dict[str, dict[tuple[str, int], list[RunRecord]]]:
-    """Run grids on each generated larger-graph stress set (every hypothesis of the set, no sampling; None:
-    the family's default size, the paper's N where it states one)."""
-    from .generate import stress_csv
-
-    return {family: ex.run_grid(ex.updated(setup, data=str(stress_csv(family, graphs, per_graph, seed)), limit=0),
-                                conditions, seeds) for family in families}
-
-
 def stress_table(runs_by_family: Mapping[str, Mapping]) -> pd.DataFrame:
     """Per family and condition, in the paper's order: hypotheses and F1 (mean over seeds) of this run, beside
     the paper's pilot (App. C); families this run did not generate have no numbers of their own."""
@@ -435,20 +425,18 @@ def complexity(bin_gains: pd.DataFrame, omitted: Sequence[OmittedGroup], min_pos
     return Reading(numbers, phrases)
 
 
-def complexity_grid(setup: RunConfig, conditions: Sequence[str], seeds: Sequence[int], instances: Sequence[Instance],
-                    ood_split: str | None, **rules: Any) -> tuple[dict, pd.DataFrame, list[OmittedGroup],
-                                                                    pd.DataFrame | None, pd.DataFrame]:
-    """Chapter 02's runs and per-bin paired gains (``rules``: :func:`tables.bin_gain_frame`'s), on the setup's
-    split and, when ``ood_split`` is given, on that split too: the runs, the in-split gains and omitted bins,
-    the OOD split's overall paired frame (None without one) and :func:`bin_gain_table` over both splits."""
-    runs = ex.run_grid(setup, conditions, seeds, instances)
+def complexity_gains(runs: Mapping[tuple[str, int], Sequence[RunRecord]], split: str,
+                     ood_runs: Mapping[tuple[str, int], Sequence[RunRecord]] | None, ood_split: str | None,
+                     **rules: Any) -> tuple[pd.DataFrame, list[OmittedGroup], pd.DataFrame | None, pd.DataFrame]:
+    """Chapter 02's per-bin paired gains (``rules``: :func:`tables.bin_gain_frame`'s) on ``split`` and, when
+    ``ood_runs`` ran, on ``ood_split`` too: the in-split gains and omitted bins, the OOD split's overall paired
+    frame (None without one) and :func:`bin_gain_table` over both splits."""
     gains, omitted = tables.bin_gain_frame(runs, TARGET, BASELINE, **rules)
-    by_split, ood_paired = {setup.data or setup.split: gains}, None
-    if ood_split:
-        ood_runs = ex.run_grid(ood_setup(setup, ood_split), conditions, seeds)
+    by_split, ood_paired = {split: gains}, None
+    if ood_runs is not None:
         ood_paired = tables.paired_frame(ood_runs, TARGET, [BASELINE], n_resamples=rules.get("n_resamples", 10_000))
         by_split[ood_split] = tables.bin_gain_frame(ood_runs, TARGET, BASELINE, **rules)[0]
-    return runs, gains, omitted, ood_paired, bin_gain_table(by_split)
+    return gains, omitted, ood_paired, bin_gain_table(by_split)
 
 
 def show_bin_gains(table: pd.DataFrame) -> None:
@@ -491,13 +479,6 @@ def show_stress(stress: pd.DataFrame) -> None:
                 f"{counted_stress(stress)}) and the paper's Qwen3.5-27B pilot (right, single seed).")
 
 
-def ood_setup(setup: RunConfig, ood_split: str) -> RunConfig:
-    """The same sample size and settings on an OOD split: a CSV path or a split name (hub or ``generated:``)."""
-    if str(ood_split).endswith(".csv"):
-        return ex.updated(setup, data=str(ood_split))
-    return ex.updated(setup, split=ood_split, data=None)
-
-
 # --------------------------------------------------------------------------------------- 03 ablations
 
 
@@ -530,24 +511,21 @@ def ablation_phrase(drops: pd.DataFrame, refused: Mapping[str, str]) -> str:
     return sentence("; ".join(parts))
 
 
-def scale_table(setup: RunConfig, scores: pd.DataFrame, models: Sequence[str], conditions: Sequence[str],
-                seeds: Sequence[int], instances: Sequence[Instance]) -> pd.DataFrame:
-    """F1 (gold, mean over seeds) per condition and model: the setup's model and each of ``models`` on the
-    same backend and sample (the scale interaction of App. D)."""
-    frames = [scores.assign(model=setup.model or "default")]
-    frames += [tables.scores_frame(ex.run_grid(ex.updated(setup, model=other), conditions, seeds, instances))
-               .assign(model=other) for other in models]
+def scale_table(scores: pd.DataFrame, model: str | None,
+                runs_by_model: Mapping[str, Mapping[tuple[str, int], Sequence[RunRecord]]]) -> pd.DataFrame:
+    """F1 (gold, mean over seeds) per condition and model: the setup's ``model`` (``scores``) and each other
+    model's runs on the same backend and sample (the scale interaction of App. D)."""
+    frames = [scores.assign(model=model or "default")]
+    frames += [tables.scores_frame(runs).assign(model=other) for other, runs in runs_by_model.items()]
     every = pd.concat(frames)
     return every[every["labels"] == "gold"].pivot_table(index="condition", columns="model", values="F1", sort=False)
 
 
-def tool_choice_table(setup: RunConfig, runs: Mapping, seeds: Sequence[int],
-                      instances: Sequence[Instance]) -> pd.DataFrame:
-    """Structured Thinking with ``tool_choice="auto"`` (plus the prompt instruction) against the tool forced
-    by name (App. A.1): F1 mean and sd over seeds."""
-    forced = ex.updated(setup, decoding={"tool_choice": "forced"})
-    both = {("structured (auto)", s): runs[(TARGET, s)] for s in seeds}
-    both |= {("structured (forced)", s): ex.run(forced, TARGET, s, instances) for s in seeds}
+def tool_choice_table(runs: Mapping[tuple[str, int], Sequence[RunRecord]],
+                      forced: Mapping[tuple[str, int], Sequence[RunRecord]], seeds: Sequence[int]) -> pd.DataFrame:
+    """Structured Thinking with ``tool_choice="auto"`` (plus the prompt instruction, ``runs``) against the tool
+    forced by name (App. A.1; ``forced``, keyed ``structured (forced)``): F1 mean and sd over seeds."""
+    both = {("structured (auto)", s): runs[(TARGET, s)] for s in seeds} | dict(forced)
     return tables.seed_frame(tables.scores_frame(both))
 
 
@@ -580,21 +558,19 @@ def ablation_headline(paired: pd.DataFrame, drops: pd.DataFrame) -> Headline:
 # ----------------------------------------------------------------------------------------- 04 probes
 
 
-def probe_grid(setup: RunConfig, probes: Sequence[str], seeds: Sequence[int], instances: Sequence[Instance],
-               agent: str) -> tuple[pd.DataFrame, dict[str, list[RunRecord]], pd.DataFrame]:
-    """Every probe on Structured Thinking's recorded turn 1, per seed: :func:`probes.probe_table` rows with
-    the agent's name and seed, the probed records of the first seed (for an example), and each probe's drop
-    as a paired comparison (``unprobed vs <probe>``: the gain is unprobed minus probed, the drop)."""
-    from .probes import PROBES, probe_table
+def probe_grid(runs: Mapping[tuple[str, int], Sequence[RunRecord]], probes: Sequence[str], seeds: Sequence[int],
+               agent: str) -> tuple[pd.DataFrame, dict[str, Sequence[RunRecord]], pd.DataFrame]:
+    """Every probe on Structured Thinking's recorded turn 1, per seed (``runs`` keyed ``(probe, seed)``, the
+    unprobed run as ``unprobed``): :func:`probes.probe_table` rows with the agent's name and seed, the probed
+    records of the first seed (for an example), and each probe's drop as a paired comparison
+    (``unprobed vs <probe>``: the gain is unprobed minus probed, the drop)."""
+    from .probes import probe_table
 
-    frames, example, runs = [], {}, {}
+    frames = []
     for seed in seeds:
-        base = ex.run(setup, TARGET, seed, instances, progress=False)
-        probed = {name: ex.run(setup, TARGET, seed, instances, intervention=PROBES[name], probe=name,
-                               progress=False) for name in probes}
-        example = example or probed
-        runs |= {("unprobed", seed): base} | {(name, seed): records for name, records in probed.items()}
-        frames.append(probe_table(base, probed).assign(agent=agent, seed=seed))
+        probed = {name: runs[(name, seed)] for name in probes}
+        frames.append(probe_table(runs[("unprobed", seed)], probed).assign(agent=agent, seed=seed))
+    example = {name: runs[(name, seeds[0])] for name in probes}
     paired = tables.paired_frame(runs, "unprobed", probes, n_resamples=2000)
     return pd.concat(frames).reset_index(), example, paired
 

@@ -15,12 +15,16 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from pydantic import BaseModel, ValidationError
 
 from .errors import CpdagthinkError
 from .records import RunRecord, RunSummary
+
+if TYPE_CHECKING:
+    from .config import RunConfig
+    from .data import Instance
 
 RECORDS = "records.jsonl"
 REJECTED_LINES = "records.rejected.jsonl"
@@ -179,3 +183,32 @@ class RunFolder:
     def summary(self) -> RunSummary | None:
         data = self.read_json(SUMMARY)
         return None if data is None else RunSummary.model_validate(data)
+
+
+def is_complete(folder: str | Path, config: "RunConfig", instances: Sequence["Instance"]) -> bool:
+    """Whether ``folder`` holds the finished run of ``config`` on ``instances``: its last session finished, it
+    holds a record of the very same row (id and content) for every instance, and its ``config.json`` is
+    ``config`` up to where it was computed (the folders and how the model was reached may differ).
+    Reads only; a folder that does not exist is not complete."""
+    path = Path(folder)
+    try:
+        summary = json.loads((path / SUMMARY).read_text(encoding="utf-8"))
+        held = json.loads((path / CONFIG).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    if not isinstance(summary, dict) or summary.get("status") != "finished" or _run_identity(held) != \
+            _run_identity(config.model_dump(mode="json")):
+        return False
+    content = {r.id: r.content_sha256 for r in read_records(path)}
+    return all(content.get(i.id) == i.content_sha256 for i in instances)
+
+
+def _run_identity(config: Any) -> Any:
+    """A ``config.json`` without what does not change a run's records: where it was written and cached, and
+    the transport options (endpoints, timeouts, retries)."""
+    from .config import _TRANSPORT_OPTIONS
+
+    if not isinstance(config, dict):
+        return config
+    options = {k: v for k, v in (config.get("backend_options") or {}).items() if k not in _TRANSPORT_OPTIONS}
+    return {**{k: v for k, v in config.items() if k not in ("out_root", "cache_dir")}, "backend_options": options}
