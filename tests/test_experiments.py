@@ -79,3 +79,46 @@ def test_sample_variables_restricts_the_sample_not_the_whole_split(setup):
         ex.updated(setup, sample_variables=(9,)).instances()
     assert "drawn from rows with 5 variables" in ex.banner(five, five.instances(), [0])
     assert ex.setup_from_parameters({"backend": "reference", "sample_variables": "[5, 6]"}).sample_variables == (5, 6)
+
+
+def _refuse_backends(monkeypatch):
+    def refuse(name, **options):
+        raise AssertionError(f"a backend was built: {name}")
+
+    monkeypatch.setattr(ex, "make_backend", refuse)
+    ex._backend.cache_clear()
+
+
+def test_a_complete_run_is_read_from_its_folder_without_a_backend(setup, monkeypatch):
+    instances = setup.instances()
+    made = ex.run(setup, "structured", 0, instances, progress=False)
+    folder = setup.for_run("structured", 0).folder(instances)
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    _refuse_backends(monkeypatch)
+    assert ex.run(setup, "structured", 0, instances, progress=False) == made
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before  # metadata and summary not rewritten
+    assert ex.thinking_supported(setup, "structured", 0, instances) is False  # read from metadata.json
+    with pytest.raises(AssertionError, match="a backend was built: reference"):  # missing records: computed
+        ex.run(setup, "baseline_enhanced", 0, instances, progress=False)
+
+
+def test_render_only_refuses_a_run_not_yet_computed_naming_its_folder(setup, monkeypatch):
+    instances = setup.instances()
+    folder = setup.for_run("structured", 0).folder(instances)
+    make_backend = ex.make_backend
+    _refuse_backends(monkeypatch)
+    monkeypatch.setenv(ex.ENV_RENDER_ONLY, "1")
+    with pytest.raises(ex.RenderOnlyError) as raised:
+        ex.run(setup, "structured", 0, instances, progress=False)
+    message = str(raised.value)
+    assert "\n" not in message and message.startswith(f"{folder} does not hold this run yet (no run folder)")
+    assert "make grid" in message and "cpdagthink plan" in message and "without --render-only" in message
+    assert not folder.exists()
+    with pytest.raises(ex.RenderOnlyError, match="no backend is built here"):
+        ex.backend_of(setup)
+    monkeypatch.delenv(ex.ENV_RENDER_ONLY)
+    monkeypatch.setattr(ex, "make_backend", make_backend)  # computed where backends may be built, it renders
+    made = ex.run(setup, "structured", 0, instances, progress=False)
+    monkeypatch.setenv(ex.ENV_RENDER_ONLY, "1")
+    _refuse_backends(monkeypatch)
+    assert ex.run(setup, "structured", 0, instances, progress=False) == made

@@ -1,19 +1,24 @@
-"""Run folders under hostile use: concurrent runs, garbled lines, kills during a rewrite, bad folders."""
+"""Run folders under hostile use: concurrent runs, garbled lines, kills during a rewrite, bad folders; and when a
+folder holds its run whole."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 
 import pytest
 
 from analyses import run_record
+from cpdagthink.backends.reference import ReferenceBackend
 from cpdagthink.runfolder import (
     REJECTED_LINES,
     RECORDS,
     RunFolder,
     RunFolderError,
     RunLockedError,
+    completeness,
+    is_complete,
     read_records,
     write_atomic,
 )
@@ -98,3 +103,131 @@ def test_a_full_disk_leaves_no_torn_line_and_no_temporary_file(tmp_path, monkeyp
     assert (tmp_path / RECORDS).read_text().endswith("}\n")
     assert [r.id for r in read_records(tmp_path)] == ["kept"] and not (tmp_path / REJECTED_LINES).exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == [".lock", RECORDS]
+
+
+# ------------------------------------------------------------------------------------------------ completeness
+class _Answering(ReferenceBackend):
+    """A thinking model behind an API, answered by the reference agent (no server needed to write a folder)."""
+
+    thinking_supported = True
+
+
+@pytest.fixture()
+def made(test_csv, tmp_path, monkeypatch):
+    """A finished run of ``structured`` on 4 rows through an API configuration (base URL, timeout, retries)."""
+    from cpdagthink import experiments as ex
+    from cpdagthink.conditions import get_condition
+    from cpdagthink.runner import run_condition
+
+    monkeypatch.setenv("CORR2CAUSE_CSV", str(test_csv))
+    setup = ex.setup_from_parameters({"backend": "openai", "model": "gpt-4o", "base_url": ["http://127.0.0.1:9/v1"],
+                                      "timeout": 5, "retries": 1, "limit": 4, "out_root": str(tmp_path / "runs"),
+                                      "cache_dir": str(tmp_path / "cache")})
+    config = setup.for_run("structured", 0)
+    instances = config.instances()
+    folder = config.folder(instances)
+    run_condition(get_condition("structured"), _Answering(), instances, folder, decoding=config.decoding,
+                  cache_dir=config.cache_dir, config=config, progress=False)
+    return config, instances, folder
+
+
+def _files(folder):
+    return {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in folder.iterdir()}
+
+
+def test_a_finished_run_is_complete_and_is_read_without_changing_its_folder(made, tmp_path):
+    config, instances, folder = made
+    before = _files(folder)
+    held = completeness(folder, config, instances)
+    assert held.complete and held.missing is None and is_complete(folder, config, instances)
+    assert [r.id for r in held.records] == [i.id for i in instances]
+    assert [r.id for r in completeness(folder, config, instances[::-1]).records] == [i.id for i in instances[::-1]]
+    assert _files(folder) == before  # no lock taken, nothing rewritten
+    # copied back from a cluster to another place: the records and configuration still hold the run
+    elsewhere = tmp_path / "laptop" / folder.name
+    shutil.copytree(folder, elsewhere)
+    assert is_complete(elsewhere, config.model_copy(update={"out_root": str(tmp_path / "laptop")}), instances)
+
+
+def test_a_missing_record_or_a_row_edited_since_makes_a_run_incomplete(made):
+    config, instances, folder = made
+    lines = (folder / RECORDS).read_text().splitlines(keepends=True)
+    (folder / RECORDS).write_text("".join(lines[:-1]))
+    missing = completeness(folder, config, instances).missing
+    assert missing == f"1 of 4 asked instances have no record (first: {instances[-1].id})"
+    (folder / RECORDS).write_text("".join(lines[:-1]) + lines[-1][:40] + "\n")  # the record edited into garbage
+    assert "1 of 4 asked instances have no record" in completeness(folder, config, instances).missing
+    (folder / RECORDS).write_text("".join(lines))
+    assert is_complete(folder, config, instances)
+    edited = [instances[0].model_copy(update={"hypothesis": instances[0].hypothesis + " (edited)"}), *instances[1:]]
+    missing = completeness(folder, config, edited).missing
+    assert missing.startswith(f"1 record(s) answer a row of the same id but other content (first: {instances[0].id})")
+    never_asked = next(i for i in config.all_instances() if i.id not in {j.id for j in instances})
+    assert completeness(folder, config, [*instances, never_asked]).missing == \
+        f"1 of 5 asked instances have no record (first: {never_asked.id})"
+
+
+def test_another_model_condition_probe_or_decoding_is_not_the_run_held(made):
+    config, instances, folder = made
+    others = {
+        "config.model": config.model_copy(update={"model": "gpt-4.1"}),
+        "config.backend_options.api": config.model_copy(update={"backend_options": {**config.backend_options,
+                                                                                    "api": "responses"}}),
+        "config.decoding.max_tokens_turn1": config.model_copy(
+            update={"decoding": config.decoding.model_copy(update={"max_tokens_turn1": 64})}),
+        "config.decoding.temperature": config.model_copy(
+            update={"decoding": config.decoding.model_copy(update={"temperature": 0.7})}),
+        "config.decoding.tool_choice": config.model_copy(
+            update={"decoding": config.decoding.model_copy(update={"tool_choice": "forced"})}),
+        "config.decoding.seed": config.model_copy(
+            update={"decoding": config.decoding.model_copy(update={"seed": 1}), "seeds": (1,)}),
+        "config.probe": config.model_copy(update={"probe": "drop_premise"}),
+        "config.condition": config.model_copy(update={"condition": "minimal_instruction"}),
+    }
+    for field, other in others.items():
+        missing = completeness(folder, other, instances).missing
+        assert missing.startswith(f"made with another configuration ({field}: "), (field, missing)
+
+
+def test_transport_options_and_the_sample_description_do_not_separate_runs(made):
+    config, instances, folder = made
+    moved = config.model_copy(update={"backend_options": {"base_url": "http://10.0.0.7:8000/v1", "timeout": 600,
+                                                          "api_key_env": "OTHER_KEY"},
+                                      "limit": 0, "cache_dir": "/elsewhere/cache"})
+    assert is_complete(folder, moved, instances)
+
+
+def test_an_unfinished_session_or_stale_metadata_leaves_a_run_incomplete(made, tmp_path):
+    from cpdagthink.conditions import get_condition
+    from cpdagthink.runner import run_condition
+
+    config, instances, folder = made
+
+    class Interrupted(_Answering):
+        calls = 0
+
+        def complete(self, request):
+            Interrupted.calls += 1
+            if Interrupted.calls > 2:
+                raise KeyboardInterrupt("stopped")
+            return super().complete(request)
+
+    other = tmp_path / "interrupted"
+    with pytest.raises(KeyboardInterrupt):
+        run_condition(get_condition("structured"), Interrupted(), instances, other, decoding=config.decoding,
+                      cache_dir=tmp_path / "cache2", config=config, chunk_size=1, progress=False)
+    assert completeness(other, config, instances).missing == \
+        "its last session did not finish (status 'interrupted': stopped)"
+    summary = json.loads((folder / "summary.json").read_text())
+    (folder / "summary.json").write_text(json.dumps({**summary, "status": "error", "message": "disk full"}))
+    assert "status 'error': disk full" in completeness(folder, config, instances).missing
+    (folder / "summary.json").write_text(json.dumps(summary))
+    metadata = json.loads((folder / "metadata.json").read_text())
+    (folder / "metadata.json").write_text(json.dumps({k: v for k, v in metadata.items() if k != "thinking_supported"}))
+    assert "thinking mode" in completeness(folder, config, instances).missing
+    prompts = {**metadata["condition"], "prompt_hashes": {"structured_turn1_system": "0" * 64}}
+    (folder / "metadata.json").write_text(json.dumps({**metadata, "condition": prompts}))
+    assert completeness(folder, config, instances).missing.startswith("made with another condition (condition.prompt")
+    (folder / "metadata.json").write_text("{not json")
+    assert "is not valid JSON" in completeness(folder, config, instances).missing
+    assert completeness(tmp_path / "absent", config, instances).missing == "no run folder"

@@ -6,12 +6,14 @@ Parameters given here override the notebooks' own defaults for every notebook th
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from .data import PROJECT_ROOT
 
@@ -82,8 +84,15 @@ def execute(notebook: Path, overrides: dict[str, Any], output_dir: Path) -> Path
     output = output_dir / notebook.name
     print(f"executing {notebook.name} with {json.dumps(parameters)}"
           + (f" (not a parameter here: {sorted(unknown)})" if unknown else ""), flush=True)
-    papermill.execute_notebook(str(notebook), str(output), parameters=parameters, cwd=str(PROJECT_ROOT),
-                               kernel_name="python3", progress_bar=False, log_output=False)
+    try:
+        papermill.execute_notebook(str(notebook), str(output), parameters=parameters, cwd=str(PROJECT_ROOT),
+                                   kernel_name="python3", progress_bar=False, log_output=False)
+    except papermill.PapermillExecutionError as error:
+        from .experiments import RenderOnlyError
+
+        if error.ename == RenderOnlyError.__name__:  # a run to compute first: its one line, not a traceback
+            raise RenderOnlyError(f"{notebook.stem}: {error.evalue}") from None
+        raise
     return output
 
 
@@ -255,6 +264,23 @@ def select_notebooks(only: list[str] | None = None) -> list[Path]:
     return [n for n in notebooks if any(n.name.startswith(prefix) for prefix in only)]
 
 
+@contextlib.contextmanager
+def _render_only(on: bool) -> Iterator[None]:
+    """Set the render-only variable for the kernels started meanwhile (they inherit the environment)."""
+    from .experiments import ENV_RENDER_ONLY
+
+    before = os.environ.get(ENV_RENDER_ONLY)
+    if on:
+        os.environ[ENV_RENDER_ONLY] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(ENV_RENDER_ONLY, None)
+        else:
+            os.environ[ENV_RENDER_ONLY] = before
+
+
 def selected(overrides: dict[str, Any], only: list[str] | None = None,
              parameters: dict[str, Any] | None = None) -> tuple[list[Path], dict[str, Any]]:
     """The chapters ``only`` selects and the overrides they are given: the flags' values, then ``parameters``
@@ -276,11 +302,13 @@ def selected(overrides: dict[str, Any], only: list[str] | None = None,
 
 
 def build(overrides: dict[str, Any], only: list[str] | None = None, root: Path = PROJECT_ROOT,
-          parameters: dict[str, Any] | None = None, render_book: bool = True) -> Path:
+          parameters: dict[str, Any] | None = None, render_only: bool = False, render_book: bool = True) -> Path:
     """Execute the notebooks (all, or those whose names start with an entry of ``only``) into ``root/book``
     and build the book at ``root`` (which holds ``_config.yml`` and ``_toc.yml``) with :func:`render`; other
     chapters already executed in ``root/book`` are left as they are. ``parameters`` (``-p name=value``) are
     any notebook parameters; a name no selected chapter declares is refused before anything runs.
+    ``render_only``: the notebooks' kernels get ``CPDAGTHINK_RENDER_ONLY=1``, so every page is made from
+    complete run folders and a run that is not complete fails its chapter, naming the run folder.
     ``render_book=False`` stops after the notebooks (each workflow chapter job; its book job renders once) and
     returns ``root/book``."""
     notebooks, overrides = selected(overrides, only, parameters)
@@ -290,9 +318,10 @@ def build(overrides: dict[str, Any], only: list[str] | None = None, root: Path =
     # A headless kernel cannot run live widgets; notebooks that declare this show static views instead.
     overrides = {"interactive_widgets": False, **overrides}
     timings = {}
-    for notebook in notebooks:
-        start = time.perf_counter()
-        execute(notebook, overrides, book)
-        timings[notebook.name] = round(time.perf_counter() - start, 1)
+    with _render_only(render_only):
+        for notebook in notebooks:
+            start = time.perf_counter()
+            execute(notebook, overrides, book)
+            timings[notebook.name] = round(time.perf_counter() - start, 1)
     print(f"notebook times (s): {json.dumps(timings)}")
     return render(root) if render_book else book

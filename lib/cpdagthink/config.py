@@ -215,7 +215,7 @@ class RunConfig(BaseModel):
         the decoding settings, so samples, data and budgets never share a folder."""
         data = _short_hash([(i.id, i.content_sha256) for i in instances], 8)
         settings = self.decoding.model_dump(exclude={"seed", "tool_choice"})
-        options = {k: v for k, v in self.backend_options.items() if k not in _TRANSPORT_OPTIONS}
+        options = computed_options(self.backend_options)
         decoding = _short_hash({**settings, **({"backend_options": options} if options else {})}, 6)
         model = _bounded((self.model or "default").replace("/", "_"))
         source = _bounded(Path(self.data).stem if self.data else self.split.replace(":", "_"))
@@ -238,6 +238,12 @@ def _bounded(part: str, limit: int = 64) -> str:
 
 # Options that say how to reach a model, not what it computes: they never separate two runs.
 _TRANSPORT_OPTIONS = frozenset({"base_url", "timeout", "retries", "max_retries", "max_concurrency", "api_key_env"})
+
+
+def computed_options(options: dict[str, Any]) -> dict[str, Any]:
+    """The backend options that change what a model computes: ``options`` without the transport ones (where the
+    model is reached, how long to wait, which variable holds the key)."""
+    return {k: v for k, v in options.items() if k not in _TRANSPORT_OPTIONS}
 
 
 _Listed = BeforeValidator(coerce_list)  # papermill and shells deliver lists as text

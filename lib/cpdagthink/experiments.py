@@ -1,23 +1,39 @@
 """What the notebooks call: a run setup from their parameters and cached runs (tables: :mod:`cpdagthink.tables`).
 
 Notebooks stay thin: they build one :class:`RunConfig` from their ``parameters`` cell, ask for runs by
-condition and seed (re-executions reuse records and the call cache, new parameters run what is missing),
-and turn records into tables with :mod:`cpdagthink.tables`.
+condition and seed (a run folder that holds its run whole is read as it is, with no backend built; new
+parameters run what is missing, reusing the call cache), and turn records into tables with
+:mod:`cpdagthink.tables`. With ``CPDAGTHINK_RENDER_ONLY=1`` (``cpdagthink book --render-only``) nothing is
+computed: a run that is not complete is an error.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import os
 from typing import Any, Iterable, Mapping, Sequence
 
 from .backends import Backend, make_backend
 from .conditions import Intervention, get_condition
 from .config import RunConfig, RunParameters
 from .data import Instance
+from .errors import CpdagthinkError
 from .metrics import counted
 from .records import RunRecord
+from .runfolder import METADATA, completeness, read_json
 from .runner import run_condition
+
+ENV_RENDER_ONLY = "CPDAGTHINK_RENDER_ONLY"
+
+
+class RenderOnlyError(CpdagthinkError):
+    """Render-only (:data:`ENV_RENDER_ONLY`) and a run is not complete: it must be computed elsewhere first."""
+
+
+def render_only() -> bool:
+    """Pages are made from complete run folders only, with no backend built (:data:`ENV_RENDER_ONLY` set)."""
+    return os.environ.get(ENV_RENDER_ONLY, "").strip().lower() in ("1", "true", "yes")
 
 
 def setup_from_parameters(namespace: Mapping[str, Any]) -> RunConfig:
@@ -68,21 +84,36 @@ def refusals(setup: RunConfig, conditions: Iterable[str]) -> dict[str, str]:
 
 
 def backend_of(setup: RunConfig) -> Backend:
-    """The setup's backend, built once per process (loading a model is the expensive part)."""
+    """The setup's backend, built once per process (loading a model is the expensive part); never when
+    rendering only."""
+    if render_only():
+        raise RenderOnlyError(f"{ENV_RENDER_ONLY} is set: no backend is built here ({setup.label})")
     return _backend(setup.backend, json.dumps(setup.backend_arguments(), sort_keys=True))
 
 
 def run(setup: RunConfig, condition: str, seed: int = 0, instances: Sequence[Instance] | None = None,
         intervention: Intervention | None = None, probe: str | None = None, progress: bool = True) -> list[RunRecord]:
-    """Records of ``condition`` at ``seed`` on the setup's sample (cached and resumable), in sample order."""
+    """Records of ``condition`` at ``seed`` on the setup's sample, in sample order. A complete run folder
+    (:func:`runfolder.completeness`) is read as it is: no backend, no model, no key. Otherwise the run is
+    computed (cached and resumable), unless rendering only (:func:`render_only`): then
+    :class:`RenderOnlyError` names the folder and how to compute it."""
     instances = list(instances if instances is not None else setup.instances())
     config = setup.for_run(condition, seed, probe)
+    folder = config.folder(instances)
+    held = completeness(folder, config, instances)
+    if held.complete:
+        return held.records
+    if render_only():
+        raise RenderOnlyError(
+            f"{folder} does not hold this run yet ({held.missing}) and {ENV_RENDER_ONLY} is set: compute it first "
+            "(`make grid`, or `cpdagthink plan` with the chapter's parameters and `--group KEY --execute`), or "
+            "execute the chapter without --render-only")
     if probe is not None and intervention is None:
         from .probes import PROBES
 
         intervention = PROBES[probe]
     result = run_condition(
-        get_condition(condition), backend_of(setup), instances, config.folder(instances),
+        get_condition(condition), backend_of(setup), instances, folder,
         decoding=config.decoding, cache_dir=config.cache_dir, intervention=intervention, intervention_name=probe,
         progress=progress, chunk_size=config.chunk_size, config=config,
     )
@@ -197,7 +228,16 @@ def _balance_text(setup: RunConfig) -> str:
 
 
 def run_metadata(setup: RunConfig, condition: str, seed: int, instances: Sequence[Instance]) -> dict[str, Any]:
-    """The ``metadata.json`` of one run of this setup (empty when that run has not been made)."""
-    from .runfolder import METADATA, RunFolder
+    """The ``metadata.json`` of one run of this setup (empty when that run has not been made); read only, so a
+    read-only copy of the run folders renders."""
+    return read_json(setup.for_run(condition, seed).folder(list(instances)) / METADATA) or {}
 
-    return RunFolder(setup.for_run(condition, seed).folder(list(instances))).read_json(METADATA) or {}
+
+def thinking_supported(setup: RunConfig, condition: str, seed: int, instances: Sequence[Instance]) -> bool:
+    """Whether the setup's model has a thinking mode, as the run of ``condition`` at ``seed`` recorded it (no
+    backend is built to ask)."""
+    found = run_metadata(setup, condition, seed, instances).get("thinking_supported")
+    if found is None:
+        raise CpdagthinkError(f"the run of {condition} at seed {seed} has not recorded whether {setup.label} has a "
+                              "thinking mode: run it first (ex.run)")
+    return found

@@ -5,6 +5,8 @@
 - Nothing good is dropped: reading keeps every valid line, sets each bad one aside in
   ``records.rejected.jsonl`` with its line number, and ignores a repeated id (first wins).
 - Nothing is half-written: rewrites go through a temporary file and a rename.
+- A folder that holds its run whole is read as it is (:func:`completeness`): rendering a page from it needs no
+  backend, no model and no lock, and changes nothing in it (it may be a read-only copy from another machine).
 """
 
 from __future__ import annotations
@@ -20,7 +22,11 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 from pydantic import BaseModel, ValidationError
 
 from .errors import CpdagthinkError
-from .records import RunRecord, RunSummary
+from .records import SCHEMA_VERSION, RunRecord, RunSummary
+
+if TYPE_CHECKING:
+    from .config import RunConfig
+    from .data import Instance
 
 if TYPE_CHECKING:
     from .config import RunConfig
@@ -91,6 +97,119 @@ def read_records(folder: str | Path) -> list[RunRecord]:
     if not path.is_file():
         return []
     return parse_records(path.read_text(encoding="utf-8", errors="replace"))[0]
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    """A run folder's JSON object file (``config.json``, ``metadata.json``, ``summary.json``); None when it is
+    absent or not an object. Invalid JSON raises :class:`RunFolderError`."""
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise RunFolderError(f"{path} is not valid JSON ({error}); move it away to start this run afresh") from None
+    return data if isinstance(data, dict) else None
+
+
+def difference(asked: Any, held: Any, path: str) -> str:
+    """The first field where two JSON values differ, with both values: ``backend.base_urls[0]: 'a' asked,
+    'b' in the folder``."""
+    if isinstance(asked, dict) and isinstance(held, dict):
+        key = next(k for k in sorted({*asked, *held}, key=str)
+                   if k not in asked or k not in held or asked[k] != held[k])
+        if key in asked and key in held:
+            return difference(asked[key], held[key], f"{path}.{key}")
+        return f"{path}.{key}: " + (f"{json.dumps(asked[key])} asked, absent in the folder" if key in asked
+                                    else f"absent from this run, {json.dumps(held[key])} in the folder")
+    if isinstance(asked, list) and isinstance(held, list) and len(asked) == len(held):
+        index = next(i for i, (a, h) in enumerate(zip(asked, held)) if a != h)
+        return difference(asked[index], held[index], f"{path}[{index}]")
+    return f"{path}: {json.dumps(asked)} asked, {json.dumps(held)} in the folder"
+
+
+@dataclass(frozen=True)
+class Completeness:
+    """Whether a run folder holds one run whole. Complete: ``records`` are the asked instances' records, in
+    the order asked, and ``missing`` is None; else ``missing`` says what is missing or differs."""
+
+    records: list[RunRecord]
+    missing: str | None = None
+
+    @property
+    def complete(self) -> bool:
+        return self.missing is None
+
+
+def _computed(config: "RunConfig") -> dict[str, Any]:
+    """What in a single-run config decides its records: not where the model is reached (transport options),
+    not how the sample was described (the records name their rows and contents), not where the folders are
+    (a folder copied from a cluster stays complete)."""
+    from .config import computed_options
+
+    return {**config.model_dump(mode="json", include={"condition", "probe", "backend", "model", "decoding"}),
+            "backend_options": computed_options(config.backend_options)}
+
+
+def _missing(path: Path, config: "RunConfig", instances: Sequence["Instance"]) -> tuple[str | None, list[RunRecord]]:
+    from .conditions import describe, get_condition
+    from .config import RunConfig
+
+    if not path.is_dir():
+        return "no run folder", []
+    summary = read_json(path / SUMMARY)
+    if summary is None or summary.get("status") != "finished":
+        return (f"its last session did not finish (status {summary.get('status')!r}: {summary.get('message')})"
+                if summary else "no summary.json: its run never ended"), []
+    held_config = read_json(path / CONFIG)
+    if held_config is None:
+        return "no config.json", []
+    try:
+        held = _computed(RunConfig.model_validate(held_config))
+    except ValidationError as error:
+        return f"its config.json is not a run configuration ({str(error).splitlines()[0]})", []
+    if held != (asked := _computed(config)):
+        return f"made with another configuration ({difference(asked, held, 'config')})", []
+    metadata = read_json(path / METADATA) or {}
+    if metadata.get("record_schema") != SCHEMA_VERSION:
+        return f"records of schema {metadata.get('record_schema')}, this version writes {SCHEMA_VERSION}", []
+    expected = json.loads(json.dumps({"condition": describe(get_condition(config.condition)),
+                                      "intervention": config.probe, "decoding": config.decoding.model_dump()}))
+    for key, value in expected.items():
+        if metadata.get(key) != value:
+            return f"made with another {key} ({difference(value, metadata.get(key), key)})", []
+    if metadata.get("thinking_supported") is None:
+        return "its metadata.json does not say whether the model has a thinking mode (written before it did)", []
+    records = {r.id: r for r in read_records(path)}
+    absent = [i.id for i in instances if i.id not in records]
+    if absent:
+        return f"{len(absent)} of {len(instances)} asked instances have no record (first: {absent[0]})", []
+    other = [i.id for i in instances if records[i.id].content_sha256 != i.content_sha256]
+    if other:
+        return (f"{len(other)} record(s) answer a row of the same id but other content (first: {other[0]}), "
+                "e.g. an edited CSV"), []
+    return None, [records[i.id] for i in instances]
+
+
+def completeness(folder: str | Path, config: "RunConfig", instances: Sequence["Instance"]) -> Completeness:
+    """Whether ``folder`` holds the run ``config`` (a single-run config, :meth:`RunConfig.for_run`) on
+    ``instances`` whole, so that a page can be made from it alone: its last session finished
+    (``summary.json``); its ``config.json`` names the same condition, probe, backend, model, computed backend
+    options and decoding (transport options such as base URLs, timeouts and key variables do not count); its
+    ``metadata.json`` was written by this record schema for the same condition (prompt hashes included),
+    probe and decoding, and says whether the model has a thinking mode; and every asked instance has a record
+    of the same content. A record of a request the service refused counts: it is the run's outcome for that
+    row (``cpdagthink run`` on the folder asks it again). Reads only: no lock, nothing written."""
+    path = Path(folder)
+    try:
+        missing, records = _missing(path, config, instances)
+    except RunFolderError as error:  # a file that is not JSON: the run must be made again
+        missing, records = str(error), []
+    return Completeness(records, missing)
+
+
+def is_complete(folder: str | Path, config: "RunConfig", instances: Sequence["Instance"]) -> bool:
+    """``folder`` holds the run ``config`` on ``instances`` whole (:func:`completeness`)."""
+    return completeness(folder, config, instances).complete
 
 
 class RunFolder:
@@ -167,14 +286,7 @@ class RunFolder:
             yield append
 
     def read_json(self, name: str) -> dict[str, Any] | None:
-        path = self.path / name
-        if not path.is_file():
-            return None
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as error:
-            raise RunFolderError(f"{path} is not valid JSON ({error}); move it away to start this run afresh") from None
-        return data if isinstance(data, dict) else None
+        return read_json(self.path / name)
 
     def write_json(self, name: str, data: dict[str, Any] | BaseModel) -> None:
         text = data.model_dump_json(indent=2) if isinstance(data, BaseModel) else json.dumps(data, indent=2)

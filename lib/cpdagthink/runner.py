@@ -46,7 +46,7 @@ from .errors import CpdagthinkError
 from .oracle import OracleLabel, UnfaithfulFactsError, label_text
 from .premise import PremiseError
 from .records import SCHEMA_VERSION, InterventionRecord, RunRecord, RunSummary, ToolCallRecord, TurnRecord
-from .runfolder import CONFIG, METADATA, SUMMARY, RunFolder
+from .runfolder import CONFIG, METADATA, SUMMARY, RunFolder, difference
 
 ABORT_AFTER_REJECTIONS = 5
 # The frameworks App. J names (torch, transformers, vLLM, llama.cpp) and what this package runs on; read from
@@ -198,6 +198,7 @@ class RunMetadata(BaseModel):
     condition: dict[str, Any]
     intervention: str | None
     backend: dict[str, Any]  # the backend's identity (the cache key's model part)
+    thinking_supported: bool | None = None  # the model has a thinking mode (pages read it here, not from a backend)
     decoding: dict[str, Any]
     instances: int
     instances_sha256: str
@@ -253,27 +254,11 @@ def _check_resumable(folder: RunFolder, metadata: RunMetadata, records: list[Run
     new = metadata.model_dump(mode="json", include=set(_RUN_IDENTITY))
     differs = [k for k in _RUN_IDENTITY if old.get(k) != new[k]]
     if differs:
-        details = "; ".join(_difference(new[k], old.get(k), k) for k in differs)
+        details = "; ".join(difference(new[k], old.get(k), k) for k in differs)
         raise RunMismatchError(
             f"{folder.path} already holds {len(records)} records of a run with a different {', '.join(differs)} "
             f"({details}); resuming would mix the two. Choose another output folder or remove this one."
         )
-
-
-def _difference(asked: Any, held: Any, path: str) -> str:
-    """The first field where two JSON values differ, with both values: ``backend.base_urls[0]: 'a' asked,
-    'b' in the folder``."""
-    if isinstance(asked, dict) and isinstance(held, dict):
-        key = next(k for k in sorted({*asked, *held}, key=str)
-                   if k not in asked or k not in held or asked[k] != held[k])
-        if key in asked and key in held:
-            return _difference(asked[key], held[key], f"{path}.{key}")
-        return f"{path}.{key}: " + (f"{json.dumps(asked[key])} asked, absent in the folder" if key in asked
-                                    else f"absent from this run, {json.dumps(held[key])} in the folder")
-    if isinstance(asked, list) and isinstance(held, list) and len(asked) == len(held):
-        index = next(i for i, (a, h) in enumerate(zip(asked, held)) if a != h)
-        return _difference(asked[index], held[index], f"{path}[{index}]")
-    return f"{path}: {json.dumps(asked)} asked, {json.dumps(held)} in the folder"
 
 
 def run_condition(
@@ -315,6 +300,7 @@ def run_condition(
             condition=describe(condition),
             intervention=intervention_name,
             backend=backend.identity(),
+            thinking_supported=backend.thinking_supported,
             decoding=decoding.model_dump(),
             instances=len(instances),
             instances_sha256=_hash([(i.id, i.content_sha256) for i in instances]),
