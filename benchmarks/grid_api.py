@@ -33,7 +33,8 @@ from api_throughput import serve  # noqa: E402
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--limit", type=int, default=100, help="rows per cell")
-    parser.add_argument("--latency", type=float, default=2.0, help="seconds the server takes per call (a reasoning model takes seconds)")
+    parser.add_argument("--latency", type=float, default=2.0,
+                        help="seconds the server takes per call (a reasoning model takes seconds)")
     args = parser.parse_args()
 
     ours, theirs = multiprocessing.Pipe()
