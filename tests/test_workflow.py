@@ -21,7 +21,8 @@ import pytest
 from cpdagthink.backends.base import Completion
 from cpdagthink.config import RunConfig
 from cpdagthink.data import PROJECT_ROOT
-from cpdagthink.workflow import ChapterJob, WorkflowConfigError, book_parameters, job_resources, shell_words
+from cpdagthink.workflow import (ChapterJob, WorkflowConfigError, book_parameters, job_resources, plan_grid,
+                                 shell_words)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -59,6 +60,32 @@ def test_a_chapter_job_passes_hostile_values_to_the_shell_as_data(tmp_path):
     out = subprocess.run(line, shell=True, cwd=tmp_path, capture_output=True, text=True, check=True).stdout
     assert out.splitlines()[-1] == 'model="x\'; touch pwned; echo \'$(touch pwned2)"'
     assert not list(tmp_path.iterdir())
+
+
+def test_the_grid_has_a_job_per_group_sized_until_complete_and_drops_a_stale_marker(tmp_path, test_csv, monkeypatch):
+    from cpdagthink.plan import execute, plan_book
+
+    monkeypatch.setenv("CORR2CAUSE_CSV", str(test_csv))
+    monkeypatch.setattr("cpdagthink.workflow.MARKERS", tmp_path / "plan")
+    config = {"backend": "openai", "model": "gpt-5.4-mini", "base_url": "http://127.0.0.1:9/v1", "limit": "4",
+              "only": ["01"], "out_root": str(tmp_path / "runs"), "cache_dir": str(tmp_path / "cache")}
+    grid = plan_grid(config)
+    api, reference = sorted(grid.groups)  # chapter 01: the model's conditions, and the reference agent's row
+    assert api.startswith("openai-gpt-5.4-mini-seed0") and reference == "reference-default-seed0"
+    assert (grid.groups[api].api_slots, grid.groups[reference].threads) == (1, 1)
+    assert grid.chapters["01_main_results"].groups == tuple(sorted([api, reference]))
+    assert "--render-only" in grid.chapters["01_main_results"].arguments()
+    assert grid.group_arguments(api)[-3:] == ["--group", api, "--execute"]
+
+    execute([r for r in plan_book({}, ["01"], {k: v for k, v in config.items() if k != "only"})
+             if r.group == reference], progress=False)
+    (tmp_path / "plan").mkdir()
+    for key in (api, reference):
+        (tmp_path / "plan" / f"{key}.done").touch()
+    grid = plan_grid(config)
+    assert grid.groups[reference].complete and not grid.groups[api].complete
+    assert grid.remove_stale_markers() == [tmp_path / "plan" / f"{api}.done"]  # its runs are still to compute
+    assert [p.name for p in (tmp_path / "plan").iterdir()] == [f"{reference}.done"]
 
 
 def _simulated(*args: str, state: Path) -> str:

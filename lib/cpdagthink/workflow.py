@@ -2,14 +2,15 @@
 
 Snakemake's ``--config`` carries the book's parameters under papermill's names (``backend=openai limit=0
 seeds=[0,1,2]``, what ``cpdagthink book -p`` takes) and ``only`` (chapter prefixes). :func:`plan_grid` plans
-them once and returns the jobs: one per plan group that has a run still to compute (one backend x model x
-seed: the model is loaded once for all its conditions and probes), one per chapter (executed from the records
-alone, ``--render-only``), then the book. A group whose runs are all complete needs no job, so a book whose
-runs were computed elsewhere (a cluster, ``outputs/`` copied back) renders without any model.
+them once and returns the jobs: one per plan group (one backend x model x seed: the model is loaded once for
+all its conditions and probes), one per chapter (executed from the records alone, ``--render-only``), then the
+book. A group whose runs are all complete asks for no resource and its job loads no model (it finds nothing to
+compute and writes its marker), so a book whose runs were computed elsewhere (a cluster, ``outputs/`` copied
+back) renders without any model or GPU.
 
 A group job's marker (``outputs/plan/<group>.done``) says it finished; a marker whose group the plan finds
-incomplete again (a run folder removed, other parameters) is stale and removed when the grid is planned, so
-the group runs again.
+incomplete (a run folder removed, other parameters) is stale and removed when the grid is planned, so the group
+runs again and the chapters that read it after it.
 """
 
 from __future__ import annotations
@@ -39,10 +40,12 @@ class WorkflowConfigError(CpdagthinkError, ValueError):
 
 @dataclass(frozen=True)
 class GroupJob:
-    """One Snakemake job: every incomplete run of one plan group, with the resources its backend takes."""
+    """One Snakemake job: the runs of one plan group, with the resources its backend takes (none once every
+    run is complete)."""
 
     key: str
     folders: tuple[str, ...]
+    complete: bool
     threads: int = 1
     gpu: int = 0
     api_slots: int = 0
@@ -54,8 +57,8 @@ class GroupJob:
 
 @dataclass(frozen=True)
 class ChapterJob:
-    """One chapter executed from records: its notebook's name, the incomplete groups it waits for and the
-    ``-p`` parameters it declares."""
+    """One chapter executed from records: its notebook's name, the groups whose runs it reads and the ``-p``
+    parameters it declares."""
 
     name: str
     groups: tuple[str, ...]
@@ -81,7 +84,7 @@ class Grid:
 
     def remove_stale_markers(self) -> list[Path]:
         """Remove the marker of each group that has runs to compute again; returns what was removed."""
-        stale = [job.marker for job in self.groups.values() if job.marker.is_file()]
+        stale = [job.marker for job in self.groups.values() if not job.complete and job.marker.is_file()]
         for path in stale:
             path.unlink()
         return stale
@@ -143,29 +146,24 @@ def job_resources(config: Any) -> dict[str, int]:
     return resources
 
 
-def _chapters_of(run: Any) -> list[str]:
-    chapters = getattr(run, "chapters", None)
-    return list(chapters) if chapters else [run.chapter]
-
-
 def plan_grid(config: Mapping[str, Any]) -> Grid:
     """The jobs of the book that ``config`` describes (every chapter, or those ``only`` selects)."""
     from .book import notebook_parameters, select_notebooks
+    from .plan import groups as plan_groups
     from .plan import plan_book
 
     only, parameters = book_parameters(config)
     notebooks = select_notebooks(only or None)
     runs = plan_book({}, only or None, parameters)
-    pending: dict[str, list[Any]] = {}
-    for run in runs:
-        if not run.complete:
-            pending.setdefault(run.group, []).append(run)
-    groups = {key: GroupJob(key, tuple(str(r.folder) for r in group), **job_resources(group[0].config))
-              for key, group in pending.items()}
+    groups = {}
+    for key, members in plan_groups(runs).items():
+        complete = all(r.complete for r in members)
+        resources = {} if complete else job_resources(members[0].config)
+        groups[key] = GroupJob(key, tuple(r.folder for r in members), complete, **resources)
     chapters = {}
     for notebook in notebooks:
         declared = notebook_parameters(notebook)
-        waits = sorted({r.group for r in runs if not r.complete and notebook.stem in _chapters_of(r)})
+        waits = sorted({r.group for r in runs if notebook.stem in r.chapters})
         chapters[notebook.stem] = ChapterJob(notebook.stem, tuple(waits),
                                              {k: v for k, v in parameters.items() if k in declared})
     return Grid([n.stem for n in notebooks], parameters, groups, chapters)
