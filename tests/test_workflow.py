@@ -97,11 +97,13 @@ def _simulated(*args: str, state: Path) -> str:
 def test_the_simulated_cluster_reports_a_job_running_then_its_exit_and_a_killed_job_as_failed(tmp_path):
     state = tmp_path / "state"
     scripts = {}
-    for name, body in {"ok": "sleep 1", "bad": "exit 3", "lost": "sleep 60"}.items():
+    go = tmp_path / "go"
+    for name, body in {"ok": f"while [ ! -e '{go}' ]; do sleep 0.1; done", "bad": "exit 3", "lost": "sleep 60"}.items():
         scripts[name] = tmp_path / f"{name}.sh"
         scripts[name].write_text(f"#!/bin/sh\n{body}\n")
     ok, bad, lost = (_simulated("submit", str(scripts[n]), state=state) for n in ("ok", "bad", "lost"))
     assert _simulated("status", ok, state=state) == "running"
+    go.touch()
     os.killpg(int(lost), signal.SIGKILL)  # a lost node: the job writes no exit code
     deadline = time.monotonic() + 30
     while _simulated("status", ok, state=state) == "running" and time.monotonic() < deadline:

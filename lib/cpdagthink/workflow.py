@@ -44,7 +44,6 @@ class GroupJob:
     run is complete)."""
 
     key: str
-    folders: tuple[str, ...]
     complete: bool
     threads: int = 1
     gpu: int = 0
@@ -159,7 +158,7 @@ def plan_grid(config: Mapping[str, Any]) -> Grid:
     for key, members in plan_groups(runs).items():
         complete = all(r.complete for r in members)
         resources = {} if complete else job_resources(members[0].config)
-        groups[key] = GroupJob(key, tuple(r.folder for r in members), complete, **resources)
+        groups[key] = GroupJob(key, complete, **resources)
     chapters = {}
     for notebook in notebooks:
         declared = notebook_parameters(notebook)

@@ -34,10 +34,11 @@ def state_dir() -> Path:
 
 def submit(jobscript: str) -> str:
     state = state_dir()
-    log = (state / f"submitting-{os.getpid()}.log").open("wb")
-    job = subprocess.Popen(["/bin/sh", "-c", WRAPPER, jobscript, str(state)], stdin=subprocess.DEVNULL,
-                           stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    Path(log.name).rename(state / f"{job.pid}.log")  # the open handle follows the file
+    log = state / f"submitting-{os.getpid()}.log"
+    with log.open("wb") as sink:
+        job = subprocess.Popen(["/bin/sh", "-c", WRAPPER, jobscript, str(state)], stdin=subprocess.DEVNULL,
+                               stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
+    log.rename(state / f"{job.pid}.log")  # the job's open handle follows the file
     shutil.copy(jobscript, state / f"{job.pid}.sh")  # Snakemake deletes the script once the job is done
     return str(job.pid)
 
