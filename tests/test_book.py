@@ -7,14 +7,20 @@ notebooks is what `make book` runs (and `benchmarks/book.py` times).
 from __future__ import annotations
 
 import functools
+import os
 import re
 import shutil
+import types
 
 import nbformat
 import pytest
 
+from cpdagthink.backends.profiles import profile_for, with_overrides
+from cpdagthink.backends.reference import ReferenceBackend
+from cpdagthink.backends.vllm_offline import VLLMBackend
 from cpdagthink.book import (NOTEBOOKS, build, build_single_file, build_summary, chapter_records,
-                             hide_injected_parameters, notebook_parameters, render, select_notebooks)
+                             hide_injected_parameters, notebook_defaults, notebook_parameters, render,
+                             select_notebooks)
 from cpdagthink.cli import main
 from cpdagthink.tables import paper
 from cpdagthink.data import PROJECT_ROOT
@@ -284,3 +290,147 @@ def test_make_book_hands_each_value_to_the_command_as_data(tmp_path):
                     "--seeds", "0", "1", "--revision", values["REVISION"], "--timeout", values["TIMEOUT"]]
     assert not list(tmp_path.glob("pwned*")) and not list(PROJECT_ROOT.glob("pwned*"))
     assert "u:k@" not in result.stdout + result.stderr  # the recipe is not echoed: a value may hold a key
+
+
+# ------------------------------------------------------------------------------------------- render from records
+def _book_root(root, chapters=("01_main_results",)):
+    """A book root in ``root`` holding the named chapters only."""
+    for name in ("_config.yml", "_static", "data/paper_reported.csv", "book/intro.md"):
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        copy = shutil.copytree if (PROJECT_ROOT / name).is_dir() else shutil.copy
+        copy(PROJECT_ROOT / name, root / name)
+    (root / "_toc.yml").write_text("format: jb-book\nroot: book/intro\nchapters:\n"
+                                   + "".join(f"  - file: book/{c}\n" for c in chapters))
+
+
+def _tripwire(tmp_path, monkeypatch):
+    """From now on a machine without vLLM where no backend can be built: a PYTHONPATH entry (the notebook kernels
+    inherit it) holding a ``vllm`` package whose import fails and a ``sitecustomize`` that makes building any
+    backend fail. Each attempt is written to the returned log."""
+    root = tmp_path / "tripwire"
+    (root / "vllm").mkdir(parents=True)
+    log = tmp_path / "tripwire.log"
+    (root / "vllm" / "__init__.py").write_text(
+        "import os\n"
+        "with open(os.environ['TRIPWIRE_LOG'], 'a') as log:\n    log.write('import vllm\\n')\n"
+        "raise ImportError('vLLM is not installed on this machine')\n")
+    (root / "sitecustomize.py").write_text(
+        "import os\n"
+        "import cpdagthink.backends as backends\n\n\n"
+        "def _refuse(name, **options):\n"
+        "    with open(os.environ['TRIPWIRE_LOG'], 'a') as log:\n        log.write(f'make_backend {name}\\n')\n"
+        "    raise RuntimeError(f'a backend was built while rendering: {name}')\n\n\n"
+        "backends.make_backend = _refuse\n")
+    monkeypatch.setenv("TRIPWIRE_LOG", str(log))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(root), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    return log
+
+
+def _tree(folder):
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def _outputs(path):
+    """Each code cell's outputs as a page shows them: papermill's timings (cell metadata) left out, and the
+    ``text/plain`` fallback of an output that has a richer form (a table's is ``<Styler at 0x...>``, a memory
+    address)."""
+    def shown(output):
+        data = output.get("data", {})
+        return {**output, "data": {k: v for k, v in data.items() if k != "text/plain" or len(data) == 1}}
+
+    return [[shown(o) for o in c.outputs] for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"]
+
+
+@pytest.mark.slow
+def test_a_chapter_made_through_the_api_renders_from_its_records_alone(test_csv, tmp_path, monkeypatch):
+    """Chapter 01 made with the `openai` backend against the test server renders again, render-only, after the
+    server is stopped, the key unset and the call cache deleted, to the same outputs and the same HTML page,
+    with no backend built and its run folders untouched."""
+    from reasoning_api_server import ReasoningAPIServer
+
+    monkeypatch.setenv("CORR2CAUSE_CSV", str(test_csv))
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-compute-only")
+    _book_root(tmp_path)
+    runs, cache = tmp_path / "outputs" / "runs", tmp_path / "outputs" / "cache"
+    with ReasoningAPIServer() as server:
+        overrides = {"backend": "openai", "model": "gpt-5.4-mini", "reasoning_effort": "low", "base_url": [server.url],
+                     "out_root": str(runs), "cache_dir": str(cache)}
+        build(overrides, only=["01"], root=tmp_path, parameters={"n_resamples": 200})
+        assert server.requests and server.rejected == 0
+    made = _outputs(tmp_path / "book" / "01_main_results.ipynb")
+    page = (tmp_path / "_build" / "html" / "book" / "01_main_results.html").read_text()
+    folders = _tree(runs)
+    shutil.rmtree(cache)
+    shutil.rmtree(tmp_path / "_build")  # a fresh build, as on another machine (Sphinx adds ?v= to a second build)
+    monkeypatch.delenv("OPENAI_API_KEY")
+    tripwire = _tripwire(tmp_path, monkeypatch)
+    build(overrides, only=["01"], root=tmp_path, parameters={"n_resamples": 200}, render_only=True)
+    assert not tripwire.exists()  # no backend built, vLLM never imported
+    assert _outputs(tmp_path / "book" / "01_main_results.ipynb") == made
+    assert (tmp_path / "_build" / "html" / "book" / "01_main_results.html").read_text() == page
+    assert _tree(runs) == folders and not cache.exists()
+    assert "gpt-5.4-mini" in page and "Responses API" in page  # the run details, from metadata.json
+
+
+class _VLLMAsWritten(ReferenceBackend):
+    """The vLLM backend as the runner sees it: its own ``identity``/``provenance`` methods over the attributes its
+    constructor sets, with answers from the reference agent (vLLM cannot run in this environment)."""
+
+    name = VLLMBackend.name
+    preferred_chunk_size = VLLMBackend.preferred_chunk_size
+    identity = VLLMBackend.identity
+    provenance = VLLMBackend.provenance
+
+    def __init__(self, model: str, *, tensor_parallel_size: int = 2, max_model_len: int | None = 16384,
+                 revision: str | None = None, reasoning_parser: str | None = None, dtype: str = "auto"):
+        self.model, self.revision, self.dtype = model, revision, dtype
+        self.tensor_parallel_size, self.max_model_len = tensor_parallel_size, max_model_len
+        self.profile = with_overrides(profile_for(model), reasoning_parser=reasoning_parser)
+        self.reasoning_parser = self.profile.reasoning_parser
+        self._vllm = types.SimpleNamespace(__version__="0.33.0")
+        self.thinking_supported = True  # Qwen3.5's chat template takes enable_thinking
+
+
+@pytest.mark.slow
+def test_a_run_folder_written_by_the_vllm_backend_renders_without_vllm(test_csv, tmp_path, monkeypatch):
+    """Chapter 01's runs written through the runner as the vLLM backend writes them (identity, provenance,
+    chunking) render render-only in kernels where `import vllm` fails and building any backend fails."""
+    from cpdagthink import experiments as ex
+    from cpdagthink.backends import BACKENDS
+
+    monkeypatch.setenv("CORR2CAUSE_CSV", str(test_csv))
+    _book_root(tmp_path)
+    runs = tmp_path / "outputs" / "runs"
+    overrides = {"backend": "vllm", "model": "Qwen/Qwen3.5-27B", "out_root": str(runs),
+                 "cache_dir": str(tmp_path / "outputs" / "cache")}
+    defaults = notebook_defaults(NOTEBOOKS / "01_main_results.ipynb")
+    monkeypatch.setitem(BACKENDS, "vllm", _VLLMAsWritten)  # in this process only: the kernels get the real one
+    setup = ex.setup_from_parameters({**defaults, **overrides})
+    instances = setup.instances()
+    for condition in defaults["conditions"]:
+        ex.run(setup, condition, 0, instances, progress=False)
+    ex.run(ex.reference_of(setup), "structured", 0, instances, progress=False)
+    metadata = ex.run_metadata(setup, "structured", 0, instances)
+    assert metadata["backend"]["vllm"] == "0.33.0" and metadata["backend"]["thinking"] == "supported"
+    assert metadata["thinking_supported"] is True
+    folders = _tree(runs)
+    tripwire = _tripwire(tmp_path, monkeypatch)
+    build(overrides, only=["01"], root=tmp_path, parameters={"n_resamples": 200}, render_only=True)
+    assert not tripwire.exists()  # vLLM never imported, no backend built
+    assert _tree(runs) == folders
+    page = (tmp_path / "_build" / "html" / "book" / "01_main_results.html").read_text()
+    assert "Qwen/Qwen3.5-27B" in page and "backend <code class=\"docutils literal notranslate\"><span class=\"pre\">vllm" in page
+    assert "sample of 4 instances" in page and "Traceback" not in page
+
+
+@pytest.mark.slow
+def test_render_only_fails_a_chapter_whose_runs_are_missing_in_one_line(test_csv, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("CORR2CAUSE_CSV", str(test_csv))
+    monkeypatch.setenv("CPDAGTHINK_OUTPUTS", str(tmp_path / "outputs"))
+    monkeypatch.setattr("cpdagthink.book.build", functools.partial(build, root=tmp_path))
+    _book_root(tmp_path)
+    assert main(["book", "--only", "01", "--render-only", "--backend", "reference"]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.startswith(f"cpdagthink book: error: 01_main_results: {tmp_path / 'outputs' / 'runs'}/")
+    assert "\n" not in error and "does not hold this run yet (no run folder)" in error and "make grid" in error
+    assert not (tmp_path / "outputs" / "runs").exists() and "CPDAGTHINK_RENDER_ONLY" not in os.environ

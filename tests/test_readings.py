@@ -256,3 +256,29 @@ def test_the_gallery_headline_describes_its_errors_beside_the_papers_sample():
     headline = readings.gallery_headline(counts)
     assert headline.value == 3 and headline.paper == 32
     assert headline.verdict().startswith("This chapter describes rather than tests: it localises 3 errors of 8 answers")
+
+
+def test_the_runs_chapters_read_become_tables_without_running_anything(grid):
+    """The run-reading helpers take records (the plan computes them): tool choice, scale and per-bin gains."""
+    seeds = [0, 1]
+    forced = {("structured (forced)", s): grid[("baseline_enhanced", s)] for s in seeds}
+    choice = readings.tool_choice_table(grid, forced, seeds).set_index("condition")
+    f1 = tables.seed_frame(tables.scores_frame(grid)).set_index("condition")["F1 mean"]
+    assert choice.loc["structured (auto)", "F1 mean"] == pytest.approx(f1["structured"])
+    assert choice.loc["structured (forced)", "F1 mean"] == pytest.approx(f1["baseline_enhanced"])
+    scale = readings.scale_table(tables.scores_frame(grid), None, {"smollm2-135m": forced | grid})
+    assert list(scale.columns) == ["default", "smollm2-135m"]
+    assert scale.loc["structured", "default"] == pytest.approx(f1["structured"])
+    gains, omitted, ood, table = readings.complexity_gains(grid, "test", grid, "generated:paraphrase",
+                                                           min_positives=2, n_resamples=200, min_variables=0)
+    assert set(table["split"]) == {"test", "generated:paraphrase"} and list(ood["seed"]) == seeds
+    assert readings.complexity_gains(grid, "test", None, None, min_positives=2, n_resamples=200)[2] is None
+
+
+def test_probe_grid_reads_each_seeds_unprobed_and_probed_runs(grid):
+    runs = {(name, s): grid[(condition, s)] for s in (0, 1)
+            for name, condition in (("unprobed", "structured"), ("scramble_full", "baseline_enhanced"))}
+    table, example, paired = readings.probe_grid(runs, ["scramble_full"], [0, 1], "m")
+    assert list(zip(table["probe"], table["seed"])) == [("scramble_full", 0), ("scramble_full", 1)]
+    assert set(table["agent"]) == {"m"} and example == {"scramble_full": runs[("scramble_full", 0)]}
+    assert set(paired["comparison"]) == {"unprobed vs scramble_full"} and list(paired["seed"]) == [0, 1]

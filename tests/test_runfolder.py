@@ -231,3 +231,13 @@ def test_an_unfinished_session_or_stale_metadata_leaves_a_run_incomplete(made, t
     (folder / "metadata.json").write_text("{not json")
     assert "is not valid JSON" in completeness(folder, config, instances).missing
     assert completeness(tmp_path / "absent", config, instances).missing == "no run folder"
+
+
+def test_a_config_json_that_is_no_run_configuration_leaves_a_run_incomplete(made):
+    config, instances, folder = made
+    held = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**held, "condition": "no_such_condition"}))
+    assert completeness(folder, config, instances).missing.startswith(
+        "its config.json is not a run configuration (Value error, unknown condition 'no_such_condition'")
+    (folder / "config.json").unlink()
+    assert completeness(folder, config, instances).missing == "no config.json"

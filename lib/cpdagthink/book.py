@@ -265,20 +265,24 @@ def select_notebooks(only: list[str] | None = None) -> list[Path]:
 
 
 @contextlib.contextmanager
-def _render_only(on: bool) -> Iterator[None]:
-    """Set the render-only variable for the kernels started meanwhile (they inherit the environment)."""
+def _kernel_environment(render_only: bool) -> Iterator[None]:
+    """The environment of the kernels started meanwhile (they inherit this process's): no progress bars (in a
+    page they are widgets of the computation, not results, and a page made again from the same records must
+    be the same page; papermill shows no kernel output on the console anyway), and the render-only switch
+    when asked."""
     from .experiments import ENV_RENDER_ONLY
 
-    before = os.environ.get(ENV_RENDER_ONLY)
-    if on:
-        os.environ[ENV_RENDER_ONLY] = "1"
+    changes = {"TQDM_DISABLE": "1", **({ENV_RENDER_ONLY: "1"} if render_only else {})}
+    before = {name: os.environ.get(name) for name in changes}
+    os.environ.update(changes)
     try:
         yield
     finally:
-        if before is None:
-            os.environ.pop(ENV_RENDER_ONLY, None)
-        else:
-            os.environ[ENV_RENDER_ONLY] = before
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def selected(overrides: dict[str, Any], only: list[str] | None = None,
@@ -318,7 +322,7 @@ def build(overrides: dict[str, Any], only: list[str] | None = None, root: Path =
     # A headless kernel cannot run live widgets; notebooks that declare this show static views instead.
     overrides = {"interactive_widgets": False, **overrides}
     timings = {}
-    with _render_only(render_only):
+    with _kernel_environment(render_only):
         for notebook in notebooks:
             start = time.perf_counter()
             execute(notebook, overrides, book)

@@ -108,7 +108,7 @@ def probe_runs(setup: RunConfig, values: Mapping[str, Any]) -> list[Declared]:
     return runs
 
 
-def audit_runs(setup: RunConfig, values: Mapping[str, Any]) -> list[Declared]:
+def audited_runs(setup: RunConfig, values: Mapping[str, Any]) -> list[Declared]:
     """Chapter 05: the audited conditions at every seed, and the shortcut's conditions at the first seed
     (part ``shortcut``)."""
     return (_grid("runs", setup, _list(values, "conditions"), setup.seeds)
@@ -122,7 +122,7 @@ def gallery_runs(setup: RunConfig, values: Mapping[str, Any]) -> list[Declared]:
 
 CHAPTERS: dict[str, Callable[[RunConfig, Mapping[str, Any]], list[Declared]]] = {
     "01_main_results": main_results_runs, "02_complexity": complexity_runs, "03_ablations": ablation_runs,
-    "04_probes": probe_runs, "05_audit": audit_runs, "06_failure_gallery": gallery_runs,
+    "04_probes": probe_runs, "05_audit": audited_runs, "06_failure_gallery": gallery_runs,
 }
 
 
@@ -228,7 +228,8 @@ def groups(runs: Sequence[PlannedRun]) -> dict[str, list[PlannedRun]]:
 
 def execute(runs: Sequence[PlannedRun], progress: bool = True) -> None:
     """Compute every run that is not complete, group by group: a group's runs share one backend, built once
-    (:func:`experiments.backend_of`). Runs whose rows no longer match the plan are refused (plan again)."""
+    (:func:`experiments.backend_of`), and a complete run is left as it is (:func:`experiments.run` reads it).
+    Runs whose rows no longer match the plan are refused (plan again)."""
     samples = _Samples()
     for members in groups(runs).values():
         for run in members:
@@ -236,5 +237,4 @@ def execute(runs: Sequence[PlannedRun], progress: bool = True) -> None:
             if Rows.of(c, instances) != run.instances:
                 raise CpdagthinkError(f"the rows of {run.folder} are not those planned ({run.instances.source} "
                                       "changed since): run `cpdagthink plan` again")
-            if not is_complete(run.folder, c, instances):
-                ex.run(c, c.condition, c.seed, instances, probe=c.probe, progress=progress)
+            ex.run(c, c.condition, c.seed, instances, probe=c.probe, progress=progress)

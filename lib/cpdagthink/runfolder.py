@@ -28,10 +28,6 @@ if TYPE_CHECKING:
     from .config import RunConfig
     from .data import Instance
 
-if TYPE_CHECKING:
-    from .config import RunConfig
-    from .data import Instance
-
 RECORDS = "records.jsonl"
 REJECTED_LINES = "records.rejected.jsonl"
 METADATA = "metadata.json"
@@ -151,22 +147,25 @@ def _computed(config: "RunConfig") -> dict[str, Any]:
 
 
 def _missing(path: Path, config: "RunConfig", instances: Sequence["Instance"]) -> tuple[str | None, list[RunRecord]]:
+    """What :func:`completeness` finds: why the run is not whole (None: it is), and its records when it is."""
     from .conditions import describe, get_condition
     from .config import RunConfig
 
     if not path.is_dir():
         return "no run folder", []
     summary = read_json(path / SUMMARY)
-    if summary is None or summary.get("status") != "finished":
-        return (f"its last session did not finish (status {summary.get('status')!r}: {summary.get('message')})"
-                if summary else "no summary.json: its run never ended"), []
+    if summary is None:
+        return "no summary.json: its run never ended", []
+    if summary.get("status") != "finished":
+        why = f": {summary['message']}" if summary.get("message") else ""
+        return f"its last session did not finish (status {summary.get('status')!r}{why})", []
     held_config = read_json(path / CONFIG)
     if held_config is None:
         return "no config.json", []
     try:
         held = _computed(RunConfig.model_validate(held_config))
     except ValidationError as error:
-        return f"its config.json is not a run configuration ({str(error).splitlines()[0]})", []
+        return f"its config.json is not a run configuration ({error.errors()[0]['msg']})", []
     if held != (asked := _computed(config)):
         return f"made with another configuration ({difference(asked, held, 'config')})", []
     metadata = read_json(path / METADATA) or {}
@@ -295,32 +294,3 @@ class RunFolder:
     def summary(self) -> RunSummary | None:
         data = self.read_json(SUMMARY)
         return None if data is None else RunSummary.model_validate(data)
-
-
-def is_complete(folder: str | Path, config: "RunConfig", instances: Sequence["Instance"]) -> bool:
-    """Whether ``folder`` holds the finished run of ``config`` on ``instances``: its last session finished, it
-    holds a record of the very same row (id and content) for every instance, and its ``config.json`` is
-    ``config`` up to where it was computed (the folders and how the model was reached may differ).
-    Reads only; a folder that does not exist is not complete."""
-    path = Path(folder)
-    try:
-        summary = json.loads((path / SUMMARY).read_text(encoding="utf-8"))
-        held = json.loads((path / CONFIG).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    if not isinstance(summary, dict) or summary.get("status") != "finished" or _run_identity(held) != \
-            _run_identity(config.model_dump(mode="json")):
-        return False
-    content = {r.id: r.content_sha256 for r in read_records(path)}
-    return all(content.get(i.id) == i.content_sha256 for i in instances)
-
-
-def _run_identity(config: Any) -> Any:
-    """A ``config.json`` without what does not change a run's records: where it was written and cached, and
-    the transport options (endpoints, timeouts, retries)."""
-    from .config import _TRANSPORT_OPTIONS
-
-    if not isinstance(config, dict):
-        return config
-    options = {k: v for k, v in (config.get("backend_options") or {}).items() if k not in _TRANSPORT_OPTIONS}
-    return {**{k: v for k, v in config.items() if k not in ("out_root", "cache_dir")}, "backend_options": options}

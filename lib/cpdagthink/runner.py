@@ -330,7 +330,11 @@ def run_condition(
         wanted = {i.id for i in instances}
         finished = {r.id: r for r in done if r.id in wanted}
         todo = [i for i in instances if i.id not in finished]
-        bar = tqdm(total=len(instances), initial=len(finished), desc=condition.name, unit="inst", disable=not progress)
+        # TQDM_DISABLE, tqdm's own switch, read here too: its notebook bar ignores it, and the book's kernels set it
+        # (a page shows results, not the progress of computing them)
+        quiet = os.environ.get("TQDM_DISABLE", "").strip().lower() in ("1", "true", "yes")
+        bar = tqdm(total=len(instances), initial=len(finished), desc=condition.name, unit="inst",
+                   disable=not progress or quiet)
         status, message = None, None
         try:
             with folder.appender() as append:

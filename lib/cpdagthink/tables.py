@@ -9,6 +9,7 @@ read only by the small helpers at the top.
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -369,9 +370,13 @@ def readable(frame: pd.DataFrame) -> pd.DataFrame:
     return flat.assign(**{c: flat[c].map(label) for c in text})
 
 
+_TABLE_IDS = itertools.count(1)  # a page's tables in the order it shows them: the same records, the same page
+
+
 def show(frame: pd.DataFrame, digits: int = 2):
     """A table as the book prints it: readable labels, no index column, numbers to ``digits`` places,
-    missing values as a dash, text never cut short."""
+    missing values as a dash, text never cut short. Its HTML ids count the tables shown in this process
+    (pandas would draw a random one), so a page made again from the same records is the same page."""
     flat = readable(frame)
     floats = [c for c in flat.columns if pd.api.types.is_float_dtype(flat[c])]
     # whole numbers stored as floats (a seed or a count beside a missing value) print as whole numbers
@@ -379,7 +384,7 @@ def show(frame: pd.DataFrame, digits: int = 2):
     floats = [c for c in floats if c not in whole]
     # class "dataframe": the book's own table style, as pandas' plain HTML gets it. A Styler does not escape
     # by default, and cells and headers may hold CSV or model text: every one is escaped.
-    styler = (flat.style.hide(axis="index").set_table_attributes('class="dataframe"')
+    styler = (flat.style.set_uuid(f"t{next(_TABLE_IDS)}").hide(axis="index").set_table_attributes('class="dataframe"')
               .format("{:.%df}" % digits, subset=floats, na_rep="—")
               .format("{:.0f}", subset=whole, na_rep="—")
               .format_index(escape="html", axis=1))
