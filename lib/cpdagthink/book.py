@@ -306,13 +306,15 @@ def selected(overrides: dict[str, Any], only: list[str] | None = None,
 
 
 def build(overrides: dict[str, Any], only: list[str] | None = None, root: Path = PROJECT_ROOT,
-          parameters: dict[str, Any] | None = None, render_only: bool = False) -> Path:
+          parameters: dict[str, Any] | None = None, render_only: bool = False, render_book: bool = True) -> Path:
     """Execute the notebooks (all, or those whose names start with an entry of ``only``) into ``root/book``
     and build the book at ``root`` (which holds ``_config.yml`` and ``_toc.yml``) with :func:`render`; other
     chapters already executed in ``root/book`` are left as they are. ``parameters`` (``-p name=value``) are
     any notebook parameters; a name no selected chapter declares is refused before anything runs.
     ``render_only``: the notebooks' kernels get ``CPDAGTHINK_RENDER_ONLY=1``, so every page is made from
-    complete run folders and a run that is not complete fails its chapter, naming the run folder."""
+    complete run folders and a run that is not complete fails its chapter, naming the run folder.
+    ``render_book=False`` stops after the notebooks (each workflow chapter job; its book job renders once) and
+    returns ``root/book``."""
     notebooks, overrides = selected(overrides, only, parameters)
     check_parameters(notebooks, overrides)  # papermill would fail deep inside a notebook
     book = root / "book"
@@ -325,6 +327,5 @@ def build(overrides: dict[str, Any], only: list[str] | None = None, root: Path =
             start = time.perf_counter()
             execute(notebook, overrides, book)
             timings[notebook.name] = round(time.perf_counter() - start, 1)
-    index = render(root)
     print(f"notebook times (s): {json.dumps(timings)}")
-    return index
+    return render(root) if render_book else book

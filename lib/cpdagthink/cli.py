@@ -199,9 +199,9 @@ def _notebook_parameter(text: str) -> tuple[str, Any]:
 
 def _book_overrides(args: argparse.Namespace) -> dict[str, Any]:
     """The notebook overrides the flags of ``book`` (and ``plan``) name; ``-p`` parameters apart."""
-    overrides = {k: v for k, v in vars(args).items() if k not in ("command", "handler", "only", "sample_variables",
-                                                                    "parameter", "group", "execute", "render_only")
-                 and v not in (None, [], "")}
+    overrides = {k: v for k, v in vars(args).items()
+                 if k not in ("command", "handler", "only", "sample_variables", "parameter", "group", "execute",
+                              "no_build", "render_only") and v not in (None, [], "")}
     if args.sample_variables:
         overrides["sample_variables"] = None if "all" in args.sample_variables else args.sample_variables
     return overrides
@@ -211,9 +211,9 @@ def cmd_book(args: argparse.Namespace) -> int:
     from .book import build
 
     parameters = dict(args.parameter or [])
-    # every notebook's values are checked first
-    index = build(_book_overrides(args), only=args.only, parameters=parameters, render_only=args.render_only)
-    print(f"book: {index}")
+    index = build(_book_overrides(args), only=args.only, parameters=parameters,  # every notebook's values are checked first
+                  render_only=args.render_only, render_book=not args.no_build)
+    print(f"{'executed chapters' if args.no_build else 'book'}: {index}")
     return 0
 
 
@@ -364,6 +364,8 @@ def build_parser() -> argparse.ArgumentParser:
                                  help="make the pages from complete run folders only: no backend, model or key; a run "
                                       "not yet computed fails its chapter, naming the run folder (sets "
                                       "CPDAGTHINK_RENDER_ONLY=1)")
+    parsers["book"].add_argument("--no-build", action="store_true", help="execute the chapters into book/ and "
+                                 "stop (the workflow's chapter jobs; `cpdagthink render` builds the book)")
     plan = parsers["plan"]
     plan.add_argument("--group", help="only this group's runs (one backend and model at one seed)")
     plan.add_argument("--execute", action="store_true", help="compute the runs that are not complete (exit 0 "

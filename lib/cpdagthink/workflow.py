@@ -1,0 +1,168 @@
+"""The book's grid as a Snakemake workflow: what ``workflow/Snakefile`` asks of the plan (:mod:`.plan`).
+
+Snakemake's ``--config`` carries the book's parameters under papermill's names (``backend=openai limit=0
+seeds=[0,1,2]``, what ``cpdagthink book -p`` takes) and ``only`` (chapter prefixes). :func:`plan_grid` plans
+them once and returns the jobs: one per plan group (one backend x model x seed: the model is loaded once for
+all its conditions and probes), one per chapter (executed from the records alone, ``--render-only``), then the
+book. A group whose runs are all complete asks for no resource and its job loads no model (it finds nothing to
+compute and writes its marker), so a book whose runs were computed elsewhere (a cluster, ``outputs/`` copied
+back) renders without any model or GPU.
+
+A group job's marker (``outputs/plan/<group>.done``) says it finished; a marker whose group the plan finds
+incomplete (a run folder removed, other parameters) is stale and removed when the grid is planned, so the group
+runs again and the chapters that read it after it.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from .data import OUTPUTS_ROOT
+from .errors import CpdagthinkError
+
+MARKERS = OUTPUTS_ROOT / "plan"
+
+# The backend option that sizes a job, and the Snakemake resource it becomes: vLLM's tensor-parallel GPUs,
+# llama.cpp's CPU threads; an API job holds one of the profile's ``api_slots`` (each sends up to its
+# backend's ``max_concurrency`` requests at a time).
+_SIZED_BY = {"vllm": ("gpu", "tensor_parallel_size"), "local": ("threads", "n_threads")}
+_API_BACKENDS = frozenset({"openai"})
+
+
+class WorkflowConfigError(CpdagthinkError, ValueError):
+    """A ``--config`` value the workflow cannot pass on (a key in a URL)."""
+
+
+@dataclass(frozen=True)
+class GroupJob:
+    """One Snakemake job: the runs of one plan group, with the resources its backend takes (none once every
+    run is complete)."""
+
+    key: str
+    complete: bool
+    threads: int = 1
+    gpu: int = 0
+    api_slots: int = 0
+
+    @property
+    def marker(self) -> Path:
+        return MARKERS / f"{self.key}.done"
+
+
+@dataclass(frozen=True)
+class ChapterJob:
+    """One chapter executed from records: its notebook's name, the groups whose runs it reads and the ``-p``
+    parameters it declares."""
+
+    name: str
+    groups: tuple[str, ...]
+    parameters: dict[str, Any] = field(default_factory=dict)
+
+    def arguments(self) -> list[str]:
+        """``cpdagthink book`` arguments that execute this chapter only, from its runs' records."""
+        return ["--only", self.name, "--render-only", "--no-build", *parameter_flags(self.parameters)]
+
+
+@dataclass(frozen=True)
+class Grid:
+    """What one ``--config`` plans to: its group jobs and chapter jobs."""
+
+    only: list[str]
+    parameters: dict[str, Any]
+    groups: dict[str, GroupJob]
+    chapters: dict[str, ChapterJob]
+
+    def group_arguments(self, key: str) -> list[str]:
+        """``cpdagthink plan`` arguments that compute the group ``key``'s runs (what its job calls)."""
+        return ["--only", *self.only, *parameter_flags(self.parameters), "--group", key, "--execute"]
+
+    def remove_stale_markers(self) -> list[Path]:
+        """Remove the marker of each group that has runs to compute again; returns what was removed."""
+        stale = [job.marker for job in self.groups.values() if not job.complete and job.marker.is_file()]
+        for path in stale:
+            path.unlink()
+        return stale
+
+
+def _plain(value: Any) -> Any:
+    """A ``--config`` value as the book takes it: Snakemake reads ``KEY=VALUE`` as YAML with every scalar a
+    string (``seeds=[0,1]`` gives ``["0", "1"]``), so each string is read as JSON where it is JSON, else kept
+    as text, the rule of ``cpdagthink book -p``."""
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+def book_parameters(config: Mapping[str, Any]) -> tuple[list[str], dict[str, Any]]:
+    """``(only, parameters)`` from Snakemake's ``config``. A URL with user info is refused: Snakemake prints
+    and stores job parameters, so the key goes in ``OPENAI_API_KEY`` instead."""
+    from .credentials import strip_credentials
+    from .parameters import coerce_list
+
+    parameters = {k: _plain(v) for k, v in config.items() if k != "only"}
+    only = [str(o) for o in coerce_list(_plain(config.get("only")), "only") or []]
+    urls = coerce_list(parameters.get("base_url"), "base_url") or []
+    if any(strip_credentials(str(u)) != str(u) for u in urls):
+        raise WorkflowConfigError("base_url holds user info, which Snakemake would print and store: give the key "
+                                  "in OPENAI_API_KEY and the URL without it")
+    return only, parameters
+
+
+def parameter_flags(parameters: Mapping[str, Any]) -> list[str]:
+    """``-p name=value`` for each parameter, the value as JSON (read back as such by the command line)."""
+    return [word for name, value in parameters.items() for word in ("-p", f"{name}={json.dumps(value)}")]
+
+
+def shell_words(words: list[str]) -> str:
+    """``words`` as one shell command line in which each is data (model output and CSV text never run)."""
+    return " ".join(shlex.quote(w) for w in words)
+
+
+def job_resources(config: Any) -> dict[str, int]:
+    """``threads``, ``gpu`` and ``api_slots`` of a job running ``config`` (a :class:`.config.RunConfig`): the
+    option that sizes its backend, as given or as the backend's own default."""
+    from .backends import backend_factory
+
+    resources = {"threads": 1, "gpu": 0, "api_slots": 0}
+    if config.backend in _SIZED_BY:
+        resource, option = _SIZED_BY[config.backend]
+        default = inspect.signature(backend_factory(config.backend)).parameters[option].default
+        resources[resource] = int(config.backend_arguments().get(option, default))
+    elif config.backend in _API_BACKENDS:
+        resources["api_slots"] = 1
+    return resources
+
+
+def plan_grid(config: Mapping[str, Any]) -> Grid:
+    """The jobs of the book that ``config`` describes (every chapter, or those ``only`` selects)."""
+    from .book import notebook_parameters, select_notebooks
+    from .plan import groups as plan_groups
+    from .plan import plan_book
+
+    only, parameters = book_parameters(config)
+    notebooks = select_notebooks(only or None)
+    runs = plan_book({}, only or None, parameters)
+    groups = {}
+    for key, members in plan_groups(runs).items():
+        complete = all(r.complete for r in members)
+        resources = {} if complete else job_resources(members[0].config)
+        groups[key] = GroupJob(key, complete, **resources)
+    chapters = {}
+    for notebook in notebooks:
+        declared = notebook_parameters(notebook)
+        waits = sorted({r.group for r in runs if notebook.stem in r.chapters})
+        chapters[notebook.stem] = ChapterJob(notebook.stem, tuple(waits),
+                                             {k: v for k, v in parameters.items() if k in declared})
+    return Grid([n.stem for n in notebooks], parameters, groups, chapters)

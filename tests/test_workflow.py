@@ -1,0 +1,316 @@
+"""The book's grid on Snakemake (workflow/Snakefile, cpdagthink.workflow, workflow/cluster/simulated.py).
+
+The workflow tests run Snakemake on a copy of the project (its lib/, notebooks, prompts, workflow/ and book
+sources) with the copy's package first on the path, so the chapters, the book and Snakemake's own state land
+in the copy, and runs and the call cache in its outputs/.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from cpdagthink.backends.base import Completion
+from cpdagthink.config import RunConfig
+from cpdagthink.data import PROJECT_ROOT
+from cpdagthink.workflow import (ChapterJob, WorkflowConfigError, book_parameters, job_resources, plan_grid,
+                                 shell_words)
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from reasoning_api_server import ReasoningAPIServer  # noqa: E402
+
+SIMULATED = PROJECT_ROOT / "workflow" / "cluster" / "simulated.py"
+PROJECT_PARTS = ("lib", "notebooks", "prompts", "data/graphs", "data/paper_reported.csv", "workflow", "book/intro.md",
+                 "book/paper_figures.md", "_static", "_config.yml", "_toc.yml")
+
+
+# ------------------------------------------------------------------------------------------------ units
+def test_each_backend_sizes_its_job_from_its_own_option_or_its_default():
+    vllm = RunConfig(backend="vllm", model="Qwen/Qwen3-8B", backend_options={})
+    assert job_resources(vllm) == {"threads": 1, "gpu": 2, "api_slots": 0}  # VLLMBackend's default tensor parallel
+    assert job_resources(RunConfig(backend="local")) == {"threads": 2, "gpu": 0, "api_slots": 0}  # n_threads=2
+    api = RunConfig(backend="openai", model="gpt-5.4-mini", backend_options={"base_url": "http://127.0.0.1:1/v1"})
+    assert job_resources(api) == {"threads": 1, "gpu": 0, "api_slots": 1}
+    assert job_resources(RunConfig(backend="reference")) == {"threads": 1, "gpu": 0, "api_slots": 0}
+
+
+def test_config_values_read_as_the_book_reads_them_and_a_key_in_a_url_is_refused():
+    # Snakemake's --config gives every scalar as text: seeds=[0,1] arrives as ["0", "1"]
+    only, parameters = book_parameters({"backend": "reference", "limit": 0, "seeds": ["0", "1"], "only": ["01", "04"],
+                                        "probes": ["scramble_full"], "sample_variables": "null", "model": "a:b"})
+    assert only == ["01", "04"]
+    assert parameters == {"backend": "reference", "limit": 0, "seeds": [0, 1], "probes": ["scramble_full"],
+                          "sample_variables": None, "model": "a:b"}
+    with pytest.raises(WorkflowConfigError, match="OPENAI_API_KEY"):
+        book_parameters({"base_url": "http://user:sk-SECRET@127.0.0.1:1/v1"})
+
+
+def test_a_chapter_job_passes_hostile_values_to_the_shell_as_data(tmp_path):
+    job = ChapterJob("01_main_results", (), {"model": "x'; touch pwned; echo '$(touch pwned2)"})
+    line = shell_words(["printf", "%s\\n", *job.arguments()])
+    out = subprocess.run(line, shell=True, cwd=tmp_path, capture_output=True, text=True, check=True).stdout
+    assert out.splitlines()[-1] == 'model="x\'; touch pwned; echo \'$(touch pwned2)"'
+    assert not list(tmp_path.iterdir())
+
+
+def test_the_grid_has_a_job_per_group_sized_until_complete_and_drops_a_stale_marker(tmp_path, test_csv, monkeypatch):
+    from cpdagthink.plan import execute, plan_book
+
+    monkeypatch.setenv("CORR2CAUSE_CSV", str(test_csv))
+    monkeypatch.setattr("cpdagthink.workflow.MARKERS", tmp_path / "plan")
+    config = {"backend": "openai", "model": "gpt-5.4-mini", "base_url": "http://127.0.0.1:9/v1", "limit": "4",
+              "only": ["01"], "out_root": str(tmp_path / "runs"), "cache_dir": str(tmp_path / "cache")}
+    grid = plan_grid(config)
+    api, reference = sorted(grid.groups)  # chapter 01: the model's conditions, and the reference agent's row
+    assert api.startswith("openai-gpt-5.4-mini-seed0") and reference == "reference-default-seed0"
+    assert (grid.groups[api].api_slots, grid.groups[reference].threads) == (1, 1)
+    assert grid.chapters["01_main_results"].groups == tuple(sorted([api, reference]))
+    assert "--render-only" in grid.chapters["01_main_results"].arguments()
+    assert grid.group_arguments(api)[-3:] == ["--group", api, "--execute"]
+
+    execute([r for r in plan_book({}, ["01"], {k: v for k, v in config.items() if k != "only"})
+             if r.group == reference], progress=False)
+    (tmp_path / "plan").mkdir()
+    for key in (api, reference):
+        (tmp_path / "plan" / f"{key}.done").touch()
+    grid = plan_grid(config)
+    assert grid.groups[reference].complete and not grid.groups[api].complete
+    assert grid.remove_stale_markers() == [tmp_path / "plan" / f"{api}.done"]  # its runs are still to compute
+    assert [p.name for p in (tmp_path / "plan").iterdir()] == [f"{reference}.done"]
+
+
+def test_make_grid_hands_each_value_to_snakemake_as_one_config_entry(tmp_path):
+    """`make grid` passes the book variables as `--config name=value` words (a list as a YAML list), the
+    profile named by PROFILE; neither make nor the shell runs any value."""
+    stub = tmp_path / "snakemake"  # stands in for the venv's command: records the argv it receives
+    stub.write_text("#!/bin/sh\nprintf '%s\\n' \"$@\" > \"$0.argv\"\n")
+    stub.chmod(0o755)
+    values = {"MODEL": "a (b); touch pwned-shell", "TIMEOUT": "$(shell touch pwned-make)",
+              "REVISION": "`touch pwned-backquote`'x'$HOME", "SEEDS": "0 1", "ONLY": "01 04",
+              "SAMPLE_VARIABLES": "all", "PROFILE": "slurm"}
+    stamp = tmp_path / "installed"  # newer than pyproject.toml, so make sees nothing to install
+    stamp.touch()
+    result = subprocess.run(["make", "-s", "-C", str(PROJECT_ROOT), "-o", "browser", "grid", f"STAMP={stamp}",
+                             f"BIN={tmp_path}", *(f"{k}={v}" for k, v in values.items())],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    argv = (tmp_path / "snakemake.argv").read_text().splitlines()
+    assert argv == ["--profile", "workflow/profiles/slurm", "--config", f"model={values['MODEL']}", "seeds=[0,1]",
+                    "only=[01,04]", "sample_variables=null", f"revision={values['REVISION']}",
+                    f"timeout={values['TIMEOUT']}"]
+    assert not list(tmp_path.glob("pwned*")) and not list(PROJECT_ROOT.glob("pwned*"))
+
+
+def _simulated(*args: str, state: Path) -> str:
+    env = {**os.environ, "CPDAGTHINK_CLUSTER_DIR": str(state)}
+    return subprocess.run([sys.executable, str(SIMULATED), *args], env=env, capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
+def test_the_simulated_cluster_reports_a_job_running_then_its_exit_and_a_killed_job_as_failed(tmp_path):
+    state = tmp_path / "state"
+    scripts = {}
+    go = tmp_path / "go"
+    for name, body in {"ok": f"while [ ! -e '{go}' ]; do sleep 0.1; done", "bad": "exit 3", "lost": "sleep 60"}.items():
+        scripts[name] = tmp_path / f"{name}.sh"
+        scripts[name].write_text(f"#!/bin/sh\n{body}\n")
+    ok, bad, lost = (_simulated("submit", str(scripts[n]), state=state) for n in ("ok", "bad", "lost"))
+    assert _simulated("status", ok, state=state) == "running"
+    go.touch()
+    os.killpg(int(lost), signal.SIGKILL)  # a lost node: the job writes no exit code
+    deadline = time.monotonic() + 30
+    while _simulated("status", ok, state=state) == "running" and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _simulated("status", ok, state=state) == "success"
+    assert _simulated("status", bad, state=state) == "failed"
+    assert _simulated("status", lost, state=state) == "failed"
+    assert (state / f"{ok}.sh").read_text() == scripts["ok"].read_text()  # kept after Snakemake deletes its own
+
+
+# ----------------------------------------------------------------------------------------- the workflow
+@pytest.fixture
+def project(tmp_path, test_csv, monkeypatch) -> Path:
+    """A copy of the project to run Snakemake in, with its own outputs/; returns its root."""
+    pytest.importorskip("snakemake", reason="the workflow extra (make setup installs it)")
+    root = tmp_path / "project"
+    for part in PROJECT_PARTS:
+        (root / part).parent.mkdir(parents=True, exist_ok=True)
+        if (PROJECT_ROOT / part).is_dir():
+            shutil.copytree(PROJECT_ROOT / part, root / part, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+        else:
+            shutil.copy(PROJECT_ROOT / part, root / part)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(root / "lib"), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.setenv("CPDAGTHINK_OUTPUTS", str(root / "outputs"))
+    monkeypatch.setenv("CORR2CAUSE_CSV", str(test_csv))
+    monkeypatch.delenv("CPDAGTHINK_CLUSTER_DIR", raising=False)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    return root
+
+
+def snakemake(root: Path, profile: str, *arguments: str) -> list[str]:
+    return [sys.executable, "-m", "snakemake", "--profile", f"workflow/profiles/{profile}", *arguments]
+
+
+def run_snakemake(root: Path, command: list[str], log: Path, timeout: float = 900) -> subprocess.CompletedProcess:
+    with log.open("ab") as sink:
+        return subprocess.run(command, cwd=root, stdout=sink, stderr=subprocess.STDOUT, timeout=timeout)
+
+
+def records_of(folder: Path) -> list[dict]:
+    return [json.loads(line) for line in (folder / "records.jsonl").read_text().splitlines() if line.strip()]
+
+
+def plan_of(root: Path, config: list[str]) -> list[dict]:
+    """What `cpdagthink plan` lists for the same parameters (run in the copy)."""
+    only = [e.partition("=")[2].strip("[]") for e in config if e.startswith("only=")]
+    words = [w for entry in config if not entry.startswith("only=") for w in ("-p", entry)]
+    out = subprocess.run([sys.executable, "-m", "cpdagthink", "plan", *(["--only", *only] if only else []), *words],
+                         cwd=root, capture_output=True, text=True, check=True).stdout
+    return json.loads(out)
+
+
+def assert_every_instance_once(plan: list[dict]) -> None:
+    for run in plan:
+        folder = Path(run["folder"])
+        ids = [r["id"] for r in records_of(folder)]
+        assert len(ids) == len(set(ids)) == run["instances"]["count"], f"{folder.name}: a record missing or twice"
+        assert run["complete"]  # a record of every planned row (id and content), the session finished
+
+
+def assert_cache_intact(cache: Path) -> int:
+    """Every entry reads back as a completion, none was set aside, no temporary file is left; returns the count."""
+    entries = list(cache.rglob("*.json"))
+    for entry in entries:
+        Completion(**json.loads(entry.read_text()))
+    assert not [p for p in cache.rglob("*") if p.is_file() and p.suffix != ".json"]
+    return len(entries)
+
+
+def wait_for(condition, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def simulated_jobs(root: Path) -> dict[str, dict]:
+    """The simulated cluster's jobs: id -> the properties Snakemake wrote into its job script."""
+    state = root / ".snakemake" / "simulated-cluster"
+    jobs = {}
+    for script in state.glob("*.sh"):
+        line = next((l for l in script.read_text().splitlines() if l.startswith("# properties = ")), None)
+        if line:
+            jobs[script.stem] = json.loads(line.removeprefix("# properties = "))
+    return jobs
+
+
+@pytest.mark.slow
+def test_a_job_killed_on_the_simulated_cluster_reruns_with_nothing_lost_or_duplicated(project, tmp_path):
+    """Snakemake's generic cluster executor submits each job as its own detached process; one group job is
+    killed (its whole session, SIGKILL: a lost node) between its runs, with some complete and some not. The
+    rerun computes what is missing: every instance has one record, the runs finished before the kill are
+    byte for byte as they were, the cache holds only whole entries, and a third pass asks nothing."""
+    log = tmp_path / "snakemake.log"
+    with ReasoningAPIServer(latency_s=0.25) as server:
+        config = ["backend=openai", "model=gpt-5.4-mini", "reasoning_effort=low", f"base_url={server.url}",
+                  "limit=12", "only=[01]"]
+        command = snakemake(project, "simulated-cluster", "runs", "--config", *config)
+        with log.open("ab") as sink:
+            first = subprocess.Popen(command, cwd=project, stdout=sink, stderr=subprocess.STDOUT)
+        plan = plan_of(project, config)
+        api_runs = [Path(r["folder"]) for r in plan if r["config"]["backend"] == "openai"]
+        assert len(api_runs) == 4  # chapter 01's four conditions, one group (model and seed)
+
+        def finished(folder: Path) -> bool:
+            summary = folder / "summary.json"
+            return summary.is_file() and json.loads(summary.read_text()).get("status") == "finished"
+
+        wait_for(lambda: any(finished(f) for f in api_runs), 300, "the API group's first run")
+        group = next(job for job, p in simulated_jobs(project).items()
+                     if p["rule"] == "group" and p["wildcards"]["group"].startswith("openai-"))
+        done_before = {f: (f / "records.jsonl").read_bytes() for f in api_runs if finished(f)}
+        os.killpg(int(group), signal.SIGKILL)
+        assert len(done_before) < len(api_runs), "the group ended before it could be killed"
+        asked_before = {json.dumps(body, sort_keys=True) for body in server.requests}
+        assert first.wait(timeout=600) != 0  # Snakemake saw the job fail
+        assert "Error in rule group" in log.read_text()
+
+        assert run_snakemake(project, command, log).returncode == 0, log.read_text()[-3000:]
+        asked_again = [b for b in server.requests[len(asked_before):] if json.dumps(b, sort_keys=True) in asked_before]
+        calls = len(server.requests)
+        assert run_snakemake(project, command, log).returncode == 0
+        assert len(server.requests) == calls  # nothing left to ask
+
+    plan = plan_of(project, config)
+    assert_every_instance_once(plan)
+    for folder, text in done_before.items():
+        assert (folder / "records.jsonl").read_bytes() == text
+    # Only the run the kill interrupted is asked again, and at most its rows' two turns
+    assert len(asked_again) <= 2 * 12
+    assert_cache_intact(project / "outputs" / "cache")
+    assert sorted(p.name for p in (project / "outputs" / "plan").glob("*.done")) == sorted(
+        {f"{r['group']}.done" for r in plan})
+
+
+@pytest.mark.slow
+def test_a_duplicated_group_job_is_refused_by_the_run_lock_and_two_runs_share_one_cache(project, tmp_path):
+    """Two jobs at once: the same group twice (a retried job whose first attempt still runs) and two runs
+    into different folders writing the same cache entries. Each run folder has one writer (the second job
+    fails at once, naming the first's pid); the shared cache ends with whole entries only."""
+    with ReasoningAPIServer(latency_s=0.2) as server:
+        config = ["backend=openai", "model=gpt-5.4-mini", "reasoning_effort=low", f"base_url={server.url}",
+                  "limit=12", "only=[01]", "conditions=[\"structured\"]", "include_reference=false"]
+        plan = plan_of(project, config)
+        (group,) = {r["group"] for r in plan}
+        words = ["--only", "01", *[w for e in config if not e.startswith("only=") for w in ("-p", e)],
+                 "--group", group, "--execute"]
+        jobs = [subprocess.Popen([sys.executable, "-m", "cpdagthink", "plan", *words], cwd=project,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+        outcomes = [job.communicate(timeout=300) for job in jobs]
+        codes = sorted(job.returncode for job in jobs)
+        assert codes == [0, 2], outcomes
+        assert any("another run (pid" in err for _, err in outcomes)
+        assert_every_instance_once(plan_of(project, config))
+
+        # Two runs of one configuration into two folders, one cache, at once: both compute every call
+        cache = tmp_path / "shared-cache"
+        run = [sys.executable, "-m", "cpdagthink", "run", "--condition", "structured", "--backend", "openai",
+               "--model", "gpt-5.4-mini", "--reasoning-effort", "low", "--base-url", server.url, "--limit", "30",
+               "--cache", str(cache)]
+        both = [subprocess.Popen([*run, "--out", str(tmp_path / name)], cwd=project, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True) for name in ("a", "b")]
+        results = [job.communicate(timeout=300) for job in both]
+        assert [job.returncode for job in both] == [0, 0], results
+    a, b = records_of(tmp_path / "a"), records_of(tmp_path / "b")
+    assert len(a) == len(b) == 30
+    assert [(r["id"], r["prediction"]) for r in a] == [(r["id"], r["prediction"]) for r in b]
+    # one whole entry per distinct call of either run (a turn 2 differs where the two runs' turn 1 came back with
+    # different encrypted reasoning, which the server issues per call)
+    assert assert_cache_intact(cache) == len({t["request_sha256"] for r in a + b for t in r["turns"]})
+
+
+@pytest.mark.slow
+def test_snakemake_with_two_cores_builds_the_book_on_the_reference_backend_over_the_full_split(project, tmp_path):
+    """The issue's proof: `snakemake --cores 2` on the reference backend, whole split, builds the book; a second
+    pass has nothing to do."""
+    log = tmp_path / "snakemake.log"
+    command = snakemake(project, "local", "--cores", "2", "--config", "backend=reference", "limit=0")
+    start = time.perf_counter()
+    assert run_snakemake(project, command, log, timeout=3600).returncode == 0, log.read_text()[-3000:]
+    print(f"reference book, whole split, --cores 2: {time.perf_counter() - start:.0f} s")
+    assert (project / "_build" / "html" / "index.html").is_file()
+    assert sorted(p.stem for p in (project / "book").glob("*.ipynb")) == sorted(
+        p.stem for p in (project / "notebooks").glob("*.ipynb"))
+    assert_every_instance_once(plan_of(project, ["backend=reference", "limit=0"]))
+    again = run_snakemake(project, [*command, "--dry-run"], log)
+    assert again.returncode == 0 and "Nothing to be done" in log.read_text().rsplit("Building DAG", 1)[-1]
