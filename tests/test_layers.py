@@ -35,7 +35,7 @@ LAYERS = (
                   "inspection")),
     Layer("analysis", ("metrics", "audit", "failures", "probes", "tables")),
     Layer("book", ("figures", "readings", "experiments", "plan", "explorer", "failure_views", "browser", "build")),
-    Layer("", ("cli", "__main__")),  # the command line, over everything
+    Layer("", ("cli", "__main__", "workflow")),  # the command line and the Snakemake workflow's entry, over everything
 )
 RANK = {module: rank for rank, layer in enumerate(LAYERS) for module in layer.modules}
 FLAT_NAMES = {"book": "build"}  # the flat layout's names of modules the move renames
