@@ -2,7 +2,7 @@
 
 A local reasoning-model API server (``tests/reasoning_api_server.py``: the documented request rules, answers
 from the reference backend) on 127.0.0.1 answers every call after ``--latency`` seconds. A condition runs
-over the test split through :func:`cpdagthink.runner.run_condition` with the OpenAI backend at concurrency
+over the test split through :func:`cpdagthink.run.runner.run_condition` with the OpenAI backend at concurrency
 ``--concurrency`` and the backend's chunk size, through the Responses API (the profile's choice for gpt-5-mini)
 or chat completions (``--api chat``). Reported: wall time against the ideal, ``calls x latency /
 concurrency``; goal <= 1.15.
@@ -24,9 +24,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from reasoning_api_server import ReasoningAPIServer  # noqa: E402
 
 from cpdagthink.backends import make_backend  # noqa: E402
-from cpdagthink.conditions import CONDITIONS  # noqa: E402
-from cpdagthink.data import load_split  # noqa: E402
-from cpdagthink.runner import run_condition  # noqa: E402
+from cpdagthink.method.conditions import CONDITIONS  # noqa: E402
+from cpdagthink.run.data import load_split  # noqa: E402
+from cpdagthink.run.runner import run_condition  # noqa: E402
 
 
 def serve(latency_s: float, pipe) -> None:

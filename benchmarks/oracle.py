@@ -27,11 +27,11 @@ import networkx as nx
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from test_oracle import brute_force_truths  # noqa: E402  (the tests' independent brute force)
 
-from cpdagthink.data import load_split  # noqa: E402
-from cpdagthink.dag import independence_facts  # noqa: E402
-from cpdagthink.oracle import analyse_premise, label_text  # noqa: E402
-from cpdagthink.premise import (Facts, Query, Relation, pair, parse_hypothesis, parse_premise,  # noqa: E402
+from cpdagthink.causal.dag import independence_facts  # noqa: E402
+from cpdagthink.causal.oracle import analyse_premise, label_text  # noqa: E402
+from cpdagthink.causal.premise import (Facts, Query, Relation, pair, parse_hypothesis, parse_premise,  # noqa: E402
                                 verbalise_hypothesis, verbalise_premise)
+from cpdagthink.run.data import load_split  # noqa: E402
 
 
 def brute_force_class(facts) -> list[nx.DiGraph]:

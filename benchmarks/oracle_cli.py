@@ -19,8 +19,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNS = 5
-BARE = ("from cpdagthink.data import load_split\n"
-        "from cpdagthink.oracle import label_text\n"
+BARE = ("from cpdagthink.run.data import load_split\n"
+        "from cpdagthink.causal.oracle import label_text\n"
         "labels = [label_text(i.text).label for i in load_split('test')]\n")
 
 

@@ -29,9 +29,10 @@ import tempfile
 import time
 
 from cpdagthink.backends.local import LocalBackend
-from cpdagthink.conditions import CONDITIONS, Decoding, first_request
-from cpdagthink.data import load_split, sample
-from cpdagthink.runner import run_condition
+from cpdagthink.method.conditions import CONDITIONS, first_request
+from cpdagthink.method.decoding import Decoding
+from cpdagthink.run.data import load_split, sample
+from cpdagthink.run.runner import run_condition
 
 
 def raw_pass(backend: LocalBackend, requests) -> tuple[float, list[str]]:

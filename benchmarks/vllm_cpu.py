@@ -33,15 +33,15 @@ BOOK = dict(limit=4, sample_variables=[5], sample_min_positives=2, max_tokens_tu
 
 
 def book_config(limit: int):
-    from cpdagthink.config import RunParameters
+    from cpdagthink.run.config import RunParameters
 
     return RunParameters(**{**BOOK, "limit": limit}).to_config()
 
 
 def run_workload(backend, instances, decoding, folder: Path) -> int:
     """Every chapter-01 condition over ``instances`` with a fresh cache; returns the records written."""
-    from cpdagthink.conditions import get_condition
-    from cpdagthink.runner import run_condition
+    from cpdagthink.method.conditions import get_condition
+    from cpdagthink.run.runner import run_condition
 
     written = 0
     for name in BOOK_CONDITIONS:
@@ -69,8 +69,8 @@ def local_workload(limit: int) -> None:
 
 def harness_overhead(backend, instances, decoding) -> float:
     """Part 1: returns harness time / raw time."""
-    from cpdagthink.conditions import CONDITIONS, first_request
-    from cpdagthink.runner import run_condition
+    from cpdagthink.method.conditions import CONDITIONS, first_request
+    from cpdagthink.run.runner import run_condition
     from cpdagthink.backends.vllm_offline import prompt_for
 
     baseline = CONDITIONS["baseline_enhanced"]

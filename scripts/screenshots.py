@@ -17,7 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "lib"))
 
-from cpdagthink.browser import Browser  # noqa: E402
+from cpdagthink.book.browser import Browser  # noqa: E402
 
 # index.html is only a redirect to the root chapter in a jb-book.
 SKIPPED = {"index.html", "genindex.html", "search.html", "py-modindex.html"}

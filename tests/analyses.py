@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from cpdagthink.records import RunRecord, TurnRecord
-from cpdagthink.schema import CausalAnalysis, SeparatingSet
+from cpdagthink.method.schema import CausalAnalysis, SeparatingSet
+from cpdagthink.run.records import RunRecord, TurnRecord
 
 
 def make(variables, *, directed=(), undirected=(), v=(), sepsets=(), skeleton=None) -> CausalAnalysis:

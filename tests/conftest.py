@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from cpdagthink import data
+from cpdagthink.run import data
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_CSV = ROOT.parent / "shared" / "corr2cause" / "test.csv"
@@ -56,9 +56,9 @@ def test_csv() -> Path:
 
 @pytest.fixture
 def browser():
-    """A headless Chromium page (:class:`cpdagthink.browser.Browser`). Skipped when Chromium is absent,
+    """A headless Chromium page (:class:`cpdagthink.book.browser.Browser`). Skipped when Chromium is absent,
     except under CI, where a missing browser is a failure: CI installs it (scripts/install-browser.sh)."""
-    from cpdagthink.browser import Browser, find_chromium
+    from cpdagthink.book.browser import Browser, find_chromium
 
     if find_chromium() is None:
         message = "Chromium is absent: run scripts/install-browser.sh"

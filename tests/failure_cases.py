@@ -9,16 +9,16 @@ from pathlib import Path
 import networkx as nx
 
 from cpdagthink.backends.base import Backend
-from cpdagthink.chat import Completion, Request
 from cpdagthink.backends.reference import ReferenceBackend
-from cpdagthink.conditions import get_condition
-from cpdagthink.decoding import Decoding
-from cpdagthink.dag import independence_facts
-from cpdagthink.instance import Instance
-from cpdagthink.oracle import analyse_premise, label_text
-from cpdagthink.premise import verbalise_premise
-from cpdagthink.records import InterventionRecord, RunRecord, TurnRecord
-from cpdagthink.schema import CausalAnalysis
+from cpdagthink.causal.dag import independence_facts
+from cpdagthink.causal.instance import Instance
+from cpdagthink.causal.oracle import analyse_premise, label_text
+from cpdagthink.causal.premise import verbalise_premise
+from cpdagthink.method.chat import Completion, Request
+from cpdagthink.method.conditions import get_condition
+from cpdagthink.method.decoding import Decoding
+from cpdagthink.method.schema import CausalAnalysis
+from cpdagthink.run.records import InterventionRecord, RunRecord, TurnRecord
 
 _ABSENT = object()
 
@@ -118,7 +118,7 @@ HOSTILE_CONDITIONS = ("structured", "baseline_enhanced", "twoturn_prose_pc")
 
 def hostile_runs(folder: Path, instances: list[Instance], decoding: Decoding) -> dict[str, list[RunRecord]]:
     """Records of :data:`HOSTILE_CONDITIONS` written by the runner with :class:`Hostile` as the model."""
-    from cpdagthink.runner import run_condition
+    from cpdagthink.run.runner import run_condition
 
     return {c: run_condition(get_condition(c), Hostile(), instances, folder / c, decoding=decoding,
                              cache_dir=folder / "cache", progress=False).records for c in HOSTILE_CONDITIONS}

@@ -47,8 +47,8 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from cpdagthink.chat import Completion, Request
 from cpdagthink.backends.reference import ReferenceBackend
+from cpdagthink.method.chat import Completion, Request
 
 GPT5_EFFORTS = ("minimal", "low", "medium", "high")  # gpt-5, -mini, -nano: default medium
 GPT51_EFFORTS = ("none", "low", "medium", "high")  # gpt-5.1: default none

@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 from analyses import make, run_record
-from cpdagthink import audit
-from cpdagthink.audit import (
+from cpdagthink.analysis import audit
+from cpdagthink.analysis.audit import (
     QUALITIES,
     accuracy_by_quality,
     audit_records,
@@ -21,12 +21,12 @@ from cpdagthink.audit import (
     later_causes_earlier,
     shortcut_table,
 )
-from cpdagthink.dag import independence_facts
-from cpdagthink.data import read_csv
-from cpdagthink.instance import Instance
-from cpdagthink.oracle import analyse_premise, label_text, pc_cpdag
-from cpdagthink.premise import Facts, verbalise_premise
-from cpdagthink.schema import CausalAnalysis
+from cpdagthink.causal.dag import independence_facts
+from cpdagthink.causal.instance import Instance
+from cpdagthink.causal.oracle import analyse_premise, label_text, pc_cpdag
+from cpdagthink.causal.premise import Facts, verbalise_premise
+from cpdagthink.method.schema import CausalAnalysis
+from cpdagthink.run.data import read_csv
 
 
 

@@ -13,7 +13,6 @@ import pytest
 
 from cpdagthink.backends import BACKENDS, make_backend
 from cpdagthink.backends.base import BackendError
-from cpdagthink.chat import Constraint, Request, ToolCall
 from cpdagthink.backends.toolcalls import (
     chat_messages,
     envelope_regex,
@@ -21,7 +20,8 @@ from cpdagthink.backends.toolcalls import (
     parse_tool_calls,
     split_reasoning,
 )
-from cpdagthink.schema import TOOL_NAME, analysis_regex, parse_analysis, tool_definition
+from cpdagthink.method.chat import Constraint, Request, ToolCall
+from cpdagthink.method.schema import TOOL_NAME, analysis_regex, parse_analysis, tool_definition
 
 VARS = ["A", "B"]
 SYSTEM = "You analyse causal structure. Answer with the requested tool call."

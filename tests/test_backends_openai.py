@@ -20,11 +20,11 @@ import pytest
 
 from cpdagthink.backends import make_backend
 from cpdagthink.backends.base import BackendError, RequestRejected
-from cpdagthink.chat import Constraint, Request
 from cpdagthink.backends.openai_api import ServiceRejected, chat_kwargs, public_url, redact
 from cpdagthink.backends.profiles import profile_for, with_overrides
 from cpdagthink.backends.toolcalls import envelope_regex
-from cpdagthink.schema import TOOL_NAME, analysis_regex, tool_definition
+from cpdagthink.method.chat import Constraint, Request
+from cpdagthink.method.schema import TOOL_NAME, analysis_regex, tool_definition
 from reasoning_api_server import send_json
 
 SECRET = "sk-test-never-written-0123456789"
@@ -349,9 +349,9 @@ def test_ctrl_c_during_a_batch_stops_at_once(silent_server):
 def test_ctrl_c_stops_a_run_against_a_silent_server_and_keeps_its_folder(silent_server, test_csv, tmp_path):
     import _thread
 
-    from cpdagthink.conditions import CONDITIONS
-    from cpdagthink.data import read_csv
-    from cpdagthink.runner import run_condition
+    from cpdagthink.method.conditions import CONDITIONS
+    from cpdagthink.run.data import read_csv
+    from cpdagthink.run.runner import run_condition
 
     backend = make_backend("openai", model="gpt-4o", base_url=silent_server, timeout=60)
     rows = read_csv(test_csv)[:12]  # before the timer: under load, reading the CSV alone can take 0.5 s
@@ -420,9 +420,10 @@ CONDITIONS_THROUGH_THE_API = ["structured", "baseline_enhanced", "singleturn_str
 @pytest.mark.parametrize("condition_name", CONDITIONS_THROUGH_THE_API)
 def test_conditions_run_end_to_end_through_the_reasoning_api(reasoning_server, test_csv, tmp_path, condition_name, api):
     from cpdagthink.backends.profiles import check_condition
-    from cpdagthink.conditions import CONDITIONS, Decoding, Flow
-    from cpdagthink.data import read_csv
-    from cpdagthink.runner import run_condition
+    from cpdagthink.method.conditions import CONDITIONS, Flow
+    from cpdagthink.method.decoding import Decoding
+    from cpdagthink.run.data import read_csv
+    from cpdagthink.run.runner import run_condition
 
     condition = CONDITIONS[condition_name]
     backend = make_backend("openai", model="gpt-5-mini", base_url=reasoning_server.url, reasoning_effort="low", api=api)
@@ -461,7 +462,8 @@ def test_no_thinking_is_refused_for_families_without_an_off_switch():
 # ----------------------------------------------------------------------------------------- Responses API
 def structured_turns(rows, decoding=None):
     """Turn-1 requests of the structured condition for ``rows``."""
-    from cpdagthink.conditions import CONDITIONS, Decoding, first_request
+    from cpdagthink.method.conditions import CONDITIONS, first_request
+    from cpdagthink.method.decoding import Decoding
 
     return [first_request(CONDITIONS["structured"], row, decoding or Decoding(max_tokens_turn1=4096)) for row in rows]
 
@@ -469,10 +471,11 @@ def structured_turns(rows, decoding=None):
 def test_responses_kwargs_payload(test_csv):
     from dataclasses import replace
 
-    from cpdagthink.chat import Completion, ToolCall
+    from cpdagthink.method.chat import Completion, ToolCall
     from cpdagthink.backends.openai_api import responses_kwargs
-    from cpdagthink.conditions import CONDITIONS, Decoding, second_request
-    from cpdagthink.data import read_csv
+    from cpdagthink.method.conditions import CONDITIONS, second_request
+    from cpdagthink.method.decoding import Decoding
+    from cpdagthink.run.data import read_csv
 
     row = read_csv(test_csv)[0]
     [turn1] = structured_turns([row])
@@ -544,7 +547,7 @@ def test_the_api_follows_the_profile_and_the_option_overrides_it():
 def test_chat_completions_refuse_tools_with_an_effort_from_gpt_5_4_on(reasoning_server, test_csv):
     from dataclasses import replace
 
-    from cpdagthink.data import read_csv
+    from cpdagthink.run.data import read_csv
 
     [turn1] = structured_turns(read_csv(test_csv)[:1])
 
@@ -569,7 +572,7 @@ def test_chat_completions_refuse_tools_with_an_effort_from_gpt_5_4_on(reasoning_
 
 
 def test_the_responses_endpoint_enforces_its_rules(reasoning_server, test_csv):
-    from cpdagthink.data import read_csv
+    from cpdagthink.run.data import read_csv
 
     [turn1] = structured_turns(read_csv(test_csv)[:1])
     with pytest.raises(ValueError, match="use one of: none, low, medium, high$"):  # the profile refuses first ...
@@ -594,9 +597,10 @@ def test_the_responses_endpoint_enforces_its_rules(reasoning_server, test_csv):
 
 
 def test_turn_two_carries_turn_one_reasoning_through_the_responses_api(reasoning_server, test_csv, tmp_path):
-    from cpdagthink.conditions import CONDITIONS, Decoding
-    from cpdagthink.data import read_csv
-    from cpdagthink.runner import run_condition
+    from cpdagthink.method.conditions import CONDITIONS
+    from cpdagthink.method.decoding import Decoding
+    from cpdagthink.run.data import read_csv
+    from cpdagthink.run.runner import run_condition
 
     items = [i for i in read_csv(test_csv) if i.num_variables == 4][:3]
     backend = make_backend("openai", model="gpt-5.4-mini", base_url=reasoning_server.url, reasoning_effort="medium")
@@ -625,9 +629,9 @@ def test_turn_two_carries_turn_one_reasoning_through_the_responses_api(reasoning
 
 
 def test_a_refused_turn_one_sends_no_turn_two(reasoning_server, test_csv, tmp_path):
-    from cpdagthink.conditions import CONDITIONS
-    from cpdagthink.data import read_csv
-    from cpdagthink.runner import run_condition
+    from cpdagthink.method.conditions import CONDITIONS
+    from cpdagthink.run.data import read_csv
+    from cpdagthink.run.runner import run_condition
 
     items = read_csv(test_csv)[:3]
     backend = make_backend("openai", model="gpt-5.5", base_url=reasoning_server.url, api="chat")
@@ -641,10 +645,10 @@ def test_a_refused_turn_one_sends_no_turn_two(reasoning_server, test_csv, tmp_pa
 
 
 def test_refusals_of_the_responses_api_are_recorded_as_rejected_and_stop_the_run(reasoning_server, test_csv, tmp_path):
-    from cpdagthink.conditions import CONDITIONS
-    from cpdagthink.data import read_csv
-    from cpdagthink.runfolder import read_records
-    from cpdagthink.runner import RunAborted, run_condition
+    from cpdagthink.method.conditions import CONDITIONS
+    from cpdagthink.run.data import read_csv
+    from cpdagthink.run.runfolder import read_records
+    from cpdagthink.run.runner import RunAborted, run_condition
 
     backend = make_backend("openai", model="gpt-5-mini", base_url=reasoning_server.url, send_sampling=True)
     with pytest.raises(RunAborted, match="'temperature' is not supported with this model"):
@@ -690,9 +694,10 @@ def test_a_malformed_200_is_the_servers_fault_and_retried(fault, api):
 def test_a_huge_answer_is_stored_capped_and_flagged(test_csv, tmp_path):
     from reasoning_api_server import ReasoningAPIServer
 
-    from cpdagthink.conditions import CONDITIONS, Decoding
-    from cpdagthink.data import read_csv
-    from cpdagthink.runner import run_condition
+    from cpdagthink.method.conditions import CONDITIONS
+    from cpdagthink.method.decoding import Decoding
+    from cpdagthink.run.data import read_csv
+    from cpdagthink.run.runner import run_condition
 
     with ReasoningAPIServer(fault="huge", huge_chars=4_000_000) as server:
         backend = make_backend("openai", model="gpt-5-mini", base_url=server.url, max_stored_chars=50_000)
@@ -756,10 +761,10 @@ def test_answers_are_parsed_one_at_a_time():
 def test_a_request_timing_out_in_a_chunk_keeps_every_finished_one(test_csv, tmp_path):
     from reasoning_api_server import ReasoningAPIServer
 
-    from cpdagthink.cache import CallCache
-    from cpdagthink.conditions import CONDITIONS
-    from cpdagthink.data import read_csv
-    from cpdagthink.runner import run_condition
+    from cpdagthink.run.cache import CallCache
+    from cpdagthink.method.conditions import CONDITIONS
+    from cpdagthink.run.data import read_csv
+    from cpdagthink.run.runner import run_condition
 
     items = read_csv(test_csv)[:6]
     slow = items[3].hypothesis
@@ -864,9 +869,10 @@ def test_real_server_second_turn_with_tool_history(server_backend):
 @pytest.mark.slow
 @pytest.mark.parametrize("tool_choice", ["forced", "auto"])
 def test_structured_condition_through_the_server(server_backend, test_csv, tmp_path, tool_choice):
-    from cpdagthink.conditions import CONDITIONS, Decoding
-    from cpdagthink.data import read_csv
-    from cpdagthink.runner import run_condition
+    from cpdagthink.method.conditions import CONDITIONS
+    from cpdagthink.method.decoding import Decoding
+    from cpdagthink.run.data import read_csv
+    from cpdagthink.run.runner import run_condition
 
     items = [i for i in read_csv(test_csv) if i.num_variables == 3][:2]
     decoding = Decoding(tool_choice=tool_choice, max_tokens_turn1=200, max_tokens_answer=24)

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from cpdagthink.backends.reference import ReferenceBackend
-from cpdagthink.chat import Request
-from cpdagthink.conditions import CONDITIONS, Decoding, Turn2Input, first_request, parse_answer, second_request
-from cpdagthink.data import read_csv
-from cpdagthink.oracle import label_text
-from cpdagthink.schema import CausalAnalysis, parse_analysis
+from cpdagthink.causal.oracle import label_text
+from cpdagthink.method.chat import Request
+from cpdagthink.method.conditions import CONDITIONS, Turn2Input, first_request, parse_answer, second_request
+from cpdagthink.method.decoding import Decoding
+from cpdagthink.method.schema import CausalAnalysis, parse_analysis
+from cpdagthink.run.data import read_csv
 
 
 def test_reference_agent_reproduces_the_oracle_on_real_rows(test_csv):

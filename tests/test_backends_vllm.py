@@ -9,17 +9,12 @@ import pytest
 
 from cpdagthink.backends import make_backend
 from cpdagthink.backends.base import BackendError
-from cpdagthink.chat import Constraint, Request, ToolCall
-from cpdagthink.backends.toolcalls import envelope_regex, envelope_text
 from cpdagthink.backends.profiles import profile_for, with_overrides
-from cpdagthink.backends.vllm_offline import (
-    completion_from_text,
-    engine_kwargs,
-    prompt_for,
-    sampling_kwargs,
-    template_supports_thinking,
-)
-from cpdagthink.schema import TOOL_NAME, analysis_regex, tool_definition
+from cpdagthink.backends.toolcalls import envelope_regex, envelope_text
+from cpdagthink.backends.toolcalls import completion_from_text
+from cpdagthink.backends.vllm_offline import engine_kwargs, prompt_for, sampling_kwargs, template_supports_thinking
+from cpdagthink.method.chat import Constraint, Request, ToolCall
+from cpdagthink.method.schema import TOOL_NAME, analysis_regex, tool_definition
 
 
 class FakeTokenizer:

@@ -15,14 +15,14 @@ import types
 import nbformat
 import pytest
 
+from cpdagthink.analysis.tables import paper
 from cpdagthink.backends.profiles import profile_for, with_overrides
 from cpdagthink.backends.reference import ReferenceBackend
 from cpdagthink.backends.vllm_offline import VLLMBackend
-from cpdagthink.book import (NOTEBOOKS, build, build_single_file, build_summary, chapter_records,
+from cpdagthink.book.build import (NOTEBOOKS, build, build_single_file, build_summary, chapter_records,
                              hide_injected_parameters, notebook_defaults, notebook_parameters, render,
                              select_notebooks)
 from cpdagthink.cli import main
-from cpdagthink.tables import paper
 from cpdagthink.paths import PROJECT_ROOT
 
 CHAPTERS = ["01_main_results", "02_complexity", "03_ablations", "04_probes", "05_audit", "06_failure_gallery"]
@@ -257,7 +257,7 @@ def test_a_key_in_the_base_url_appears_in_no_artefact_of_a_book(test_csv, tmp_pa
         copy = shutil.copytree if (PROJECT_ROOT / name).is_dir() else shutil.copy
         copy(PROJECT_ROOT / name, tmp_path / name)
     (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: book/intro\nchapters:\n  - file: book/01_main_results\n")
-    monkeypatch.setattr("cpdagthink.book.build", functools.partial(build, root=tmp_path))
+    monkeypatch.setattr("cpdagthink.book.build.build", functools.partial(build, root=tmp_path))
     with ReasoningAPIServer() as server:
         url = server.url.replace("http://", f"http://user:{key}@")
         assert main(["book", "--only", "01", "--backend", "openai", "--model", "gpt-5.4-mini", "--reasoning-effort",
@@ -397,7 +397,7 @@ class _VLLMAsWritten(ReferenceBackend):
 def test_a_run_folder_written_by_the_vllm_backend_renders_without_vllm(test_csv, tmp_path, monkeypatch):
     """Chapter 01's runs written through the runner as the vLLM backend writes them (identity, provenance,
     chunking) render render-only in kernels where `import vllm` fails and building any backend fails."""
-    from cpdagthink import experiments as ex
+    from cpdagthink.book import experiments as ex
     from cpdagthink.backends import BACKENDS
 
     monkeypatch.setenv("CORR2CAUSE_CSV", str(test_csv))
@@ -429,7 +429,7 @@ def test_a_run_folder_written_by_the_vllm_backend_renders_without_vllm(test_csv,
 def test_render_only_fails_a_chapter_whose_runs_are_missing_in_one_line(test_csv, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("CORR2CAUSE_CSV", str(test_csv))
     monkeypatch.setenv("CPDAGTHINK_OUTPUTS", str(tmp_path / "outputs"))
-    monkeypatch.setattr("cpdagthink.book.build", functools.partial(build, root=tmp_path))
+    monkeypatch.setattr("cpdagthink.book.build.build", functools.partial(build, root=tmp_path))
     _book_root(tmp_path)
     assert main(["book", "--only", "01", "--render-only", "--backend", "reference"]) == 2
     error = capsys.readouterr().err.strip()

@@ -6,7 +6,7 @@ import struct
 
 import pytest
 
-from cpdagthink.browser import BrowserError
+from cpdagthink.book.browser import BrowserError
 
 
 def page(tmp_path, body: str):

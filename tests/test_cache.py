@@ -8,11 +8,11 @@ import os
 import pytest
 
 from cpdagthink.backends.base import Backend, RequestRejected
-from cpdagthink.chat import Completion, Request
-from cpdagthink.cache import CacheError, CallCache, CorruptCacheEntryWarning
-from cpdagthink.conditions import CONDITIONS
-from cpdagthink.data import read_csv
-from cpdagthink.runner import CachedBackend, run_condition
+from cpdagthink.method.chat import Completion, Request
+from cpdagthink.method.conditions import CONDITIONS
+from cpdagthink.run.cache import CacheError, CallCache, CorruptCacheEntryWarning
+from cpdagthink.run.data import read_csv
+from cpdagthink.run.runner import CachedBackend, run_condition
 
 KEY = "ab" * 32
 

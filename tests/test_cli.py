@@ -56,11 +56,11 @@ def test_bad_input_is_a_clear_error(tmp_path):
 
 
 def test_book_passes_its_overrides_to_every_notebook(monkeypatch, capsys):
-    import cpdagthink.book
+    import cpdagthink.book.build
     from cpdagthink.cli import main
 
     seen = {}
-    monkeypatch.setattr(cpdagthink.book, "build", lambda overrides, only=None, parameters=None, render_only=False,
+    monkeypatch.setattr(cpdagthink.book.build, "build", lambda overrides, only=None, parameters=None, render_only=False,
                         render_book=True: seen.update(overrides, only=only, parameters=parameters,
                                                       render_only=render_only, render_book=render_book)
                         or "index.html")
@@ -132,7 +132,7 @@ def test_run_defaults_do_not_depend_on_the_working_directory(tmp_path):
 
 def test_the_command_line_starts_without_scipy_or_pandas():
     """`cpdagthink oracle` must not pay for libraries only the analyses use (benchmarks/oracle_cli.py times it)."""
-    probe = ("import sys, cpdagthink.cli, cpdagthink.metrics, cpdagthink.oracle\n"
+    probe = ("import sys, cpdagthink.cli, cpdagthink.analysis.metrics, cpdagthink.causal.oracle\n"
              "print(sorted({m.split('.')[0] for m in sys.modules} & {'scipy', 'pandas', 'matplotlib', 'seaborn'}))")
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0 and result.stdout.strip() == "[]", result.stdout + result.stderr
@@ -195,7 +195,7 @@ def test_the_readme_api_commands_run_against_a_reasoning_model_api(test_csv, tmp
     from reasoning_api_server import ReasoningAPIServer
 
     from cpdagthink.cli import main
-    from cpdagthink.runfolder import read_records
+    from cpdagthink.run.runfolder import read_records
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     args = ["run", "--condition", "structured", "--backend", "openai", "--model", "gpt-5.4-mini",
@@ -289,12 +289,12 @@ def test_sigterm_ends_a_run_like_ctrl_c(test_csv, tmp_path):
 ])
 def test_book_refuses_what_run_refuses_before_any_notebook(test_csv, tmp_path, monkeypatch, capsys, extra, message):
     """The chapters' own defaults (a sample of 4 drawn from 5-variable rows) with the flags given."""
-    import cpdagthink.book
+    import cpdagthink.book.build
     from cpdagthink.cli import main
 
     monkeypatch.setenv("CORR2CAUSE_CSV", str(test_csv))
     started = []
-    monkeypatch.setattr(cpdagthink.book, "execute", lambda *args: started.append(args))
+    monkeypatch.setattr(cpdagthink.book.build, "execute", lambda *args: started.append(args))
     assert main(["book", *extra]) == 2
     assert message in capsys.readouterr().err and not started
     if "--sample-variables" not in extra:  # a flag of `book` only

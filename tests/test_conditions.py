@@ -8,11 +8,12 @@ import re
 
 import pytest
 
-from cpdagthink.chat import Completion, Request, ToolCall
 from cpdagthink.backends.reference import ReferenceBackend
-from cpdagthink.conditions import (
+from cpdagthink.causal.instance import Instance
+from cpdagthink.causal.oracle import analyse_premise
+from cpdagthink.method.chat import Completion, Request, ToolCall
+from cpdagthink.method.conditions import (
     CONDITIONS,
-    Decoding,
     Flow,
     Turn2Input,
     first_request,
@@ -22,12 +23,11 @@ from cpdagthink.conditions import (
     read_emitted,
     second_request,
 )
-from cpdagthink.data import read_csv
-from cpdagthink.instance import Instance
-from cpdagthink.interventions import PROBES
-from cpdagthink.prompts import call_instruction
-from cpdagthink.oracle import analyse_premise
-from cpdagthink.schema import CausalAnalysis
+from cpdagthink.method.decoding import Decoding
+from cpdagthink.method.interventions import PROBES
+from cpdagthink.method.prompts import call_instruction
+from cpdagthink.method.schema import CausalAnalysis
+from cpdagthink.run.data import read_csv
 
 PREMISE = ("Premise: Suppose there is a closed system of 3 variables, A, B and C. All the statistical relations among "
            "these 3 variables are as follows: A correlates with C. B correlates with C. However, A is independent of B.")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from cpdagthink.config import RunConfig, RunParameters
-from cpdagthink.decoding import Decoding
+from cpdagthink.method.decoding import Decoding
+from cpdagthink.run.config import RunConfig, RunParameters
 
 
 @pytest.mark.parametrize("bad", [{"limit": -1}, {"limit": -5}, {"chunk_size": 0}, {"chunk_size": -2},
@@ -72,7 +72,7 @@ def test_no_thinking_is_refused_for_a_model_that_always_reasons_and_chapters_lea
     with pytest.raises(ValidationError, match="no off switch"):
         RunParameters(backend="openai", model="o3", condition="no_thinking").to_config()
     RunParameters(backend="openai", model="gpt-5.4-mini", condition="no_thinking").to_config()  # effort "none"
-    from cpdagthink import experiments as ex
+    from cpdagthink.book import experiments as ex
 
     setup = RunParameters(backend="openai", model="o4-mini").to_config()
     refused = ex.refusals(setup, ["structured", "no_thinking", "baseline_no_thinking"])
@@ -96,7 +96,7 @@ def test_several_seeds_take_the_publishers_recommended_sampling():
 
 
 def test_a_small_sample_can_ask_for_more_positives_and_the_banner_says_so(test_csv):
-    from cpdagthink import experiments as ex
+    from cpdagthink.book import experiments as ex
 
     plain = RunParameters(backend="reference", data=str(test_csv), limit=4, sample_variables=[5]).to_config()
     assert sum(i.label for i in plain.instances()) == 1  # the split's share of n=5 rows rounds to one
@@ -165,7 +165,7 @@ def test_a_key_in_the_base_url_is_kept_out_of_the_config_and_reaches_the_backend
 
 
 def test_data_that_cannot_give_the_sample_asked_for_is_refused(test_csv, tmp_path):
-    from cpdagthink.data import DataError
+    from cpdagthink.run.data import DataError
 
     empty = tmp_path / "empty.csv"
     empty.write_text("input,label,num_variables,template\n")

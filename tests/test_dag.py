@@ -7,7 +7,7 @@ from itertools import combinations
 import networkx as nx
 import pytest
 
-from cpdagthink.dag import independence_facts, max_v_structures
+from cpdagthink.causal.dag import independence_facts, max_v_structures
 
 
 def v_structures(dag: nx.DiGraph) -> int:

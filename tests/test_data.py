@@ -6,8 +6,8 @@ import csv
 
 import pytest
 
-from cpdagthink import data
-from cpdagthink.data import DataError, load_split, read_csv
+from cpdagthink.run import data
+from cpdagthink.run.data import DataError, load_split, read_csv
 
 
 def test_real_split_loads_and_matches_its_fingerprint(test_csv):
@@ -146,7 +146,7 @@ def test_without_a_local_split_tests_use_the_hub_and_fail_in_ci(monkeypatch, tmp
 
 
 def test_the_paraphrase_split_is_checked_against_its_published_size(test_csv):
-    from cpdagthink.data import DataError, read_csv, verify_fingerprint
+    from cpdagthink.run.data import DataError, read_csv, verify_fingerprint
 
     rows = read_csv(test_csv)
     with pytest.raises(DataError, match="perturbation_by_paraphrasing"):
@@ -166,7 +166,7 @@ def _write_split(path, rows):
 def test_a_downloaded_split_keeps_the_fingerprint_of_its_first_download(test_csv, tmp_path, monkeypatch):
     """The paraphrase split publishes only its size; once downloaded, its positives and template counts are
     stored beside it, and a later copy of the same size but other content is refused."""
-    from cpdagthink.data import fingerprint, stored_fingerprint_path
+    from cpdagthink.run.data import fingerprint, stored_fingerprint_path
 
     rows = read_csv(test_csv)
     rows = rows + rows[:1084]  # the published size, 2246

@@ -12,12 +12,12 @@ import pytest
 import cpdagthink
 from cpdagthink import cli
 from cpdagthink.backends.base import BackendError, RequestRejected
-from cpdagthink.data import DataError
+from cpdagthink.causal.oracle import UnfaithfulFactsError
+from cpdagthink.causal.premise import ContradictoryFactsError, PremiseError, UnknownVariableError, UnparsableSentenceError
 from cpdagthink.errors import CpdagthinkError
-from cpdagthink.oracle import UnfaithfulFactsError
-from cpdagthink.premise import ContradictoryFactsError, PremiseError, UnknownVariableError, UnparsableSentenceError
-from cpdagthink.prompts import PromptError
-from cpdagthink.runner import RunMismatchError
+from cpdagthink.method.prompts import PromptError
+from cpdagthink.run.data import DataError
+from cpdagthink.run.runner import RunMismatchError
 
 
 def project_exceptions() -> list[type[BaseException]]:

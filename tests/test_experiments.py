@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cpdagthink import experiments as ex
+from cpdagthink.book import experiments as ex
 
 
 @pytest.fixture()
@@ -38,7 +38,7 @@ def test_banner_names_the_resolved_model_budgets_and_runs_and_puts_the_verdict_f
 
 
 def test_reproduce_command_lists_what_differs_from_the_notebook_defaults():
-    from cpdagthink.book import NOTEBOOKS, notebook_defaults
+    from cpdagthink.book.build import NOTEBOOKS, notebook_defaults
 
     namespace = notebook_defaults(NOTEBOOKS / "04_probes.ipynb") | {
         "backend": "reference", "limit": 0, "probes": ["scramble_full", "drop_premise"], "model": None,

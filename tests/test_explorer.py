@@ -9,10 +9,10 @@ import shutil
 import pytest
 
 from analyses import make
-from cpdagthink import explorer
-from cpdagthink.decoding import Decoding
-from cpdagthink.failure_views import case_html, gallery_rows
-from cpdagthink.failures import paper_sample
+from cpdagthink.analysis.failures import paper_sample
+from cpdagthink.book import explorer
+from cpdagthink.book.failure_views import case_html, gallery_rows
+from cpdagthink.method.decoding import Decoding
 from failure_cases import (CHAIN, COLLIDER, HOSTILE, INSTANCES, TAIL, hostile_runs, hostile_text, instance, mixed_runs,
                            record, reference, reversed_graph)
 
@@ -161,8 +161,8 @@ def test_show_more_pages_through_the_matches(gallery, browser, tmp_path, monkeyp
 def test_real_probe_errors_in_the_browser(test_csv, browser, tmp_path, monkeypatch):
     """Real Corr2Cause rows, the reference agent, and a probe that replaces its graph: the errors it causes
     are shown with the replaced graph, and the condition filter separates the probes."""
-    from cpdagthink import experiments as ex
-    from cpdagthink.interventions import PROBES
+    from cpdagthink.book import experiments as ex
+    from cpdagthink.method.interventions import PROBES
 
     monkeypatch.setenv("CORR2CAUSE_CSV", str(test_csv))
     setup = ex.setup_from_parameters({"backend": "reference", "limit": 12, "sample_variables": [5],
@@ -326,7 +326,7 @@ def test_chapter_06_built_from_a_hostile_server_runs_no_payload(test_csv, browse
     and the model's text shows literally."""
     from reasoning_api_server import ReasoningAPIServer
 
-    from cpdagthink.book import build
+    from cpdagthink.book.build import build
     from cpdagthink.paths import PROJECT_ROOT
 
     class HostileServer(ReasoningAPIServer):

@@ -14,12 +14,12 @@ from matplotlib.colors import to_rgba  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.patches import FancyArrowPatch  # noqa: E402
 
-from cpdagthink.conditions import get_condition  # noqa: E402
-from cpdagthink.decoding import Decoding  # noqa: E402
-from cpdagthink.failure_views import (GALLERY_COLUMNS, case_html, draw_pair, drawn_edges, gallery_rows,  # noqa: E402
+from cpdagthink.book.failure_views import (GALLERY_COLUMNS, case_html, draw_pair, drawn_edges, gallery_rows,  # noqa: E402
                                       graph_flags, show_case, widget_browser)
-from cpdagthink.inspection import inspect_request  # noqa: E402
-from cpdagthink.schema import CausalAnalysis  # noqa: E402
+from cpdagthink.method.conditions import get_condition  # noqa: E402
+from cpdagthink.method.decoding import Decoding  # noqa: E402
+from cpdagthink.method.schema import CausalAnalysis  # noqa: E402
+from cpdagthink.run.inspection import inspect_request  # noqa: E402
 from failure_cases import (CHAIN, COLLIDER, HOSTILE, INSTANCES, TAIL, Hostile, hostile_runs, mixed_runs,  # noqa: E402
                            record, reference, reversed_graph)
 

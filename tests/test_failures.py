@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from cpdagthink.failures import COUNT_COLUMNS, FailureKind, classify, diagnose, failure_counts, paper_sample
-from cpdagthink.oracle import analyse_premise
-from cpdagthink.records import TurnRecord
+from cpdagthink.analysis.failures import COUNT_COLUMNS, FailureKind, classify, diagnose, failure_counts, paper_sample
+from cpdagthink.causal.oracle import analyse_premise
+from cpdagthink.run.records import TurnRecord
 from failure_cases import CHAIN, COLLIDER, INSTANCES, TAIL, instance, mixed_runs, record, reference, reversed_graph
 
 

@@ -9,7 +9,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from cpdagthink import figures, readings, tables  # noqa: E402
+from cpdagthink.analysis import tables  # noqa: E402
+from cpdagthink.book import figures, readings
 
 from test_tables import two_seed_grid  # noqa: E402
 

@@ -7,11 +7,11 @@ import shutil
 import networkx as nx
 import pytest
 
+from cpdagthink.causal.oracle import label_text
+from cpdagthink.causal.premise import PARAPHRASE_WORDINGS, paraphrase_hypothesis, parse_hypothesis, parse_premise, split_input
 from cpdagthink.cli import main
-from cpdagthink.data import read_csv
-from cpdagthink.generate import FAMILIES, STRESS_SIZES, generate, perturb, read_edges, rows_from_dag, write_rows
-from cpdagthink.oracle import label_text
-from cpdagthink.premise import PARAPHRASE_WORDINGS, paraphrase_hypothesis, parse_hypothesis, parse_premise, split_input
+from cpdagthink.run.data import read_csv
+from cpdagthink.run.generate import FAMILIES, STRESS_SIZES, generate, perturb, read_edges, rows_from_dag, write_rows
 
 
 @pytest.mark.parametrize("family, n", [("random7", 7), ("alarm7", 7), ("asia8", 8)])
@@ -43,7 +43,7 @@ def test_any_dag_lists_every_separating_set(tmp_path):
 
 def test_perturbations_keep_labels_and_change_the_surface(test_csv):
     original = read_csv(test_csv)[::97]
-    from cpdagthink.generate import perturb
+    from cpdagthink.run.generate import perturb
 
     for family in ("refactor", "paraphrase"):
         rows = perturb(original, family, seed=5)

@@ -10,10 +10,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from cpdagthink import audit, experiments as ex, failures, tables
-from cpdagthink.oracle import analyse_premise
-from cpdagthink.probes import probe_table
-from cpdagthink.schema import CausalAnalysis
+from cpdagthink.analysis import audit, failures, tables
+from cpdagthink.analysis.probes import probe_table
+from cpdagthink.book import experiments as ex
+from cpdagthink.causal.oracle import analyse_premise
+from cpdagthink.method.schema import CausalAnalysis
 
 GOLDEN = Path(__file__).parent / "golden" / "reference_full_split.json"
 CONDITIONS = ["baseline_enhanced", "structured", "twoturn_prose_pc", "singleturn_structured",

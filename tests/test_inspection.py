@@ -8,12 +8,13 @@ import json
 import pytest
 
 from cpdagthink.backends.reference import ReferenceBackend
-from cpdagthink.conditions import CONDITIONS, Decoding
-from cpdagthink.data import read_csv, sample
-from cpdagthink.inspection import inspect_request
-from cpdagthink.interventions import PROBES
-from cpdagthink.runfolder import read_records
-from cpdagthink.runner import run_condition
+from cpdagthink.method.conditions import CONDITIONS
+from cpdagthink.method.decoding import Decoding
+from cpdagthink.method.interventions import PROBES
+from cpdagthink.run.data import read_csv, sample
+from cpdagthink.run.inspection import inspect_request
+from cpdagthink.run.runfolder import read_records
+from cpdagthink.run.runner import run_condition
 
 
 class Unreachable(ReferenceBackend):

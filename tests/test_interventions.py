@@ -7,11 +7,11 @@ import random
 import networkx as nx
 import pytest
 
-from cpdagthink.dag import independence_facts
-from cpdagthink.instance import Instance
-from cpdagthink.oracle import PDAG, consistent_extensions, cpdag_of_dag, pc_cpdag
-from cpdagthink.premise import pair, verbalise_premise
-from cpdagthink.interventions import (
+from cpdagthink.causal.dag import independence_facts
+from cpdagthink.causal.instance import Instance
+from cpdagthink.causal.oracle import PDAG, consistent_extensions, cpdag_of_dag, pc_cpdag
+from cpdagthink.causal.premise import pair, verbalise_premise
+from cpdagthink.method.interventions import (
     NOTHING,
     PROBES,
     adjacencies,
@@ -19,7 +19,7 @@ from cpdagthink.interventions import (
     describe_diff,
     swap_valid_cpdag_same_skeleton,
 )
-from cpdagthink.schema import CausalAnalysis
+from cpdagthink.method.schema import CausalAnalysis
 
 VARIABLES = ("A", "B", "C", "D", "E", "F")
 # CPDAG: the v-structure A -> C <- B, C -> D forced by Meek's R1, A - E and E - F undirected.
@@ -224,7 +224,7 @@ def test_a_self_loop_in_an_emitted_object_is_described_not_a_crash():
     """Seen on the default model: an edge (A, A) in the object made the probe's note crash the chapter."""
     from analyses import make
 
-    from cpdagthink.interventions import describe_diff
+    from cpdagthink.method.interventions import describe_diff
 
     looped = make("ABC", directed=[("A", "B")], undirected=[("A", "A")])
     assert "removed A-A" in describe_diff(looped, make("ABC", directed=[("A", "B")]))

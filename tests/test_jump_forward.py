@@ -121,8 +121,9 @@ def test_admitted_prefix_cuts_a_draft_where_the_constraint_refuses_it():
 
 # ----------------------------------------------------------------------------------------- SmolLM2 (slow)
 def _rows(n: int):
-    from cpdagthink.conditions import CONDITIONS, Decoding, first_request
-    from cpdagthink.data import load_split, sample
+    from cpdagthink.method.conditions import CONDITIONS, first_request
+    from cpdagthink.method.decoding import Decoding
+    from cpdagthink.run.data import load_split, sample
 
     decoding = Decoding(max_tokens_turn1=160, tool_choice="forced")
     return [first_request(CONDITIONS["structured"], i, decoding) for i in sample(load_split("test"), n, seed=0)]

@@ -4,7 +4,7 @@
 and from every layer listed before it; as each layer is one folder (or the package's top, for the few
 modules every layer uses and the command line over all of them), no two folders can import each other.
 Imports inside functions count too: a lazy import is still a dependency. A module must sit in the folder
-of its row; until a folder exists (the layout before the move into folders), its modules may sit at the top.
+of its row.
 """
 
 from __future__ import annotations
@@ -38,7 +38,6 @@ LAYERS = (
     Layer("", ("cli", "__main__", "workflow")),  # the command line and the Snakemake workflow's entry, over everything
 )
 RANK = {module: rank for rank, layer in enumerate(LAYERS) for module in layer.modules}
-FLAT_NAMES = {"book": "build"}  # the flat layout's names of modules the move renames
 
 
 def _modules() -> dict[str, Path]:
@@ -59,8 +58,7 @@ def _folder(name: str) -> str:
 
 
 def _leaf(name: str) -> str:
-    leaf = name.rsplit(".", 1)[-1]
-    return FLAT_NAMES.get(leaf, leaf) if "." not in name else leaf
+    return name.rsplit(".", 1)[-1]
 
 
 def _rank(name: str) -> int:
@@ -116,7 +114,7 @@ def test_every_module_sits_in_the_folder_of_its_row():
         if "." not in name and (PACKAGE / name).is_dir():
             continue
         row = LAYERS[_rank(name)].folder
-        if _folder(name) != row and (PACKAGE / row).is_dir():
+        if _folder(name) != row:
             misplaced.append(f"{name} belongs in {row or 'the top level'}/")
     assert misplaced == []
 

@@ -1,4 +1,4 @@
-"""Tests for cpdagthink.metrics: hand-computed cases and plain-python references (no scipy in the references)."""
+"""Tests for cpdagthink.analysis.metrics: hand-computed cases and plain-python references (no scipy in the references)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from cpdagthink.metrics import (
+from cpdagthink.analysis.metrics import (
     CostRow,
     Usage,
     binary_scores,

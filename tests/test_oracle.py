@@ -15,8 +15,8 @@ from itertools import combinations, permutations, product
 import networkx as nx
 import pytest
 
-from cpdagthink.dag import d_separated, holds, independence_facts
-from cpdagthink.oracle import (
+from cpdagthink.causal.dag import d_separated, holds, independence_facts
+from cpdagthink.causal.oracle import (
     MAX_VARIABLES,
     OversizedPremiseError,
     UnfaithfulFactsError,
@@ -31,7 +31,7 @@ from cpdagthink.oracle import (
     one_extension,
     pc_cpdag,
 )
-from cpdagthink.premise import (Facts, Query, Relation, pair, parse_premise, split_input, verbalise_hypothesis,
+from cpdagthink.causal.premise import (Facts, Query, Relation, pair, parse_premise, split_input, verbalise_hypothesis,
                                 verbalise_premise)
 
 
@@ -197,7 +197,7 @@ def test_members_are_distinct_and_share_skeleton_and_v_structures():
 def test_collider_needs_disjoint_paths_not_just_a_common_descendant():
     # A -> B -> C: C is a common descendant of A and B but every path from A to C passes through B.
     chain = nx.DiGraph([("A", "B"), ("B", "C")])
-    from cpdagthink.dag import holds
+    from cpdagthink.causal.dag import holds
 
     assert not holds(chain, Query(Relation.COLLIDER, "A", "B"))
     assert holds(nx.DiGraph([("A", "B"), ("B", "C"), ("A", "C")]), Query(Relation.COLLIDER, "A", "B"))
@@ -394,7 +394,7 @@ def test_one_extension_is_the_first_enumerated_member_and_is_cpdag_recognises_cp
         assert set(one_extension(cpdag).edges) == set(first.edges)
         assert is_cpdag(cpdag.pdag())
     # A - B - C - D - A: a chordless four-cycle is no CPDAG (every orientation adds a v-structure).
-    from cpdagthink.oracle import PDAG
+    from cpdagthink.causal.oracle import PDAG
 
     assert not is_cpdag(PDAG(tuple("ABCD"), undirected={pair(*e) for e in ("AB", "BC", "CD", "DA")}))
 

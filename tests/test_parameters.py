@@ -17,9 +17,9 @@ import pytest
 from click.testing import CliRunner
 from papermill.cli import papermill as papermill_cli
 
-from cpdagthink.book import NOTEBOOKS, notebook_parameters
+from cpdagthink.book.build import NOTEBOOKS, notebook_parameters
 from cpdagthink.paths import PROJECT_ROOT
-from cpdagthink.parameters import coerce_list, coerce_lists
+from cpdagthink.run.parameters import coerce_list, coerce_lists
 
 README_COMMANDS = [line.strip() for line in (PROJECT_ROOT / "README.md").read_text(encoding="utf-8").splitlines()
                    if line.strip().startswith("papermill ")]

@@ -6,10 +6,11 @@ import re
 
 import pytest
 
-from cpdagthink.conditions import CONDITIONS, Decoding, Flow, first_request
-from cpdagthink.data import read_csv
-from cpdagthink.runner import run_condition
-from cpdagthink.schema import parse_analysis
+from cpdagthink.method.conditions import CONDITIONS, Flow, first_request
+from cpdagthink.method.decoding import Decoding
+from cpdagthink.method.schema import parse_analysis
+from cpdagthink.run.data import read_csv
+from cpdagthink.run.runner import run_condition
 
 pytestmark = pytest.mark.slow
 

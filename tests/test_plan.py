@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from cpdagthink import book, plan
+from cpdagthink.book import build as book, plan
 from cpdagthink.cli import main
 from cpdagthink.errors import CpdagthinkError
-from cpdagthink.runfolder import METADATA, RECORDS, SUMMARY
+from cpdagthink.run.runfolder import METADATA, RECORDS, SUMMARY
 
 
 @pytest.fixture()

@@ -6,7 +6,7 @@ import csv
 
 import pytest
 
-from cpdagthink.premise import (
+from cpdagthink.causal.premise import (
     ContradictoryFactsError,
     HYPOTHESIS_WORDINGS,
     PARAPHRASE_WORDINGS,

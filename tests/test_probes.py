@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from cpdagthink.analysis.probes import probe_table
 from cpdagthink.backends.reference import ReferenceBackend
-from cpdagthink.conditions import CONDITIONS
-from cpdagthink.data import read_csv, sample
-from cpdagthink.interventions import PROBES
-from cpdagthink.probes import probe_table
-from cpdagthink.runner import run_condition
+from cpdagthink.method.conditions import CONDITIONS
+from cpdagthink.method.interventions import PROBES
+from cpdagthink.run.data import read_csv, sample
+from cpdagthink.run.runner import run_condition
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +52,7 @@ def test_probe_table_drop_premise_is_free_and_scrambling_hurts(probe_runs):
 
 
 def test_reference_agent_errors_under_probes_are_all_graph_errors(probe_runs):
-    from cpdagthink.failures import FailureKind, classify, failure_counts
+    from cpdagthink.analysis.failures import FailureKind, classify, failure_counts
 
     items, base, runs = probe_runs
     by_id = {i.id: i for i in items}

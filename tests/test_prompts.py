@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from cpdagthink.chat import Completion, ToolCall
-from cpdagthink.conditions import CONDITIONS, Decoding, first_request, second_request
-from cpdagthink.instance import Instance
-from cpdagthink.oracle import analyse_premise
-from cpdagthink.prompts import CALL_INSTRUCTIONS, PromptError, call_instruction, file_hash, raw, render, used_files
-from cpdagthink.schema import CausalAnalysis
+from cpdagthink.causal.instance import Instance
+from cpdagthink.causal.oracle import analyse_premise
+from cpdagthink.method.chat import Completion, ToolCall
+from cpdagthink.method.conditions import CONDITIONS, first_request, second_request
+from cpdagthink.method.decoding import Decoding
+from cpdagthink.method.prompts import CALL_INSTRUCTIONS, PromptError, call_instruction, file_hash, raw, render, used_files
+from cpdagthink.method.schema import CausalAnalysis
 
 PREMISE = ("Premise: Suppose there is a closed system of 3 variables, A, B and C. All the statistical relations among "
            "these 3 variables are as follows: A correlates with C. B correlates with C. However, A is independent of B.")

@@ -7,9 +7,10 @@ import math
 import pandas as pd
 import pytest
 
-from cpdagthink import readings, tables
-from cpdagthink.instance import Instance
-from cpdagthink.metrics import OmittedGroup
+from cpdagthink.analysis import tables
+from cpdagthink.analysis.metrics import OmittedGroup
+from cpdagthink.book import readings
+from cpdagthink.causal.instance import Instance
 
 from test_tables import GOLD, two_seed_grid
 
@@ -234,8 +235,8 @@ def test_a_section_that_ran_shows_its_figure_with_a_caption_of_what_is_drawn(dis
 
 
 def test_first_screen_carries_configuration_and_headline_for_the_intro(test_csv, tmp_path, monkeypatch, displayed):
-    from cpdagthink import experiments as ex
-    from cpdagthink.book import NOTEBOOKS, notebook_defaults
+    from cpdagthink.book import experiments as ex
+    from cpdagthink.book.build import NOTEBOOKS, notebook_defaults
 
     monkeypatch.setenv("CORR2CAUSE_CSV", str(test_csv))
     namespace = notebook_defaults(NOTEBOOKS / "01_main_results.ipynb") | {

@@ -11,7 +11,7 @@ import pytest
 
 from analyses import run_record
 from cpdagthink.backends.reference import ReferenceBackend
-from cpdagthink.runfolder import (
+from cpdagthink.run.runfolder import (
     REJECTED_LINES,
     RECORDS,
     RunFolder,
@@ -101,9 +101,9 @@ class _Answering(ReferenceBackend):
 @pytest.fixture()
 def made(test_csv, tmp_path, monkeypatch):
     """A finished run of ``structured`` on 4 rows through an API configuration (base URL, timeout, retries)."""
-    from cpdagthink import experiments as ex
-    from cpdagthink.conditions import get_condition
-    from cpdagthink.runner import run_condition
+    from cpdagthink.book import experiments as ex
+    from cpdagthink.method.conditions import get_condition
+    from cpdagthink.run.runner import run_condition
 
     monkeypatch.setenv("CORR2CAUSE_CSV", str(test_csv))
     setup = ex.setup_from_parameters({"backend": "openai", "model": "gpt-4o", "base_url": ["http://127.0.0.1:9/v1"],
@@ -184,8 +184,8 @@ def test_transport_options_and_the_sample_description_do_not_separate_runs(made)
 
 
 def test_an_unfinished_session_or_stale_metadata_leaves_a_run_incomplete(made, tmp_path):
-    from cpdagthink.conditions import get_condition
-    from cpdagthink.runner import run_condition
+    from cpdagthink.method.conditions import get_condition
+    from cpdagthink.run.runner import run_condition
 
     config, instances, folder = made
 

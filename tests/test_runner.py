@@ -9,13 +9,13 @@ import pytest
 
 from cpdagthink.backends.base import Backend
 from cpdagthink.backends.reference import ReferenceBackend
-from cpdagthink.chat import Completion, Request
-from cpdagthink.conditions import CONDITIONS
-from cpdagthink.data import read_csv, sample
-from cpdagthink.conditions import Decoding
-from cpdagthink.records import GitRevision
-from cpdagthink.runfolder import read_records
-from cpdagthink.runner import RunMismatchError, run_condition
+from cpdagthink.method.chat import Completion, Request
+from cpdagthink.method.conditions import CONDITIONS
+from cpdagthink.method.decoding import Decoding
+from cpdagthink.run.data import read_csv, sample
+from cpdagthink.run.records import GitRevision
+from cpdagthink.run.runfolder import read_records
+from cpdagthink.run.runner import RunMismatchError, run_condition
 
 
 class Killed(RuntimeError):
@@ -168,7 +168,7 @@ class Refuses(Backend):
 
 
 def test_a_run_whose_first_requests_are_all_refused_stops_with_the_service_message(items, tmp_path):
-    from cpdagthink.runner import RunAborted
+    from cpdagthink.run.runner import RunAborted
 
     with pytest.raises(RunAborted, match="Unsupported parameter: 'max_tokens'"):
         run_condition(CONDITIONS["baseline_enhanced"], Refuses(), items, tmp_path / "run", cache_dir=tmp_path / "c",
@@ -201,7 +201,7 @@ def test_a_premise_that_cannot_be_posed_is_recorded_and_the_run_goes_on(items, t
 
 
 def test_a_concurrent_run_into_the_same_folder_fails_at_once(items, tmp_path):
-    from cpdagthink.runfolder import RunFolder, RunLockedError
+    from cpdagthink.run.runfolder import RunFolder, RunLockedError
 
     with RunFolder(tmp_path / "run").locked():
         with pytest.raises(RunLockedError, match="another run"):
@@ -340,7 +340,7 @@ class WithProvenance(Backend):
 
 
 def test_the_git_revision_names_the_commit_and_whether_tracked_files_changed(tmp_path):
-    from cpdagthink.runner import git_revision
+    from cpdagthink.run.runner import git_revision
 
     assert git_revision(tmp_path) is None  # not a checkout
     git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
@@ -356,7 +356,7 @@ def test_the_git_revision_names_the_commit_and_whether_tracked_files_changed(tmp
 
 
 def test_metadata_records_the_backends_provenance(items, tmp_path):
-    from cpdagthink.records import RunMetadata
+    from cpdagthink.run.records import RunMetadata
 
     run_condition(CONDITIONS["structured"], WithProvenance(), items[:2], tmp_path / "run", cache_dir=tmp_path / "c",
                   progress=False)
@@ -399,8 +399,8 @@ def test_a_local_runs_metadata_names_the_gguf_file_and_its_package(tmp_path):
 
 
 def test_run_config_runs_one_configured_run_into_the_folder_it_names(test_csv, tmp_path):
-    from cpdagthink.config import RunParameters
-    from cpdagthink.runner import run_config
+    from cpdagthink.run.config import RunParameters
+    from cpdagthink.run.runner import run_config
 
     setup = RunParameters(backend="reference", data=str(test_csv), limit=3, probe="drop_premise",
                           out_root=str(tmp_path / "runs"), cache_dir=str(tmp_path / "cache")).to_config()

@@ -9,13 +9,13 @@ from itertools import combinations
 import pytest
 from pydantic import ValidationError
 
-from cpdagthink import schema
-from cpdagthink.data import read_csv
-from cpdagthink.generate import stress_family
-from cpdagthink.oracle import analyse_premise, label_text
-from cpdagthink.premise import split_input
-from cpdagthink.schema import (FIELD_ORDER, CausalAnalysis, GraphVerdict, analysis_regex, instance_model,
+from cpdagthink.causal.oracle import analyse_premise, label_text
+from cpdagthink.causal.premise import split_input
+from cpdagthink.method import schema
+from cpdagthink.method.schema import (FIELD_ORDER, CausalAnalysis, GraphVerdict, analysis_regex, instance_model,
                                parse_analysis, tool_definition)
+from cpdagthink.run.data import read_csv
+from cpdagthink.run.generate import stress_family
 
 PREMISE = ("Premise: Suppose there is a closed system of 4 variables, A, B, C and D. All the statistical relations "
            "among these 4 variables are as follows: A correlates with C. A correlates with D. B correlates with C. "

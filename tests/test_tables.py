@@ -9,11 +9,11 @@ import pandas as pd
 import pytest
 
 from analyses import run_record
-from cpdagthink import experiments as ex
-from cpdagthink import tables
-from cpdagthink.metrics import paired_comparison
+from cpdagthink.analysis import tables
+from cpdagthink.analysis.metrics import paired_comparison
+from cpdagthink.book import experiments as ex
 from cpdagthink.paths import PROJECT_ROOT
-from cpdagthink.records import RunRecord, TurnRecord
+from cpdagthink.run.records import RunRecord, TurnRecord
 
 
 def record(i: int, gold: int, pred: int | None, n_vars: int = 5, finish: str = "stop") -> RunRecord:
@@ -241,7 +241,7 @@ def test_markdown_helpers_show_text_literally_and_code_that_cannot_be_closed():
 
 
 def test_run_details_show_app_j_fields_of_a_real_run(test_csv, tmp_path):
-    from cpdagthink.config import RunParameters
+    from cpdagthink.run.config import RunParameters
 
     setup = RunParameters(backend="reference", data=str(test_csv), limit=2, out_root=str(tmp_path / "runs"),
                           cache_dir=str(tmp_path / "cache")).to_config()

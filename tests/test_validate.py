@@ -11,13 +11,11 @@ import networkx as nx
 import pytest
 
 from analyses import make
-from cpdagthink.dag import independence_facts
-from cpdagthink.data import read_csv
-from cpdagthink.generate import generate, random_dag
-from cpdagthink.oracle import analyse_premise, cpdag_of_dag, pc_cpdag
-from cpdagthink.premise import pair, split_input
-from cpdagthink.schema import CausalAnalysis, SeparatingSet
-from cpdagthink.validate import (
+from cpdagthink.causal.dag import independence_facts
+from cpdagthink.causal.oracle import analyse_premise, cpdag_of_dag, pc_cpdag
+from cpdagthink.causal.premise import pair, split_input
+from cpdagthink.method.schema import CausalAnalysis, SeparatingSet
+from cpdagthink.method.validate import (
     REFERENCES,
     Violation,
     ViolationKind as K,
@@ -28,6 +26,8 @@ from cpdagthink.validate import (
     violation_kinds,
     violations,
 )
+from cpdagthink.run.data import read_csv
+from cpdagthink.run.generate import generate, random_dag
 
 
 

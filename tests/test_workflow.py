@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from cpdagthink.backends.base import Completion
-from cpdagthink.config import RunConfig
-from cpdagthink.data import PROJECT_ROOT
+from cpdagthink.method.chat import Completion
+from cpdagthink.paths import PROJECT_ROOT
+from cpdagthink.run.config import RunConfig
 from cpdagthink.workflow import (ChapterJob, WorkflowConfigError, book_parameters, job_resources, plan_grid,
                                  shell_words)
 
@@ -63,7 +63,7 @@ def test_a_chapter_job_passes_hostile_values_to_the_shell_as_data(tmp_path):
 
 
 def test_the_grid_has_a_job_per_group_sized_until_complete_and_drops_a_stale_marker(tmp_path, test_csv, monkeypatch):
-    from cpdagthink.plan import execute, plan_book
+    from cpdagthink.book.plan import execute, plan_book
 
     monkeypatch.setenv("CORR2CAUSE_CSV", str(test_csv))
     monkeypatch.setattr("cpdagthink.workflow.MARKERS", tmp_path / "plan")

@@ -17,15 +17,16 @@ import vllm
 from vllm.engine.arg_utils import EngineArgs
 from vllm.sampling_params import SamplingParams, StructuredOutputsParams
 
-from cpdagthink.chat import Constraint, Request
 from cpdagthink.backends.openai_api import chat_kwargs
 from cpdagthink.backends.profiles import PROFILES, profile_for
 from cpdagthink.backends.toolcalls import envelope_text
 from cpdagthink.backends.vllm_offline import VLLMBackend, engine_kwargs, sampling_kwargs
-from cpdagthink.dag import independence_facts
-from cpdagthink.generate import random_dag, verbalise_premise
-from cpdagthink.oracle import analyse_premise
-from cpdagthink.schema import TOOL_NAME, CausalAnalysis, analysis_regex, tool_definition
+from cpdagthink.causal.dag import independence_facts
+from cpdagthink.causal.oracle import analyse_premise
+from cpdagthink.causal.premise import verbalise_premise
+from cpdagthink.method.chat import Constraint, Request
+from cpdagthink.method.schema import TOOL_NAME, CausalAnalysis, analysis_regex, tool_definition
+from cpdagthink.run.generate import random_dag
 
 VARIABLE_COUNTS = range(2, 9)
 ENVELOPES = ("hermes", "mistral")

@@ -14,11 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from cpdagthink.conditions import CONDITIONS, Decoding, Flow, first_request
-from cpdagthink.data import load_split
-from cpdagthink.interventions import PROBES
-from cpdagthink.runner import RunResult, run_condition
-from cpdagthink.schema import parse_analysis
+from cpdagthink.method.conditions import CONDITIONS, Flow, first_request
+from cpdagthink.method.decoding import Decoding
+from cpdagthink.method.interventions import PROBES
+from cpdagthink.method.schema import parse_analysis
+from cpdagthink.run.data import load_split
+from cpdagthink.run.runner import RunResult, run_condition
 
 # vLLM-CPU sizes its KV cache from this (GB); the engine's default takes far more than these runs need.
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")

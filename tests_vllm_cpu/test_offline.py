@@ -7,7 +7,7 @@ import pytest
 
 from conftest import DECODING, ENGINE, MAX_MODEL_LEN, RUNS, run_and_check
 from cpdagthink.backends.vllm_offline import VLLMBackend, constraint_regex
-from cpdagthink.conditions import CONDITIONS
+from cpdagthink.method.conditions import CONDITIONS
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +28,7 @@ def test_forced_tool_choice_and_an_oversized_budget_on_the_engine(backend, rows)
     budget past the context is refused rather than cut."""
     from dataclasses import replace
 
-    from cpdagthink.conditions import first_request
+    from cpdagthink.method.conditions import first_request
 
     request = replace(first_request(CONDITIONS["no_constrained_decoding"], rows[0], DECODING),
                       tool_choice="record_causal_analysis")

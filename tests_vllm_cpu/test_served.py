@@ -15,7 +15,7 @@ import pytest
 
 from conftest import ENGINE, MAX_MODEL_LEN, RUNS, run_and_check
 from cpdagthink.backends import make_backend
-from cpdagthink.conditions import CONDITIONS
+from cpdagthink.method.conditions import CONDITIONS
 
 SERVED_NAME = "Qwen/Qwen2.5-Coder-0.5B-Instruct"  # the profile the client looks up (hermes calls, no thinking)
 START_TIMEOUT_S = 600

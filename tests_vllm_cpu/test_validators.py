@@ -8,11 +8,12 @@ from mistral_common.protocol.instruct.request import ChatCompletionRequest
 from mistral_common.protocol.instruct.validator import (MistralRequestValidatorV3, MistralRequestValidatorV5,
                                                         MistralRequestValidatorV11, ValidationMode)
 
-from cpdagthink.chat import Completion, ToolCall
 from cpdagthink.backends.toolcalls import chat_messages
-from cpdagthink.conditions import CONDITIONS, Decoding, second_request
-from cpdagthink.oracle import analyse_premise
-from cpdagthink.schema import TOOL_NAME, CausalAnalysis
+from cpdagthink.causal.oracle import analyse_premise
+from cpdagthink.method.chat import Completion, ToolCall
+from cpdagthink.method.conditions import CONDITIONS, second_request
+from cpdagthink.method.decoding import Decoding
+from cpdagthink.method.schema import TOOL_NAME, CausalAnalysis
 
 
 @pytest.mark.parametrize("validator", [MistralRequestValidatorV3, MistralRequestValidatorV5, MistralRequestValidatorV11])

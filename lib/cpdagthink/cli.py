@@ -13,11 +13,11 @@ from typing import Callable
 
 from typing import Any
 
-from .config import RunParameters
-from .data import ENV_CSV, load_split, read_csv
+from .causal.instance import Instance
 from .errors import CpdagthinkError
-from .instance import Instance
 from .paths import ENV_OUTPUTS, OUTPUTS_ROOT
+from .run.config import RunParameters
+from .run.data import ENV_CSV, load_split, read_csv
 
 
 def _instances(args: argparse.Namespace) -> list[Instance]:
@@ -44,8 +44,8 @@ def _write_jsonl(records: list[dict], out: str) -> None:
 
 
 def cmd_oracle(args: argparse.Namespace) -> int:
-    from .metrics import binary_scores
-    from .oracle import label_text
+    from .analysis.metrics import binary_scores
+    from .causal.oracle import label_text
 
     _refuse_overwriting_input(args)
     instances = _instances(args)
@@ -86,8 +86,8 @@ def cmd_oracle(args: argparse.Namespace) -> int:
 
 
 def cmd_reference(args: argparse.Namespace) -> int:
-    from .oracle import UnfaithfulFactsError, analyse_premise
-    from .schema import CausalAnalysis
+    from .causal.oracle import UnfaithfulFactsError, analyse_premise
+    from .method.schema import CausalAnalysis
 
     _refuse_overwriting_input(args)
     records = []
@@ -111,7 +111,7 @@ def cmd_reference(args: argparse.Namespace) -> int:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
-    from .generate import generate, write_rows
+    from .run.generate import generate, write_rows
 
     _refuse_overwriting_input(args)
     rows = generate(args.family, seed=args.seed, graphs=args.graphs, per_graph=args.per_graph, data=args.data)
@@ -129,7 +129,7 @@ def _parameters(args: argparse.Namespace, **fixed: Any) -> RunParameters:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from .backends import make_backend
-    from .runner import run_config
+    from .run.runner import run_config
 
     config = _parameters(args).to_config()  # checks the backend's options too, before the data is read
     instances = config.instances()
@@ -159,8 +159,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_prompt(args: argparse.Namespace) -> int:
     from .backends import make_backend
-    from .conditions import get_condition
-    from .inspection import inspect_request
+    from .method.conditions import get_condition
+    from .run.inspection import inspect_request
 
     # The same parameters as `run`, so the printed request is the one a run with these flags sends.
     config = _parameters(args, seeds=[args.seed], backend=args.backend or "reference").to_config()
@@ -208,7 +208,7 @@ def _book_overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_book(args: argparse.Namespace) -> int:
-    from .book import build
+    from .book.build import build
 
     parameters = dict(args.parameter or [])
     index = build(_book_overrides(args), only=args.only, parameters=parameters,  # every notebook's values are checked first
@@ -218,7 +218,7 @@ def cmd_book(args: argparse.Namespace) -> int:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from .plan import execute, groups, plan_book
+    from .book.plan import execute, groups, plan_book
 
     def planned() -> list:
         runs = plan_book(_book_overrides(args), only=args.only, parameters=dict(args.parameter or []))
@@ -241,14 +241,14 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_render(args: argparse.Namespace) -> int:
-    from .book import render
+    from .book.build import render
 
     print(f"book: {render()}")
     return 0
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
-    from .schema import CausalAnalysis, analysis_regex
+    from .method.schema import CausalAnalysis, analysis_regex
 
     variables = [v.strip() for v in args.variables.split(",") if v.strip()]
     if args.regex:

@@ -1,4 +1,4 @@
-"""The book's grid as a Snakemake workflow: what ``workflow/Snakefile`` asks of the plan (:mod:`.plan`).
+"""The book's grid as a Snakemake workflow: what ``workflow/Snakefile`` asks of the plan (:mod:`cpdagthink.book.plan`).
 
 Snakemake's ``--config`` carries the book's parameters under papermill's names (``backend=openai limit=0
 seeds=[0,1,2]``, what ``cpdagthink book -p`` takes) and ``only`` (chapter prefixes). :func:`plan_grid` plans
@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from .data import OUTPUTS_ROOT
 from .errors import CpdagthinkError
+from .paths import OUTPUTS_ROOT
 
 MARKERS = OUTPUTS_ROOT / "plan"
 
@@ -109,7 +109,7 @@ def book_parameters(config: Mapping[str, Any]) -> tuple[list[str], dict[str, Any
     """``(only, parameters)`` from Snakemake's ``config``. A URL with user info is refused: Snakemake prints
     and stores job parameters, so the key goes in ``OPENAI_API_KEY`` instead."""
     from .credentials import strip_credentials
-    from .parameters import coerce_list
+    from .run.parameters import coerce_list
 
     parameters = {k: _plain(v) for k, v in config.items() if k != "only"}
     only = [str(o) for o in coerce_list(_plain(config.get("only")), "only") or []]
@@ -131,7 +131,7 @@ def shell_words(words: list[str]) -> str:
 
 
 def job_resources(config: Any) -> dict[str, int]:
-    """``threads``, ``gpu`` and ``api_slots`` of a job running ``config`` (a :class:`.config.RunConfig`): the
+    """``threads``, ``gpu`` and ``api_slots`` of a job running ``config`` (a :class:`cpdagthink.run.config.RunConfig`): the
     option that sizes its backend, as given or as the backend's own default."""
     from .backends import backend_factory
 
@@ -147,9 +147,9 @@ def job_resources(config: Any) -> dict[str, int]:
 
 def plan_grid(config: Mapping[str, Any]) -> Grid:
     """The jobs of the book that ``config`` describes (every chapter, or those ``only`` selects)."""
-    from .book import notebook_parameters, select_notebooks
-    from .plan import groups as plan_groups
-    from .plan import plan_book
+    from .book.build import notebook_parameters, select_notebooks
+    from .book.plan import groups as plan_groups
+    from .book.plan import plan_book
 
     only, parameters = book_parameters(config)
     notebooks = select_notebooks(only or None)

@@ -12,7 +12,7 @@ import inspect
 from collections.abc import Mapping
 from typing import Any, Callable
 
-from ..chat import Completion, Constraint, Request, ToolCall
+from ..method.chat import Completion, Constraint, Request, ToolCall
 from .base import Backend, BackendError
 
 BACKENDS: dict[str, str | Callable[..., Backend]] = {

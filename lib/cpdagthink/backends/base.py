@@ -1,6 +1,6 @@
-"""The one interface every backend implements: a :class:`~cpdagthink.chat.Request` in, a
-:class:`~cpdagthink.chat.Completion` with usage and latency out (both plain data, defined with the method in
-:mod:`cpdagthink.chat`), and the errors a backend raises.
+"""The one interface every backend implements: a :class:`~cpdagthink.method.chat.Request` in, a
+:class:`~cpdagthink.method.chat.Completion` with usage and latency out (both plain data, defined with the method in
+:mod:`cpdagthink.method.chat`), and the errors a backend raises.
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from ..chat import Completion, Request
 from ..errors import CpdagthinkError
+from ..method.chat import Completion, Request
 
 
 class BackendError(CpdagthinkError, RuntimeError):

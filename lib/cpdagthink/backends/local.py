@@ -49,8 +49,8 @@ from typing import Any
 
 import numpy as np
 
-from ..chat import Completion, Request
 from ..files import write_atomic
+from ..method.chat import Completion, Request
 from .base import Backend, BackendError, Provenance, RequestRejected
 from .jump_forward import DraftLength, IndexWalker, LookupDrafter, admitted_prefix
 from .models import DEFAULT_MODEL, MODELS, default_cache_dir, resolve_model

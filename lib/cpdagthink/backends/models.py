@@ -36,7 +36,7 @@ _CHUNK = 1 << 20
 class RecommendedSampling:
     """The sampling a model's publisher recommends, with where it says so.
 
-    The fields mirror :class:`~cpdagthink.chat.Request`'s (top_k 0, top_p 1, min_p 0 = that filter off). Settings the
+    The fields mirror :class:`~cpdagthink.method.chat.Request`'s (top_k 0, top_p 1, min_p 0 = that filter off). Settings the
     backends do not apply (e.g. a repetition penalty) are named in ``note`` rather than silently dropped.
     """
 

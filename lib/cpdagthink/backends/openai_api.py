@@ -54,7 +54,7 @@ from typing import Any, Callable, Iterator, Sequence
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ..credentials import with_credentials
-from ..chat import Completion, Request, ToolCall
+from ..method.chat import Completion, Request, ToolCall
 from .base import Backend, BackendError, PartialBatchError, Provenance, RequestRejected
 from .profiles import ModelProfile, check_effort, profile_for, with_overrides
 from .toolcalls import chat_messages, envelope_regex, parse_tool_calls, split_reasoning

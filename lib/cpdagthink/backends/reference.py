@@ -13,10 +13,10 @@ import re
 import time
 from typing import Any
 
-from ..oracle import UnfaithfulFactsError, analyse_premise
-from ..premise import PremiseError
-from ..schema import TOOL_NAME, CausalAnalysis, GraphVerdict
-from ..chat import Completion, Request, ToolCall
+from ..causal.oracle import UnfaithfulFactsError, analyse_premise
+from ..causal.premise import PremiseError
+from ..method.chat import Completion, Request, ToolCall
+from ..method.schema import TOOL_NAME, CausalAnalysis, GraphVerdict
 from .base import Backend
 
 _PREMISE = re.compile(r"(Premise:.*?)(?:\n\s*\n|\nHypothesis:|$)", re.S)

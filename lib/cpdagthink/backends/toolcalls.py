@@ -23,7 +23,7 @@ import json
 import re
 from typing import Any, Iterable
 
-from ..chat import Completion, ToolCall
+from ..method.chat import Completion, ToolCall
 
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
 MISTRAL_OPEN = "[TOOL_CALLS]"

@@ -33,7 +33,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..chat import Completion, Request
+from ..method.chat import Completion, Request
 from .base import Backend, BackendError, Provenance
 from .profiles import ModelProfile, profile_for, with_overrides
 from .toolcalls import (MISTRAL_OPEN, OPEN, chat_messages, completion_from_text, envelope_regex,
@@ -64,7 +64,7 @@ def forced_tools(request: Request) -> list[str]:
 def constraint_regex(request: Request, envelope: str = "hermes") -> str | None:
     """The regex the generated text must match: the request's constraint (in the ``envelope`` when it names a
     tool), else for a forced tool choice the envelope of the allowed calls with their parameter schemas."""
-    from ..schema import json_schema_regex
+    from ..method.schema import json_schema_regex
 
     c = request.constraint
     forced = forced_tools(request)

@@ -1,0 +1,462 @@
+"""Tables the book shows: run records turned into scores, paired gains, seed summaries, bins and cost, and the
+paper's figures beside them.
+
+A *run grid* maps ``(condition, seed)`` to that run's records, all on the same instances in the same order.
+Every table here is narrow enough for the book's page (at most about eight columns); wide views are split
+into two tables rather than scrolled. Records are :class:`~cpdagthink.run.records.RunRecord`; their fields are
+read only by the small helpers at the top.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+from ..paths import PROJECT_ROOT
+from ..run.records import RunRecord
+from .metrics import (
+    OmittedGroup,
+    Usage,
+    binary_scores,
+    cost_summary,
+    paired_by_group,
+    paired_comparison,
+    scores_against,
+    scores_by_group,
+    seed_summary,
+)
+
+PAPER_CSV = PROJECT_ROOT / "data" / "paper_reported.csv"
+
+Runs = Mapping[tuple[str, int], Sequence[RunRecord]]
+
+# ------------------------------------------------------------------------------------------- record access
+
+
+def usage(record: RunRecord) -> Usage:
+    """Tokens and latency of one instance, summed over its turns."""
+    turns = record.turns
+    return Usage(sum(t.prompt_tokens for t in turns), sum(t.completion_tokens for t in turns),
+                 sum(t.latency_s for t in turns))
+
+
+def _columns(records: Sequence[RunRecord], labels: str = "gold") -> tuple[list[int | None], list[int]]:
+    """Predictions (None: no answer, scored as NO and counted apart) and the truth to score them against
+    (``gold`` or ``corrected``, the oracle's labels; a row the oracle cannot label keeps its published one,
+    and :func:`scores_frame` counts such rows)."""
+    truth = [r.gold_label if labels == "gold" or r.oracle_label is None else r.oracle_label for r in records]
+    return [r.prediction for r in records], truth
+
+
+def _variables(records: Sequence[RunRecord]) -> list[int]:
+    return [r.num_variables for r in records]
+
+
+# ------------------------------------------------------------------------------------------------- scores
+
+
+def scores_frame(runs: Runs) -> pd.DataFrame:
+    """One row per (condition, seed, labels) with F1, precision, recall, accuracy (%) and counts, including
+    unparsed answers, instances cut off by the token budget, and (``published only``) rows the oracle could
+    not label, which the corrected scores score against their published label."""
+    rows = []
+    for (condition, seed), records in runs.items():
+        pred, gold = _columns(records, "gold")
+        _, corrected = _columns(records, "corrected")
+        truncated = sum(r.cut_off for r in records)
+        unlabelled = sum(r.oracle_label is None for r in records)
+        unparsed = sum(r.unparsed for r in records)  # RunRecord's rule: not rejected, not "not posed"
+        for labels, s in scores_against(pred, gold, corrected).items():
+            rows.append({"condition": condition, "seed": seed, "labels": labels, "n": s.n,
+                         "F1": 100 * s.f1, "precision": 100 * s.precision, "recall": 100 * s.recall,
+                         "accuracy": 100 * s.accuracy, "tp": s.tp, "fp": s.fp, "fn": s.fn, "tn": s.tn,
+                         "unparsed": unparsed, "cut off": truncated,
+                         "published only": unlabelled if labels == "corrected" else 0})
+    return pd.DataFrame(rows)
+
+
+def score_table(scores: pd.DataFrame, labels: str = "gold", truth: Sequence[int] | None = None) -> pd.DataFrame:
+    """The rates of :func:`scores_frame` against one set of labels, one row per (condition, seed); with the
+    sample's ``truth``, two last rows score the predictors that read nothing (always YES, the majority class)
+    on the same sample, so every F1 stands beside them."""
+    table = (scores[scores["labels"] == labels]
+             .set_index(["condition", "seed"])[["n", "F1", "precision", "recall", "accuracy"]])
+    if truth is None:
+        return table
+    majority = int(2 * sum(truth) > len(truth))
+    trivial = {"always YES (this sample)": binary_scores([1] * len(truth), list(truth)),
+               f"majority class, always {'YES' if majority else 'NO'}": binary_scores([majority] * len(truth), list(truth))}
+    rows = pd.DataFrame([{"condition": name, "seed": math.nan, "n": s.n, "F1": 100 * s.f1,
+                          "precision": 100 * s.precision, "recall": 100 * s.recall, "accuracy": 100 * s.accuracy}
+                         for name, s in trivial.items()]).set_index(["condition", "seed"])
+    return pd.concat([table, rows])
+
+
+def count_table(scores: pd.DataFrame, labels: str = "gold") -> pd.DataFrame:
+    """The counts of :func:`scores_frame` against one set of labels, one row per (condition, seed)."""
+    return (scores[scores["labels"] == labels]
+            .set_index(["condition", "seed"])[["tp", "fp", "fn", "tn", "unparsed", "cut off"]])
+
+
+def answer_counts(records: Sequence[RunRecord]) -> dict[str, Any]:
+    """What one run produced, by :class:`RunRecord`'s own definitions: its YES answers (``YES 4/4``, flagged
+    ``constant`` when every answer is the same), its parsed turn-1 objects (a dash for conditions without a
+    tool call), and its unparsed, cut-off and rejected instances."""
+    n = len(records)
+    yes = sum(r.says_yes for r in records)
+    constant = n > 1 and yes in (0, n) and not any(r.prediction is None for r in records)
+    tools = [r for r in records if r.tool_flow]
+    return {"answers": f"YES {yes}/{n}" + (" (constant)" if constant else ""),
+            "objects": f"{sum(r.emitted is not None for r in tools)}/{len(tools)}" if tools else "—",
+            "unparsed": sum(r.unparsed for r in records), "cut off": sum(r.cut_off for r in records),
+            "rejected": sum(r.rejected for r in records)}
+
+
+def produced_no_object(records: Sequence[RunRecord]) -> bool:
+    """A tool condition's run in which no instance's turn-1 object could be parsed (a gain or drop against it
+    compares with nothing)."""
+    tool = [r for r in records if r.tool_flow]
+    return bool(tool) and all(r.emitted is None for r in tool)
+
+
+def answers_frame(runs: Runs) -> pd.DataFrame:
+    """:func:`answer_counts` per (condition, seed): the columns every page that reports a score shows."""
+    return pd.DataFrame([{"condition": c, "seed": s, **answer_counts(records)} for (c, s), records in runs.items()])
+
+
+def constant_conditions(runs: Runs) -> dict[str, str]:
+    """Conditions whose answers were the same on every instance of some seed, with what they answered."""
+    found = {}
+    for (condition, seed), records in runs.items():
+        answers = answer_counts(records)["answers"]
+        if answers.endswith("(constant)"):
+            found.setdefault(condition, f"{answers.removesuffix(' (constant)')} (seed {seed})")
+    return found
+
+
+def trivial_predictors(truth: Sequence[int]) -> dict[str, float]:
+    """What a predictor that reads nothing scores on these labels (%): always YES (its F1) and the majority
+    class (its accuracy). Every F1 of a page stands beside these."""
+    yes = binary_scores([1] * len(truth), list(truth))
+    positives = sum(truth)
+    return {"always-YES F1": 100 * yes.f1,
+            "majority-class accuracy": 100 * max(positives, len(truth) - positives) / max(len(truth), 1)}
+
+
+def seed_frame(scores: pd.DataFrame, labels: str = "gold") -> pd.DataFrame:
+    """Mean and sample standard deviation of F1 across seeds, per condition (sd 0 with one seed)."""
+    rows = []
+    for condition, group in scores[scores["labels"] == labels].groupby("condition", sort=False):
+        summary = seed_summary(list(group["F1"]))
+        rows.append({"condition": condition, "seeds": summary.n, "F1 mean": summary.mean, "F1 sd": summary.std})
+    return pd.DataFrame(rows)
+
+
+# ------------------------------------------------------------------------------------------ paired gains
+
+
+
+def paired_frame(runs: Runs, target: str, others: Iterable[str], labels: str = "gold",
+                 n_resamples: int = 10_000) -> pd.DataFrame:
+    """``target`` against each other condition on the same instances, one row per seed (paper §4.2, App. B):
+    F1 of both, the gain (target minus other) with its own bootstrap 95% CI and exact McNemar p, and the
+    false-negative / false-positive shifts (Table 5). The bootstrap of seed ``s`` is seeded with ``s``."""
+    others = list(others)
+    columns = ["comparison", "seed", "n", "F1 other", f"F1 {target}", "gain (pp)", "CI low", "CI high",
+               "McNemar p", "FN other", f"FN {target}", "FP other", f"FP {target}"]
+    rows = []
+    for (condition, seed), records in runs.items():
+        if condition not in others or (target, seed) not in runs:
+            continue
+        pred_a, truth = _columns(records, labels)
+        pred_b, _ = _columns(runs[(target, seed)], labels)
+        c = paired_comparison(pred_a, pred_b, truth, n_resamples=n_resamples, seed=seed)
+        rows.append({"comparison": f"{target} vs {condition}", "seed": seed, "n": c.n, "F1 other": 100 * c.f1_a,
+                     f"F1 {target}": 100 * c.f1_b, "gain (pp)": 100 * c.delta, "CI low": 100 * c.ci_low,
+                     "CI high": 100 * c.ci_high, "McNemar p": c.mcnemar_p, "FN other": c.fn_a,
+                     f"FN {target}": c.fn_b, "FP other": c.fp_a, f"FP {target}": c.fp_b})
+    return pd.DataFrame(rows, columns=columns)
+
+
+def _by_other(paired: pd.DataFrame) -> pd.DataFrame:
+    """Rows named by the other condition of each comparison and the seed (short enough for the page)."""
+    other = paired["comparison"].str.split(" vs ", n=1).str[1]
+    return paired.assign(other=other).set_index(["other", "seed"])
+
+
+def gain_table(paired: pd.DataFrame) -> pd.DataFrame:
+    """The per-seed gains of :func:`paired_frame` (F1, gain, CI, McNemar p), without the error shifts;
+    rows are named by the other condition and the seed."""
+    return _by_other(paired)[[c for c in paired.columns if c not in ("comparison", "seed")
+                              and not c.startswith(("FN", "FP"))]]
+
+
+def error_shift_table(paired: pd.DataFrame) -> pd.DataFrame:
+    """The per-seed false-negative and false-positive counts of :func:`paired_frame` (paper Table 5)."""
+    return _by_other(paired)[["n"] + [c for c in paired.columns if c.startswith(("FN", "FP"))]]
+
+
+def gain_seed_frame(paired: pd.DataFrame) -> pd.DataFrame:
+    """Across seeds, per comparison: mean and sd of the gain (never of the CI bounds or the p-values), and
+    on how many seeds the seed's own interval excludes zero."""
+    rows = []
+    for comparison, group in paired.groupby("comparison", sort=False):
+        gain = seed_summary(list(group["gain (pp)"]))
+        excludes = int(((group["CI low"] > 0) | (group["CI high"] < 0)).sum())
+        rows.append({"comparison": comparison, "seeds": gain.n, "gain mean": gain.mean, "gain sd": gain.std,
+                     "CI excludes 0": f"{excludes} of {gain.n}"})
+    return pd.DataFrame(rows, columns=["comparison", "seeds", "gain mean", "gain sd", "CI excludes 0"])
+
+
+# ------------------------------------------------------------------------------------ number of variables
+
+
+def by_variables_frame(runs: Runs, labels: str = "gold",
+                       min_positives: int = 3) -> tuple[pd.DataFrame, list[str]]:
+    """F1 per number of variables; bins with too few positives are omitted and the omissions returned."""
+    rows, omitted = [], []
+    for (condition, seed), records in runs.items():
+        pred, truth = _columns(records, labels)
+        kept, dropped = scores_by_group(pred, truth, _variables(records), min_positives=min_positives)
+        rows += [{"condition": condition, "seed": seed, "num_variables": n, "F1": 100 * s.f1, "n": s.n}
+                 for n, s in kept.items()]
+        omitted += [f"{condition} (seed {seed}): {o.reason}" for o in dropped]
+    return pd.DataFrame(rows), omitted
+
+
+def bins_frame(runs: Runs, labels: str = "gold") -> pd.DataFrame:
+    """Every number-of-variables bin, however few its positives: instances, positives, accuracy (%) and
+    unparsed answers. Accuracy stays readable where F1 is omitted for lack of positives."""
+    rows = []
+    for (condition, seed), records in runs.items():
+        pred, truth = _columns(records, labels)
+        every, _ = scores_by_group(pred, truth, _variables(records), min_positives=0)
+        rows += [{"condition": condition, "seed": seed, "num_variables": n, "n": s.n, "positives": s.tp + s.fn,
+                  "accuracy": 100 * s.accuracy, "unparsed": s.unparsed} for n, s in every.items()]
+    return pd.DataFrame(rows)
+
+
+BIN_GAIN_COLUMNS = ["seed", "variables", "n", "positives", "F1 baseline", "F1 target", "gain (pp)", "CI low",
+                    "CI high", "McNemar p"]
+
+
+PAPER_MIN_VARIABLES = 5  # the paper's Figure 2 omits n <= 4 (§4.3)
+
+
+def bin_gain_frame(runs: Runs, target: str, baseline: str, labels: str = "gold", min_positives: int = 3,
+                   n_resamples: int = 10_000, min_variables: int = PAPER_MIN_VARIABLES
+                   ) -> tuple[pd.DataFrame, list[OmittedGroup]]:
+    """Per seed and number of variables, the paired gain of ``target`` over ``baseline`` (paper Figure 2)
+    with its bootstrap 95% CI and McNemar p. Two rules omit a bin: the paper's (fewer than ``min_variables``
+    variables), then the positive-count guard (fewer than ``min_positives`` gold positives). The omitted
+    bins (the same on every seed, since they depend on the labels only) are returned once each."""
+    rows, omitted = [], {}
+    for (condition, seed), records in runs.items():
+        if condition != baseline or (target, seed) not in runs:
+            continue
+        small: dict[int, list[int]] = {}
+        for r in records:
+            if r.num_variables < min_variables:
+                small.setdefault(r.num_variables, []).append(r.gold_label)
+        omitted.update({n: OmittedGroup(n, len(gold), sum(gold), f"n = {n} omitted by the paper's rule "
+                                        f"(fewer than {min_variables} variables)") for n, gold in small.items()})
+        kept = [i for i, r in enumerate(records) if r.num_variables >= min_variables]
+        pred_a, truth = _columns([records[i] for i in kept], labels)
+        pred_b, _ = _columns([runs[(target, seed)][i] for i in kept], labels)
+        groups = [records[i].num_variables for i in kept]
+        compared, dropped = paired_by_group(pred_a, pred_b, truth, groups, min_positives=min_positives,
+                                            n_resamples=n_resamples, seed=seed)
+        omitted.update({o.group: o for o in dropped})
+        positives = pd.Series(truth, dtype=float).groupby(groups).sum()
+        rows += [{"seed": seed, "variables": n, "n": c.n, "positives": int(positives[n]),
+                  "F1 baseline": 100 * c.f1_a, "F1 target": 100 * c.f1_b, "gain (pp)": 100 * c.delta,
+                  "CI low": 100 * c.ci_low, "CI high": 100 * c.ci_high, "McNemar p": c.mcnemar_p}
+                 for n, c in compared.items()]
+    return pd.DataFrame(rows, columns=BIN_GAIN_COLUMNS), [omitted[k] for k in sorted(omitted)]
+
+
+def bin_tables(bins: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """:func:`bins_frame` in two narrow tables: each bin's instances and positives (the same for every
+    condition and seed), and accuracy with one column per condition (mean over seeds)."""
+    sizes = bins.groupby("num_variables")[["n", "positives"]].first()
+    accuracy = bins.pivot_table(index="num_variables", columns="condition", values="accuracy", sort=False)
+    return sizes, accuracy.rename(columns=lambda c: f"accuracy {label(c)}")
+
+
+# --------------------------------------------------------------------------------------------------- cost
+
+
+def cost_frame(runs: Runs, baseline: str = "baseline_enhanced") -> pd.DataFrame:
+    """Mean tokens and model time per instance, and the ratios to the one-turn baseline (§7.3). Latency of
+    cached calls is the latency measured when they were first made."""
+    by_condition: dict[str, list[Usage]] = {}
+    for (condition, _), records in runs.items():
+        by_condition.setdefault(condition, []).extend(usage(r) for r in records)
+    if baseline not in by_condition:
+        return pd.DataFrame()
+    return pd.DataFrame([row.__dict__ for row in cost_summary(by_condition, baseline)])
+
+
+# -------------------------------------------------------------------------------------------------- paper
+
+
+def paper(keys: Iterable[str] | None = None, section: str | None = None) -> pd.DataFrame:
+    """Paper-reported figures (``data/paper_reported.csv``) in the order asked for, labelled as the paper's.
+    Asking for a key the file does not hold is an error, so a page never silently loses a figure."""
+    table = pd.read_csv(PAPER_CSV)
+    if keys is not None:
+        keys = list(keys)
+        missing = sorted(set(keys) - set(table["key"]))
+        if missing:
+            raise KeyError(f"not in {PAPER_CSV.name}: {missing}")
+        table = table.set_index("key").loc[keys].reset_index()
+    if section is not None:
+        table = table[table["section"].str.contains(section, regex=False)]
+    return table.assign(source="paper").reset_index(drop=True)
+
+
+# Readable names for the keys tables carry (conditions, columns), as a paper prints them.
+LABELS = {
+    "structured": "Structured Thinking", "baseline_enhanced": "BaselineEnhanced",
+    "twoturn_prose_pc": "TwoTurn-Prose-PC", "singleturn_structured": "single-turn structured",
+    "minimal_instruction": "minimal instruction", "no_thinking": "no thinking",
+    "no_constrained_decoding": "no constrained decoding", "baseline_no_thinking": "BaselineEnhanced, no thinking",
+    "num_variables": "variables", "drop_gold_pp": "F1 drop, gold (pp)", "drop_oracle_pp": "F1 drop, corrected (pp)",
+    "flipped_share": "answers flipped", "intervened_share": "turns changed", "base_f1_gold": "F1 unprobed",
+    "f1_gold": "F1 probed", "other": "compared with",
+    # the graph audit's measures (chapter 05)
+    "records": "records", "parsed": "parsed objects", "parse_rate": "parse rate", "skeleton_f1": "skeleton F1",
+    "skeleton_f1_micro": "skeleton F1 (micro)", "v_structures_f1": "v-structure F1",
+    "v_structures_f1_micro": "v-structure F1 (micro)", "directed_f1": "directed-edge F1",
+    "directed_f1_micro": "directed-edge F1 (micro)", "undirected_f1": "undirected-edge F1",
+    "undirected_f1_micro": "undirected-edge F1 (micro)", "exact_match_rate": "exact CPDAG match rate",
+    "violation_rate": "violation rate",
+    # cost (chapter 01, §7.3)
+    "mean_total_tokens": "tokens per instance", "mean_latency_s": "model time per instance (s)",
+    "token_ratio": "tokens vs baseline", "latency_ratio": "time vs baseline",
+    # the failure classifier's counts and kinds (chapter 06)
+    "cut off": "cut off", "unparsed_answer": "unparsed answer", "rejected_request": "refused request",
+    "no_graph": "no graph reached turn 2", "wrong_graph": "wrong graph state", "mec_ambiguity": "class ambiguity",
+    "wrong_readout": "wrong readout", "one_turn_mec_ambiguity": "one-turn: class ambiguity",
+    "one_turn_other": "one-turn: other",
+}
+
+
+WHOLE = {"seed", "n", "seeds", "positives", "variables", "tp", "fp", "fn", "tn", "unparsed", "cut", "rejected", "FN",
+         "FP", "errors", "outputs"}  # first words of columns that count
+
+
+def label(key: Any) -> Any:
+    """The readable name of a condition or column key, or of each side of ``a vs b`` (other values as they
+    are)."""
+    if not isinstance(key, str):
+        return key
+    return " vs ".join(LABELS.get(part, part) for part in key.split(" vs "))
+
+
+def readable(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with its index as ordinary columns (a default 0..n index dropped) and its keys, in column
+    names and in text cells, replaced by readable names."""
+    # an unnamed index (e.g. measure names) gets a blank header rather than "index"
+    flat = frame if isinstance(frame.index, pd.RangeIndex) else frame.reset_index(
+        names=[n if n is not None else "" for n in frame.index.names])
+    flat = flat.rename(columns=label)
+    text = [c for c in flat.columns if flat[c].dtype == object or pd.api.types.is_string_dtype(flat[c])]
+    return flat.assign(**{c: flat[c].map(label) for c in text})
+
+
+_TABLE_IDS = itertools.count(1)  # a page's tables in the order it shows them: the same records, the same page
+
+
+def show(frame: pd.DataFrame, digits: int = 2):
+    """A table as the book prints it: readable labels, no index column, numbers to ``digits`` places,
+    missing values as a dash, text never cut short. Its HTML ids count the tables shown in this process
+    (pandas would draw a random one), so a page made again from the same records is the same page."""
+    flat = readable(frame)
+    floats = [c for c in flat.columns if pd.api.types.is_float_dtype(flat[c])]
+    # whole numbers stored as floats (a seed or a count beside a missing value) print as whole numbers
+    whole = [c for c in floats if flat[c].dropna().map(float.is_integer).all() and c.split()[0] in WHOLE]
+    floats = [c for c in floats if c not in whole]
+    # class "dataframe": the book's own table style, as pandas' plain HTML gets it. A Styler does not escape
+    # by default, and cells and headers may hold CSV or model text: every one is escaped.
+    styler = (flat.style.set_uuid(f"t{next(_TABLE_IDS)}").hide(axis="index").set_table_attributes('class="dataframe"')
+              .format("{:.%df}" % digits, subset=floats, na_rep="—")
+              .format("{:.0f}", subset=whole, na_rep="—")
+              .format_index(escape="html", axis=1))
+    others = [c for c in flat.columns if c not in floats]
+    return styler.format(na_rep="—", subset=others, escape="html") if others else styler
+
+
+def md_literal(text: Any) -> str:
+    """``text`` as Markdown that shows it literally: the marks that open markup (tags, entities, links, code,
+    emphasis, roles, math, table cells) are backslash-escaped, which CommonMark reads as the plain mark."""
+    return re.sub(r"([\\`*_\[<>&|~{}$])", r"\\\1", str(text)).replace("\n", " ")
+
+
+def md_code(text: Any) -> str:
+    """``text`` as inline code that it cannot close: fenced by a backtick run longer than any inside it."""
+    text = str(text).replace("\n", " ")
+    fence = "`" * (max((len(run) for run in re.findall("`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def markdown_table(frame: pd.DataFrame, digits: int = 2) -> str:
+    """A frame as a MyST/commonmark pipe table (index first, missing values as a dash), for pasting into a
+    page's prose where it takes the book's own table style; text is shown literally (:func:`md_literal`)."""
+    flat = readable(frame)
+
+    def cell(value: Any) -> str:
+        if isinstance(value, float):
+            return "—" if pd.isna(value) else f"{value:.{digits}f}"
+        return "—" if value is None or value is pd.NA else md_literal(value)
+
+    lines = ["| " + " | ".join(map(md_literal, flat.columns)) + " |", "|" + "---|" * len(flat.columns)]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in flat.itertuples(index=False)]
+    return "\n".join(lines)
+
+
+def paper_view(keys: Iterable[str]) -> pd.DataFrame:
+    """Paper figures for display, each named in words (what was measured, on which condition and split),
+    with its value as the paper prints it, its model and its section."""
+    table = paper(keys)
+    return pd.DataFrame({"paper figure": table["metric"] + ", " + table["condition"].map(label) + ", "
+                         + table["split"], "value": table["value"].map(lambda v: f"{v:g}"),
+                         "model": table["model"], "section": table["section"]})
+
+
+def run_details(metadata: Mapping[str, Any]) -> pd.DataFrame:
+    """App. J's run details from one run folder's ``metadata.json``: the model and tokenizer revisions, the API
+    and the snapshots it served, the decoding, the package versions, the hardware and the code's commit."""
+    hardware = metadata.get("hardware") or {}
+    machine = (", ".join(hardware.get("gpus") or []) or
+               f"CPU: {hardware.get('cpu') or 'unknown'} ({hardware.get('cpu_cores') or '?'} cores)")
+    packages = metadata.get("packages") or {}
+    decoding = metadata.get("decoding") or {}
+    rows = {
+        "model": (metadata.get("backend") or {}).get("model"),
+        "model revision": metadata.get("model_revision"),
+        "tokenizer revision": metadata.get("tokenizer_revision"),
+        "model package": metadata.get("model_package"),
+        "API": metadata.get("api"),
+        "served snapshots": ", ".join(metadata.get("served_models") or []) or None,
+        "decoding": ", ".join(f"{k} {v}" for k, v in decoding.items() if v is not None),
+        "packages": ", ".join(f"{k} {v}" for k, v in sorted(packages.items())),
+        "python": metadata.get("python"),
+        "hardware": machine,
+        "code (git commit)": _revision_text(metadata.get("git")),
+        "started": metadata.get("started_at"),
+    }
+    return pd.DataFrame({"field": list(rows), "value": ["—" if v in (None, "") else str(v) for v in rows.values()]})
+
+
+def _revision_text(revision: Mapping[str, Any] | None) -> str | None:
+    """A run's ``git`` revision as the page prints it: the commit, and whether the code had uncommitted changes."""
+    if not revision:
+        return None
+    return revision["commit"] + (" with uncommitted changes" if revision["dirty"] else "")

@@ -1,0 +1,331 @@
+"""The main job: execute every notebook with papermill (into ``book/``) and build the Jupyter Book.
+
+Parameters given here override the notebooks' own defaults for every notebook that declares them, so
+``cpdagthink book --backend openai --model gpt-x --limit 0`` re-runs the whole book on another model.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+from ..paths import PROJECT_ROOT
+
+NOTEBOOKS = PROJECT_ROOT / "notebooks"
+
+
+def _parameter_assignments(path: Path) -> list[tuple[str, Any]]:
+    """``(name, value node)`` of each assignment in the notebook's cell tagged ``parameters``."""
+    import ast
+
+    import nbformat
+
+    for cell in nbformat.read(path, as_version=4).cells:
+        if "parameters" in cell.get("metadata", {}).get("tags", []):
+            return [(t.id, node.value) for node in ast.parse(cell.source).body if isinstance(node, ast.Assign)
+                    for t in node.targets if isinstance(t, ast.Name)]
+    raise ValueError(f"{path.name} has no cell tagged 'parameters'")
+
+
+def notebook_parameters(path: Path) -> set[str]:
+    """Names assigned in the notebook's cell tagged ``parameters``."""
+    return {name for name, _ in _parameter_assignments(path)}
+
+
+def notebook_defaults(path: Path) -> dict[str, Any]:
+    """The parameters cell's values that are literals (``limit = 4``, ``seeds = [0]``), by name."""
+    import ast
+
+    defaults = {}
+    for name, node in _parameter_assignments(path):
+        try:
+            defaults[name] = ast.literal_eval(node)
+        except (ValueError, TypeError, SyntaxError):
+            continue  # an expression: not a run parameter
+    return defaults
+
+
+def chapter_values(notebook: Path, overrides: dict[str, Any]) -> dict[str, Any]:
+    """The parameters a notebook runs with: its parameters cell's defaults, and the overrides it declares (a
+    chapter ignores the others, as papermill is only given these)."""
+    accepted = notebook_parameters(notebook)
+    return {**notebook_defaults(notebook), **{k: v for k, v in overrides.items() if k in accepted}}
+
+
+def check_parameters(notebooks: list[Path], overrides: dict[str, Any]) -> None:
+    """Validate what each notebook will run, its own defaults with the overrides it accepts, as ``run``
+    validates its flags (same messages): every value, the backend's options, and that the sample can be
+    drawn as asked. Each distinct sample is drawn once."""
+    from .experiments import setup_from_parameters
+
+    drawn = set()
+    for notebook in notebooks:
+        setup = setup_from_parameters(chapter_values(notebook, overrides))
+        sample = setup.model_dump_json(include={"split", "data", "limit", "sample_seed", "sample_variables",
+                                                "sample_min_positives"})
+        if sample not in drawn:
+            setup.instances()
+            drawn.add(sample)
+
+
+def execute(notebook: Path, overrides: dict[str, Any], output_dir: Path) -> Path:
+    """Run one notebook with the overrides it accepts; the executed copy goes to ``output_dir``."""
+    import papermill
+
+    accepted = notebook_parameters(notebook)
+    unknown = set(overrides) - accepted
+    parameters = {k: v for k, v in overrides.items() if k in accepted}
+    output = output_dir / notebook.name
+    print(f"executing {notebook.name} with {json.dumps(parameters)}"
+          + (f" (not a parameter here: {sorted(unknown)})" if unknown else ""), flush=True)
+    try:
+        papermill.execute_notebook(str(notebook), str(output), parameters=parameters, cwd=str(PROJECT_ROOT),
+                                   kernel_name="python3", progress_bar=False, log_output=False)
+    except papermill.PapermillExecutionError as error:
+        from .experiments import RenderOnlyError
+
+        if error.ename == RenderOnlyError.__name__:  # a run to compute first: its one line, not a traceback
+            raise RenderOnlyError(f"{notebook.stem}: {error.evalue}") from None
+        raise
+    return output
+
+
+def hide_injected_parameters(path: Path) -> None:
+    """Remove papermill's injected-parameters cell from the page (tag ``remove-cell``): it shows lists as
+    escaped JSON; each chapter's first screen prints the command that reproduces it instead."""
+    import nbformat
+
+    nb = nbformat.read(path, as_version=4)
+    for cell in nb.cells:
+        tags = cell.metadata.setdefault("tags", [])
+        if "injected-parameters" in tags and "remove-cell" not in tags:
+            tags.append("remove-cell")
+    nbformat.write(nb, path)
+
+
+SUMMARY = "build_summary.md"  # written by render() into book/, included by the intro
+
+
+def chapter_records(book: Path) -> dict[str, dict[str, Any]]:
+    """Per executed chapter in ``book``, what its first screen recorded (configuration, headline, command),
+    read from the output metadata that :func:`readings.first_screen` writes."""
+    import nbformat
+
+    from .readings import METADATA_KEY
+
+    found = {}
+    for path in sorted(book.glob("[0-9][0-9]_*.ipynb")):
+        outputs = (o for c in nbformat.read(path, as_version=4).cells for o in c.get("outputs", []))
+        record = next((o["metadata"][METADATA_KEY] for o in outputs if METADATA_KEY in o.get("metadata", {})), None)
+        if record is not None:
+            found[path.stem] = record
+    return found
+
+
+def build_summary(records: dict[str, dict[str, Any]]) -> str:
+    """The intro's account of this build: whether every chapter ran with one configuration (or the book is
+    mixed), each chapter's configuration, and each chapter's key figure beside the paper's."""
+    import pandas as pd
+
+    from ..analysis.tables import markdown_table, md_code, md_literal
+
+    if not records:
+        return "No chapter of this book has been executed yet: run `make book`."
+    shared = ("backend", "model", "data", "sample", "instances", "positives", "seeds", "budgets", "decoding",
+              "tool choice")
+    configs = {name: {k: r["configuration"][k] for k in shared} for name, r in records.items()}
+    mixed = len({repr(c) for c in configs.values()}) > 1
+    first = next(iter(configs.values()))
+    head = ("**This book is mixed:** its chapters ran with different configurations (table below); numbers of "
+            "two chapters compare only where their rows agree. Rebuild every chapter with one command to unmix it."
+            if mixed else
+            "**One configuration for every chapter:** " + md_literal(
+                f"{first['model']} (backend {first['backend']}), {first['data']}, {first['sample']}, seeds "
+                f"{first['seeds']}, token budgets {first['budgets']} (turn 1 + answer), {first['decoding']}."))
+
+    def number(value: float, unit: str) -> str:
+        return f"{value:+.3g}" if unit == "pp" else f"{value:.3g}"  # gains and drops signed, scores not
+
+    def figure(h: dict[str, Any]) -> str:
+        if h["value"] is None:
+            return "not computed"
+        unit = h.get("unit", "pp")
+        ci = "" if h["ci_low"] is None else f" [{number(h['ci_low'], unit)}, {number(h['ci_high'], unit)}]"
+        return number(h["value"], unit) + ci
+
+    headlines = pd.DataFrame([{"chapter": name, "key figure": r["headline"]["figure"],
+                               "this build (95% CI)": figure(r["headline"]),
+                               # the paper's figure as the paper prints it
+                               "paper": f"{r['headline']['paper']:{'+' if r['headline'].get('unit', 'pp') == 'pp' else ''}g}",
+                               "verdict": r["headline"]["verdict"].split(":")[0]}
+                              for name, r in records.items()])
+    rows = [{"chapter": name, "model": c["model"], "data": c["data"],
+             "sample": f"{r['configuration']['instances']} ({r['configuration']['positives']} positive, "
+                       f"{r['configuration']['negatives']} negative)",
+             "seeds": ", ".join(map(str, c["seeds"])), "budgets": c["budgets"], "decoding": c["decoding"]}
+            for (name, c), r in zip(configs.items(), records.values())]
+    commands = "\n".join(f"- {md_literal(name)}: {md_code(r['command'])}" for name, r in records.items())
+    return "\n\n".join([
+        head,
+        "*Key figures, this build beside the paper's (pp; the paper's figures are from `data/paper_reported.csv`, "
+        "measured on Qwen3.5-27B and the full splits).*", markdown_table(headlines),
+        *(["*Each chapter's configuration.*", markdown_table(pd.DataFrame(rows))] if mixed else []),
+        "Each chapter re-executes with:", commands])
+
+
+def render(root: Path = PROJECT_ROOT) -> Path:
+    """Build the book from the notebooks already executed into ``root/book`` (by ``cpdagthink book`` or by
+    papermill), executing nothing: hide papermill's parameters cell, write the intro's account of the
+    build's configurations and key figures, then the HTML book and its single-file print."""
+    book = root / "book"
+    executed = sorted(book.glob("[0-9][0-9]_*.ipynb"))
+    if not executed:
+        raise ValueError(f"no executed chapter in {book}: run `cpdagthink book` (or papermill) first")
+    for path in executed:
+        hide_injected_parameters(path)
+    (book / SUMMARY).write_text(build_summary(chapter_records(book)) + "\n", encoding="utf-8")
+    index = build_html(root)
+    build_single_file(root)
+    return index
+
+
+def build_html(root: Path = PROJECT_ROOT) -> Path:
+    """``jupyter-book build`` on the root (notebooks are already executed; execution is off)."""
+    command = [str(Path(sys.executable).with_name("jupyter-book")), "build", str(root), "--quiet"]
+    subprocess.run(command, check=True, cwd=root)
+    index = root / "_build" / "html" / "index.html"
+    if not index.is_file():
+        raise RuntimeError(f"jupyter-book finished but {index} is missing")
+    return index
+
+
+# For print: no navigation, code wrapped (a long line would shrink every page to fit it), and a cell kept on
+# one page where it fits (as jupyter-book's own pdfhtml does).
+PRINT_STYLE = """
+.bd-header, .bd-sidebar-primary, .bd-sidebar-secondary, .skip-link, .header-article, .bd-footer,
+.prev-next-area, .bd-header-announcement, #pst-back-to-top { display: none !important; }
+.bd-article-container, .bd-content, .bd-main, .bd-page-width { max-width: 100% !important; }
+pre { white-space: pre-wrap !important; overflow-wrap: anywhere; }
+div.cell_input, div.cell_output { break-inside: avoid; }
+th { overflow-wrap: normal !important; word-break: normal !important; hyphens: manual !important; }
+"""
+
+
+def build_single_file(root: Path = PROJECT_ROOT) -> Path:
+    """The whole book as one file: Sphinx's ``singlehtml`` build (all chapters on one page, offline) printed
+    to ``_build/book.pdf`` by headless Chromium. jupyter-book's own ``--builder pdfhtml`` cannot run here: it
+    launches Playwright's browser, which Playwright downloads, and takes no path to Debian's ``chromium``.
+    Without Chromium (``scripts/install-browser.sh``) the result is the single HTML page (it needs its
+    ``_static`` folder beside it) and a note says so; the PDF then is one print from a browser away."""
+    import yaml
+
+    from .browser import Browser, find_chromium
+
+    command = [str(Path(sys.executable).with_name("jupyter-book")), "build", str(root), "--builder", "singlehtml",
+               "--quiet"]
+    subprocess.run(command, check=True, cwd=root)
+    toc_root = yaml.safe_load((root / "_toc.yml").read_text())["root"]
+    page = root / "_build" / "singlehtml" / f"{Path(toc_root).with_suffix('')}.html"
+    if not page.is_file():
+        raise RuntimeError(f"jupyter-book finished but {page} is missing")
+    # Sphinx writes the page where the root document sits (book/intro.html) but links its styles and images
+    # as from the build's top folder; at the top, in place of index.html's redirect, they resolve.
+    single = root / "_build" / "singlehtml" / "index.html"
+    single.write_text(page.read_text(encoding="utf-8"), encoding="utf-8")
+    if find_chromium() is None:
+        print(f"single-page book: {single} (no PDF: Chromium is absent; run scripts/install-browser.sh)")
+        return single
+    pdf = root / "_build" / "book.pdf"
+    with Browser() as browser:
+        browser.open(single)
+        browser.evaluate("document.fonts.ready.then(() => { const s = document.createElement('style'); "
+                         f"s.textContent = {json.dumps(PRINT_STYLE)}; document.head.appendChild(s); }})")
+        browser.pdf(pdf)
+    print(f"single-file book: {pdf} (single page: {single})")
+    return pdf
+
+
+def select_notebooks(only: list[str] | None = None) -> list[Path]:
+    """Every chapter, or those whose names start with an entry of ``only``; an entry that matches no
+    chapter is refused with the list of chapters (a typo must not build an empty book)."""
+    notebooks = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+    if not only:
+        return notebooks
+    unmatched = [prefix for prefix in only if not any(n.name.startswith(prefix) for n in notebooks)]
+    if unmatched:
+        raise ValueError(f"no chapter starts with {', '.join(map(repr, unmatched))}; the chapters are: "
+                         + ", ".join(n.stem for n in notebooks))
+    return [n for n in notebooks if any(n.name.startswith(prefix) for prefix in only)]
+
+
+@contextlib.contextmanager
+def _kernel_environment(render_only: bool) -> Iterator[None]:
+    """The environment of the kernels started meanwhile (they inherit this process's): no progress bars (in a
+    page they are widgets of the computation, not results, and a page made again from the same records must
+    be the same page; papermill shows no kernel output on the console anyway), and the render-only switch
+    when asked."""
+    from .experiments import ENV_RENDER_ONLY
+
+    changes = {"TQDM_DISABLE": "1", **({ENV_RENDER_ONLY: "1"} if render_only else {})}
+    before = {name: os.environ.get(name) for name in changes}
+    os.environ.update(changes)
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def selected(overrides: dict[str, Any], only: list[str] | None = None,
+             parameters: dict[str, Any] | None = None) -> tuple[list[Path], dict[str, Any]]:
+    """The chapters ``only`` selects and the overrides they are given: the flags' values, then ``parameters``
+    (``-p name=value``; a name no selected chapter declares is refused), the endpoints without user info."""
+    from ..run.config import bare_urls
+    from ..run.parameters import coerce_list
+
+    notebooks = select_notebooks(only)
+    parameters = parameters or {}
+    declared = set().union(*(notebook_parameters(n) for n in notebooks))
+    unknown = sorted(set(parameters) - declared)
+    if unknown:
+        raise ValueError(f"no selected chapter takes the parameter {', '.join(map(repr, unknown))}; "
+                         f"they take: {', '.join(sorted(declared))}")
+    overrides = {**overrides, **parameters}
+    if overrides.get("base_url"):  # printed and stored in every executed notebook: no user info (credentials)
+        overrides = {**overrides, "base_url": bare_urls(coerce_list(overrides["base_url"], "base_url"))}
+    return notebooks, overrides
+
+
+def build(overrides: dict[str, Any], only: list[str] | None = None, root: Path = PROJECT_ROOT,
+          parameters: dict[str, Any] | None = None, render_only: bool = False, render_book: bool = True) -> Path:
+    """Execute the notebooks (all, or those whose names start with an entry of ``only``) into ``root/book``
+    and build the book at ``root`` (which holds ``_config.yml`` and ``_toc.yml``) with :func:`render`; other
+    chapters already executed in ``root/book`` are left as they are. ``parameters`` (``-p name=value``) are
+    any notebook parameters; a name no selected chapter declares is refused before anything runs.
+    ``render_only``: the notebooks' kernels get ``CPDAGTHINK_RENDER_ONLY=1``, so every page is made from
+    complete run folders and a run that is not complete fails its chapter, naming the run folder.
+    ``render_book=False`` stops after the notebooks (each workflow chapter job; its book job renders once) and
+    returns ``root/book``."""
+    notebooks, overrides = selected(overrides, only, parameters)
+    check_parameters(notebooks, overrides)  # papermill would fail deep inside a notebook
+    book = root / "book"
+    book.mkdir(exist_ok=True)
+    # A headless kernel cannot run live widgets; notebooks that declare this show static views instead.
+    overrides = {"interactive_widgets": False, **overrides}
+    timings = {}
+    with _kernel_environment(render_only):
+        for notebook in notebooks:
+            start = time.perf_counter()
+            execute(notebook, overrides, book)
+            timings[notebook.name] = round(time.perf_counter() - start, 1)
+    print(f"notebook times (s): {json.dumps(timings)}")
+    return render(root) if render_book else book

@@ -1,0 +1,235 @@
+"""What the notebooks call: a run setup from their parameters and cached runs (tables: :mod:`cpdagthink.analysis.tables`).
+
+Notebooks stay thin: they build one :class:`RunConfig` from their ``parameters`` cell, ask for runs by
+condition and seed (a run folder that holds its run whole is read as it is, with no backend built; new
+parameters run what is missing, reusing the call cache), and turn records into tables with
+:mod:`cpdagthink.analysis.tables`. With ``CPDAGTHINK_RENDER_ONLY=1`` (``cpdagthink book --render-only``) nothing is
+computed: a run that is not complete is an error.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from typing import Any, Iterable, Mapping, Sequence
+
+from ..analysis.metrics import counted
+from ..backends import Backend, make_backend
+from ..causal.instance import Instance
+from ..errors import CpdagthinkError
+from ..method.conditions import Intervention
+from ..run.config import RunConfig, RunParameters
+from ..run.records import RunRecord
+from ..run.runfolder import METADATA, completeness, read_json
+from ..run.runner import run_config
+
+ENV_RENDER_ONLY = "CPDAGTHINK_RENDER_ONLY"
+
+
+class RenderOnlyError(CpdagthinkError):
+    """Render-only (:data:`ENV_RENDER_ONLY`) and a run is not complete: it must be computed elsewhere first."""
+
+
+def render_only() -> bool:
+    """Pages are made from complete run folders only, with no backend built (:data:`ENV_RENDER_ONLY` set)."""
+    return os.environ.get(ENV_RENDER_ONLY, "").strip().lower() in ("1", "true", "yes")
+
+
+def setup_from_parameters(namespace: Mapping[str, Any]) -> RunConfig:
+    """A notebook's one-line setup: the names of its parameters cell (``globals()``) that are run parameters,
+    validated into a :class:`RunConfig` (a bad value fails here, naming the parameter)."""
+    known = {k: namespace[k] for k in RunParameters.model_fields if k in namespace}
+    return RunParameters(**known).to_config()
+
+
+def reference_of(setup: RunConfig) -> RunConfig:
+    """The same sample and seeds answered by the symbolic reference agent (the upper-bound row)."""
+    return RunConfig.model_validate({**setup.model_dump(), "backend": "reference", "model": None,
+                                     "backend_options": {}})
+
+
+def updated(setup: RunConfig, **changes: Any) -> RunConfig:
+    """``setup`` with some fields changed, validated again (e.g. another model, split or tool choice)."""
+    decoding = changes.pop("decoding", {})
+    data = setup.model_dump()
+    data["decoding"] = {**data["decoding"], **decoding}
+    return RunConfig.model_validate({**data, **changes})
+
+
+def ood_setup(setup: RunConfig, ood_split: str) -> RunConfig:
+    """The same sample size and settings on an OOD split: a CSV path or a split name (hub or ``generated:``)."""
+    if str(ood_split).endswith(".csv"):
+        return updated(setup, data=str(ood_split))
+    return updated(setup, split=ood_split, data=None)
+
+
+@functools.lru_cache(maxsize=4)
+def _backend(name: str, arguments: str) -> Backend:
+    return make_backend(name, **json.loads(arguments))
+
+
+def refusals(setup: RunConfig, conditions: Iterable[str]) -> dict[str, str]:
+    """The conditions this model cannot serve, each with the reason (e.g. ``no_thinking`` on a model that
+    always reasons); the chapters leave them out and say why."""
+    from pydantic import ValidationError
+
+    refused = {}
+    for condition in conditions:
+        try:
+            setup.for_run(condition)
+        except ValidationError as error:
+            refused[condition] = error.errors()[0]["msg"].removeprefix("Value error, ")
+    return refused
+
+
+def backend_of(setup: RunConfig) -> Backend:
+    """The setup's backend, built once per process (loading a model is the expensive part); never when
+    rendering only."""
+    if render_only():
+        raise RenderOnlyError(f"{ENV_RENDER_ONLY} is set: no backend is built here ({setup.label})")
+    return _backend(setup.backend, json.dumps(setup.backend_arguments(), sort_keys=True))
+
+
+def run(setup: RunConfig, condition: str, seed: int = 0, instances: Sequence[Instance] | None = None,
+        intervention: Intervention | None = None, probe: str | None = None, progress: bool = True) -> list[RunRecord]:
+    """Records of ``condition`` at ``seed`` on the setup's sample, in sample order. A complete run folder
+    (:func:`runfolder.completeness`) is read as it is: no backend, no model, no key. Otherwise the run is
+    computed (cached and resumable), unless rendering only (:func:`render_only`): then
+    :class:`RenderOnlyError` names the folder and how to compute it."""
+    instances = list(instances if instances is not None else setup.instances())
+    config = setup.for_run(condition, seed, probe)
+    folder = config.folder(instances)
+    held = completeness(folder, config, instances)
+    if held.complete:
+        return held.records
+    if render_only():
+        raise RenderOnlyError(
+            f"{folder} does not hold this run yet ({held.missing}) and {ENV_RENDER_ONLY} is set: compute it first "
+            "(`make grid`, or `cpdagthink plan` with the chapter's parameters and `--group KEY --execute`), or "
+            "execute the chapter without --render-only")
+    result = run_config(config, backend_of(setup), instances, folder, intervention=intervention, progress=progress)
+    return result.records
+
+
+def run_grid(setup: RunConfig, conditions: Iterable[str], seeds: Iterable[int],
+             instances: Sequence[Instance] | None = None) -> dict[tuple[str, int], list[RunRecord]]:
+    """Every (condition, seed) run, keyed by that pair."""
+    instances = list(instances if instances is not None else setup.instances())
+    return {(c, s): run(setup, c, s, instances) for s in seeds for c in conditions}
+
+
+def model_name(setup: RunConfig) -> str:
+    """The model a setup runs, by its resolved name (never ``default``): the local registry's title for a
+    short name, the file name of a ``.gguf`` path, the symbolic agent for the reference backend."""
+    if setup.backend == "reference":
+        return "the symbolic reference agent, which reads the exact oracle's CPDAG"
+    if setup.backend == "local":
+        from pathlib import Path
+
+        from ..backends.models import DEFAULT_MODEL, MODELS
+
+        spec = MODELS.get(setup.model or DEFAULT_MODEL)
+        return spec.title if spec else Path(str(setup.model)).name
+    return str(setup.model)
+
+
+def configuration(setup: RunConfig, instances: Sequence[Instance], seeds: Sequence[int],
+                  conditions: Sequence[str] = (), probes: Sequence[str] = ()) -> dict[str, Any]:
+    """What a chapter ran, as plain values (the book's intro compares chapters by them)."""
+    positives = sum(i.label for i in instances)
+    d = setup.decoding
+    return {"backend": setup.backend, "model": model_name(setup), "data": setup.data or f"{setup.split} split",
+            "instances": len(instances), "positives": positives, "negatives": len(instances) - positives,
+            "sample": (f"limit {setup.limit}, seed {setup.sample_seed}, variables "
+                       f"{'any' if not setup.sample_variables else list(setup.sample_variables)}, at least "
+                       f"{setup.sample_min_positives} positives" if setup.limit else "whole split"),
+            "seeds": list(seeds), "budgets": f"{d.max_tokens_turn1} + {d.max_tokens_answer}",
+            "decoding": _decoding_text(d), "tool choice": d.tool_choice,
+            "conditions": list(conditions), "probes": list(probes)}
+
+
+def banner(setup: RunConfig, instances: Sequence[Instance], seeds: Sequence[int], *,
+           conditions: Sequence[str] = (), probes: Sequence[str] = (), verdict: str | None = None,
+           command: str | None = None) -> str:
+    """What a page says first: the verdict (whether this build can test the paper's claim, before any
+    number), then which model, data, sample (positives and negatives), seeds, budgets and decoding, which
+    conditions and probes ran, and the command that reproduces the page."""
+    from ..analysis.tables import label, md_code, md_literal
+
+    positives = sum(i.label for i in instances)
+    source = setup.data or f"Corr2Cause {setup.split} split"
+    drawn = (f" drawn from rows with {', '.join(map(str, setup.sample_variables))} variables"
+             if setup.limit > 0 and setup.sample_variables else "")
+    d = setup.decoding
+    lines = [f"**Verdict.** {verdict}"] if verdict else []
+    lines.append(
+        f"**This run:** model {md_literal(model_name(setup))} (backend `{setup.backend}`), {md_literal(source)}, "
+        f"sample of {counted(len(instances), 'instance')}{drawn} ({counted(positives, 'gold positive')} and "
+        f"{counted(len(instances) - positives, 'negative')}{_balance_text(setup)}), "
+        f"{counted(len(seeds), 'seed')} {list(seeds)}, token budgets {d.max_tokens_turn1} for turn 1 and "
+        f"{d.max_tokens_answer} for the answer ({d.one_turn_budget} for one-turn conditions), "
+        f"{_decoding_text(d)}."
+        + (f" Conditions: {', '.join(label(c) for c in conditions)}." if conditions else "")
+        + (f" Probes: {', '.join(f'`{p}`' for p in probes)}." if probes else "")
+        + " Figures labelled *paper* are the paper's, reported for Qwen3.5-27B or the named model on the full data.")
+    if command:
+        lines.append(f"Reproduce this page: {md_code(command)}")
+    return "\n\n".join(lines)
+
+
+def reproduce_command(chapter: str, namespace: Mapping[str, Any]) -> str:
+    """The command that re-executes one chapter with the parameters it ran with: ``cpdagthink book --only NN``
+    and one ``-p name=value`` per parameter that differs from the notebook's default."""
+    import shlex
+
+    from .build import NOTEBOOKS, notebook_defaults
+
+    defaults = notebook_defaults(NOTEBOOKS / f"{chapter}.ipynb")
+    parts = ["cpdagthink", "book", "--only", chapter.split("_")[0]]
+    for name, default in defaults.items():
+        value = namespace.get(name, default)
+        if name == "interactive_widgets" or value == default:
+            continue
+        text = value if isinstance(value, str) and _is_plain(value) else json.dumps(value)
+        parts += ["-p", shlex.quote(f"{name}={text}")]
+    return " ".join(parts)
+
+
+def _is_plain(text: str) -> bool:
+    """A string that ``-p name=value`` reads back as that same string (not as a number, list or null)."""
+    try:
+        json.loads(text)
+    except ValueError:
+        return True
+    return False
+
+
+def _decoding_text(decoding: Any) -> str:
+    if decoding.greedy:
+        return "greedy decoding"
+    return (f"sampling at temperature {decoding.temperature:g}, top_p {decoding.top_p:g}, top_k {decoding.top_k}, "
+            f"min_p {decoding.min_p:g}")
+
+
+def _balance_text(setup: RunConfig) -> str:
+    if setup.sample_min_positives <= 1 or setup.limit == 0:
+        return ""
+    return (f", at least {setup.sample_min_positives} by choice, so that a sample this small has positives to "
+            "score; its share of positives is then higher than the split's")
+
+
+def run_metadata(setup: RunConfig, condition: str, seed: int, instances: Sequence[Instance]) -> dict[str, Any]:
+    """The ``metadata.json`` of one run of this setup (empty when that run has not been made); read only, so a
+    read-only copy of the run folders renders."""
+    return read_json(setup.for_run(condition, seed).folder(list(instances)) / METADATA) or {}
+
+
+def thinking_supported(setup: RunConfig, condition: str, seed: int, instances: Sequence[Instance]) -> bool:
+    """Whether the setup's model has a thinking mode, as the run of ``condition`` at ``seed`` recorded it (no
+    backend is built to ask)."""
+    found = run_metadata(setup, condition, seed, instances).get("thinking_supported")
+    if found is None:
+        raise CpdagthinkError(f"the run of {condition} at seed {seed} has not recorded whether {setup.label} has a "
+                              "thinking mode: run it first (ex.run)")
+    return found

@@ -1,0 +1,240 @@
+"""The book's runs as a plan: each chapter declares the runs it reads once, as a function of its parameters.
+
+A chapter's notebook reads its records through :func:`read` (which computes whatever is missing), and
+:func:`plan_book` lists the runs of the chapters ``cpdagthink book`` would execute with the same parameters:
+both come from the chapter's declaration in :data:`CHAPTERS`, so a run is never declared twice. A
+:class:`PlannedRun` names its single-run :class:`RunConfig`, the rows it reads, its run folder, whether that
+folder is complete, and its group: the runs one job computes with one backend and model at one seed, so the
+model is loaded once (``cpdagthink plan --group KEY --execute``, what a workflow job calls).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel
+
+from ..causal.instance import Instance
+from ..errors import CpdagthinkError
+from ..run.config import RunConfig, _bounded, _short_hash
+from ..run.parameters import coerce_list
+from ..run.records import RunRecord
+from ..run.runfolder import is_complete
+from . import experiments as ex
+from .readings import REFERENCE, TARGET
+
+Key = tuple[str, int]  # how a chapter's tables name a run: (condition, probe or label; seed)
+
+
+@dataclass(frozen=True)
+class Declared:
+    """One run a chapter reads: the part of the chapter it belongs to (``runs``, ``ood``, ``stress:alarm7``...),
+    its key within that part, and its single-run config (``for_run(condition, seed, probe)``)."""
+
+    part: str
+    key: Key
+    config: RunConfig
+
+
+def _list(values: Mapping[str, Any], name: str) -> list[Any]:
+    return coerce_list(values.get(name), name) or []
+
+
+def _grid(part: str, setup: RunConfig, conditions: Sequence[str], seeds: Sequence[int]) -> list[Declared]:
+    """Every (condition, seed) run of ``setup``, seeds outer: the order the chapters' tables follow."""
+    return [Declared(part, (c, s), setup.for_run(c, s)) for s in seeds for c in conditions]
+
+
+def _probed(part: str, setup: RunConfig, probes: Sequence[str], seeds: Sequence[int]) -> list[Declared]:
+    """Structured Thinking unprobed (key ``unprobed``) and under each probe, per seed."""
+    return [Declared(part, (probe or "unprobed", s), setup.for_run(TARGET, s, probe))
+            for s in seeds for probe in (None, *probes)]
+
+
+def main_results_runs(setup: RunConfig, values: Mapping[str, Any]) -> list[Declared]:
+    """Chapter 01: every condition at every seed and, unless the setup is the reference agent already, the
+    reference agent's rows on the same sample (key ``reference agent``)."""
+    runs = _grid("runs", setup, _list(values, "conditions"), setup.seeds)
+    if values.get("include_reference") and setup.backend != "reference":
+        reference = ex.reference_of(setup)
+        runs += [Declared("runs", (REFERENCE, s), reference.for_run(TARGET, s)) for s in setup.seeds]
+    return runs
+
+
+def complexity_runs(setup: RunConfig, values: Mapping[str, Any]) -> list[Declared]:
+    """Chapter 02: the grid on the setup's sample, on the OOD split's (part ``ood``) when ``ood_split`` names
+    one, and on every row of each generated stress set (part ``stress:<family>``)."""
+    from ..run.generate import stress_csv
+
+    conditions = _list(values, "conditions")
+    runs = _grid("runs", setup, conditions, setup.seeds)
+    if values.get("ood_split"):
+        runs += _grid("ood", ex.ood_setup(setup, values["ood_split"]), conditions, setup.seeds)
+    for family in _list(values, "stress_families"):
+        data = stress_csv(family, values.get("stress_graphs"), values.get("stress_per_graph"),
+                          values.get("stress_seed", 0))
+        runs += _grid(f"stress:{family}", ex.updated(setup, data=str(data), limit=0), conditions, setup.seeds)
+    return runs
+
+
+def ablation_runs(setup: RunConfig, values: Mapping[str, Any]) -> list[Declared]:
+    """Chapter 03: the conditions this model can serve (:func:`experiments.refusals`), the same for each extra
+    model on the same backend (part ``scale:<model>``), and Structured Thinking with the tool forced by name
+    (part ``forced``) when ``compare_tool_choice``."""
+    conditions = _list(values, "conditions")
+    refused = ex.refusals(setup, conditions)
+    ran = [c for c in conditions if c not in refused]
+    runs = _grid("runs", setup, ran, setup.seeds)
+    for model in _list(values, "models"):
+        runs += _grid(f"scale:{model}", ex.updated(setup, model=model), ran, setup.seeds)
+    if values.get("compare_tool_choice"):
+        forced = ex.updated(setup, decoding={"tool_choice": "forced"})
+        runs += [Declared("forced", ("structured (forced)", s), forced.for_run(TARGET, s)) for s in setup.seeds]
+    return runs
+
+
+def probe_runs(setup: RunConfig, values: Mapping[str, Any]) -> list[Declared]:
+    """Chapter 04: Structured Thinking unprobed and under every probe, per seed, for the model and (part
+    ``reference``, unless the setup is the reference agent already) for the reference agent."""
+    probes = _list(values, "probes")
+    runs = _probed("runs", setup, probes, setup.seeds)
+    if values.get("include_reference") and setup.backend != "reference":
+        runs += _probed("reference", ex.reference_of(setup), probes, setup.seeds)
+    return runs
+
+
+def audited_runs(setup: RunConfig, values: Mapping[str, Any]) -> list[Declared]:
+    """Chapter 05: the audited conditions at every seed, and the shortcut's conditions at the first seed
+    (part ``shortcut``)."""
+    return (_grid("runs", setup, _list(values, "conditions"), setup.seeds)
+            + _grid("shortcut", setup, _list(values, "shortcut_conditions"), setup.seeds[:1]))
+
+
+def gallery_runs(setup: RunConfig, values: Mapping[str, Any]) -> list[Declared]:
+    """Chapter 06: the gallery's conditions at the first seed."""
+    return _grid("runs", setup, _list(values, "conditions"), setup.seeds[:1])
+
+
+CHAPTERS: dict[str, Callable[[RunConfig, Mapping[str, Any]], list[Declared]]] = {
+    "01_main_results": main_results_runs, "02_complexity": complexity_runs, "03_ablations": ablation_runs,
+    "04_probes": probe_runs, "05_audit": audited_runs, "06_failure_gallery": gallery_runs,
+}
+
+
+def declared(chapter: str, values: Mapping[str, Any]) -> list[Declared]:
+    """The runs ``chapter`` reads with these parameter values: its notebook's ``globals()``, or its parameters
+    cell's defaults with the overrides it declares (:func:`book.chapter_values`)."""
+    if chapter not in CHAPTERS:
+        raise ValueError(f"no chapter {chapter!r}; the chapters are: {', '.join(CHAPTERS)}")
+    return CHAPTERS[chapter](ex.setup_from_parameters(values), values)
+
+
+class _Samples:
+    """Each sample drawn once, however many runs read it (a sample is named by the fields that draw it)."""
+
+    def __init__(self) -> None:
+        self._drawn: dict[str, list[Instance]] = {}
+
+    def of(self, config: RunConfig) -> list[Instance]:
+        key = config.model_dump_json(include={"split", "data", "limit", "sample_seed", "sample_variables",
+                                              "sample_min_positives"})
+        if key not in self._drawn:
+            self._drawn[key] = config.instances()
+        return self._drawn[key]
+
+
+def read(chapter: str, namespace: Mapping[str, Any], progress: bool = True
+         ) -> dict[str, dict[Key, list[RunRecord]]]:
+    """What a chapter's notebook calls: the records of every run it declares, by part and key, in the order
+    declared (each run computed where its folder is not complete; see :func:`experiments.run`)."""
+    samples, parts = _Samples(), {}
+    for run in declared(chapter, namespace):
+        c = run.config
+        parts.setdefault(run.part, {})[run.key] = ex.run(c, c.condition, c.seed, samples.of(c), probe=c.probe,
+                                                         progress=progress)
+    return parts
+
+
+class Rows(BaseModel):
+    """The rows a run reads: the sample its config draws from ``source`` (by its limit, sample seed, variables
+    and positives), how many, and the digest of their ids and contents (the run's ``metadata.json``
+    ``instances_sha256``), so a run is never computed on rows other than those planned."""
+
+    source: str
+    count: int
+    sha256: str
+
+    @classmethod
+    def of(cls, config: RunConfig, instances: Sequence[Instance]) -> "Rows":
+        text = json.dumps([(i.id, i.content_sha256) for i in instances], sort_keys=True)
+        return cls(source=config.source, count=len(instances), sha256=hashlib.sha256(text.encode()).hexdigest())
+
+
+class PlannedRun(BaseModel):
+    """One run of the plan: the chapters that read it, its single-run config, its rows and run folder, whether
+    that folder is complete, and its group (the job that computes it)."""
+
+    chapters: list[str]
+    config: RunConfig
+    instances: Rows
+    folder: str
+    complete: bool
+    group: str
+
+
+def group_of(config: RunConfig) -> str:
+    """The job that computes a run: one backend and model (with its options) at one seed, so one job loads a
+    model once; a short, file-name-safe key such as ``local-default-seed0``."""
+    model = _bounded(re.sub(r"[^A-Za-z0-9._-]+", "_", config.model or "default"), 48)
+    options = [_short_hash(config.backend_options, 6)] if config.backend_options else []
+    return "-".join([config.backend, model, f"seed{config.seed}", *options])
+
+
+def plan_book(overrides: dict[str, Any], only: list[str] | None = None,
+              parameters: dict[str, Any] | None = None) -> list[PlannedRun]:
+    """Every run the chapters ``cpdagthink book`` would execute with these arguments read (the same override
+    semantics: a chapter takes the parameters it declares, its parameters cell gives the rest). A run that
+    several chapters read appears once, with each of them in ``chapters``."""
+    from .build import chapter_values, selected
+
+    notebooks, overrides = selected(overrides, only, parameters)
+    samples, found = _Samples(), {}
+    for notebook in notebooks:
+        for run in declared(notebook.stem, chapter_values(notebook, overrides)):
+            instances = samples.of(run.config)
+            folder = str(run.config.folder(instances))
+            if folder in found:
+                chapters = found[folder].chapters
+                chapters += [] if notebook.stem in chapters else [notebook.stem]
+                continue
+            found[folder] = PlannedRun(chapters=[notebook.stem], config=run.config,
+                                       instances=Rows.of(run.config, instances), folder=folder,
+                                       complete=is_complete(folder, run.config, instances), group=group_of(run.config))
+    return list(found.values())
+
+
+def groups(runs: Sequence[PlannedRun]) -> dict[str, list[PlannedRun]]:
+    """The runs by group, in plan order."""
+    found: dict[str, list[PlannedRun]] = {}
+    for run in runs:
+        found.setdefault(run.group, []).append(run)
+    return found
+
+
+def execute(runs: Sequence[PlannedRun], progress: bool = True) -> None:
+    """Compute every run that is not complete, group by group: a group's runs share one backend, built once
+    (:func:`experiments.backend_of`), and a complete run is left as it is (:func:`experiments.run` reads it).
+    Runs whose rows no longer match the plan are refused (plan again)."""
+    samples = _Samples()
+    for members in groups(runs).values():
+        for run in members:
+            c, instances = run.config, samples.of(run.config)
+            if Rows.of(c, instances) != run.instances:
+                raise CpdagthinkError(f"the rows of {run.folder} are not those planned ({run.instances.source} "
+                                      "changed since): run `cpdagthink plan` again")
+            ex.run(c, c.condition, c.seed, instances, probe=c.probe, progress=progress)

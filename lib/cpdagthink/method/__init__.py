@@ -1,0 +1,19 @@
+"""The paper's method: the ``CausalAnalysis`` object and its decoding regex (``schema``), the chat request a
+condition builds and the completion it reads (``chat``), the decoding settings (``decoding``), the prompts, the
+conditions, the turn-2 probes and their registry ``PROBES`` (``interventions``), and the certified CPDAG
+validator (``validate``).
+
+Its modules import from ``causal`` and the top-level modules, never from a layer above
+(``tests/test_layers.py``). Each is imported by its own name (``from cpdagthink.method import chat``): importing
+the folder imports none of them.
+"""
+
+__all__ = [
+    "chat",
+    "conditions",
+    "decoding",
+    "interventions",
+    "prompts",
+    "schema",
+    "validate",
+]

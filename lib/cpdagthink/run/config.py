@@ -1,0 +1,334 @@
+"""One run configuration: what the command line, the notebooks and ``book`` all build, validate once, and
+derive the run folder, the instances and the backend from.
+
+A :class:`RunConfig` names a *set* of runs: one condition (and optional probe) on one sample, at one or
+more decoding seeds. Each seed is one run folder, and each folder holds the single-seed config it was made
+with as ``config.json``, so a folder can always say exactly what produced it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Annotated, Any, Literal, Sequence
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    NonNegativeInt,
+    PositiveInt,
+    field_validator,
+    model_validator,
+)
+
+from ..causal.instance import Instance
+from ..credentials import strip_credentials
+from ..method.decoding import Decoding, Sampling
+from ..paths import OUTPUTS_ROOT
+from .parameters import coerce_list
+
+
+def _short_hash(data: Any, length: int) -> str:
+    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:length]
+
+
+def _distinct_seeds(seeds: Sequence[int]) -> Sequence[int]:
+    """Each seed is one run: a repeated seed would be the same run twice."""
+    repeated = sorted({s for s in seeds if seeds.count(s) > 1})
+    if repeated:
+        raise ValueError(f"seeds repeat: {list(seeds)} names {', '.join(map(str, repeated))} more than once; "
+                         "give each seed once")
+    return seeds
+
+
+def bare_urls(urls: str | list[str]) -> str | list[str]:
+    """A URL or a list of URLs without user info (:func:`cpdagthink.credentials.strip_credentials`): what may be stored,
+    printed or passed on."""
+    if isinstance(urls, str):
+        return strip_credentials(urls)
+    return [strip_credentials(u) for u in urls]
+
+
+_Seeds = AfterValidator(_distinct_seeds)
+
+
+class RunConfig(BaseModel):
+    """Every choice that makes a run what it is; validated once, at whichever front door built it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    condition: str = "structured"
+    probe: str | None = None  # a turn-2 probe (§6) applied to the condition's object
+    backend: str = "local"
+    model: str | None = None
+    backend_options: dict[str, Any] = Field(default_factory=dict)  # base_url, regex_mode, timeout, ...
+    split: str = "test"
+    data: str | None = None  # a Corr2Cause-format CSV instead of a split
+    limit: NonNegativeInt = 0  # seeded label-stratified sample size; 0: every row
+    sample_seed: int = 0
+    sample_variables: tuple[PositiveInt, ...] | None = None  # draw the sample from rows with these counts
+    sample_min_positives: NonNegativeInt = 1  # at least this many gold positives in the sample
+    seeds: Annotated[tuple[int, ...], _Seeds] = Field((0,), min_length=1)  # decoding seeds, one run folder each
+    decoding: Decoding = Field(default_factory=Decoding)
+    chunk_size: PositiveInt | None = None  # instances per batched call; None: the backend's preference
+    out_root: str = Field(default_factory=lambda: str(OUTPUTS_ROOT / "runs"))
+    cache_dir: str = Field(default_factory=lambda: str(OUTPUTS_ROOT / "cache"))
+
+    @field_validator("backend_options")
+    @classmethod
+    def _no_credentials(cls, options: dict[str, Any]) -> dict[str, Any]:
+        return {**options, "base_url": bare_urls(options["base_url"])} if options.get("base_url") else options
+
+    @model_validator(mode="after")
+    def _check(self) -> "RunConfig":
+        from ..method.conditions import CONDITIONS
+
+        if self.condition not in CONDITIONS:
+            raise ValueError(f"unknown condition {self.condition!r}; choose one of {', '.join(CONDITIONS)}")
+        if self.probe is not None:
+            from ..method.interventions import PROBES
+
+            if self.probe not in PROBES:
+                raise ValueError(f"unknown probe {self.probe!r}; choose one of {', '.join(PROBES)}")
+            from ..method.conditions import Flow
+
+            if CONDITIONS[self.condition].flow is not Flow.TOOL:
+                raise ValueError(f"probe {self.probe!r} replaces a tool call's object; {self.condition!r} makes none")
+        from ..backends import BACKENDS, check_options
+
+        if self.backend not in BACKENDS:
+            raise ValueError(f"unknown backend {self.backend!r}; choose one of {', '.join(sorted(BACKENDS))}")
+        check_options(self.backend, self.backend_arguments())  # a flag the backend does not take fails here
+        if self.backend in _PROFILED_BACKENDS and self.model:
+            from ..backends.profiles import check_condition, profile_for
+
+            thinking = CONDITIONS[self.condition].thinking and self.decoding.thinking
+            check_condition(profile_for(self.model), thinking, model=self.model,
+                            effort=self.backend_options.get("reasoning_effort"))
+        if len(self.seeds) > 1 and self.decoding.greedy:
+            raise ValueError(
+                f"{len(self.seeds)} seeds under greedy decoding (temperature 0) would be copies of one output; "
+                "set a temperature (--temperature, or the model's recommended sampling with --sampling "
+                "recommended) or ask for one seed")
+        return self
+
+    # -------------------------------------------------------------------------------------- derivations
+    def for_run(self, condition: str | None = None, seed: int | None = None, probe: str | None = None) -> "RunConfig":
+        """The single-run config of one condition at one seed (what a run folder's ``config.json`` holds)."""
+        seed = self.seeds[0] if seed is None else seed
+        update = {"condition": condition or self.condition, "seeds": (seed,), "probe": probe,
+                  "decoding": self.decoding.model_copy(update={"seed": seed})}
+        return RunConfig.model_validate({**self.model_dump(), **update})
+
+    @property
+    def seed(self) -> int:
+        if len(self.seeds) != 1:
+            raise ValueError(f"a run has one seed; this config names {list(self.seeds)}: use for_run(seed=...)")
+        return self.seeds[0]
+
+    @property
+    def label(self) -> str:
+        return f"{self.backend}:{self.model or 'default'}"
+
+    @property
+    def source(self) -> str:
+        return self.data or f"split:{self.split}"
+
+    def all_instances(self) -> list[Instance]:
+        """Every row of the config's CSV or split. ``generated:paraphrase`` and ``generated:refactor`` are this
+        project's offline stand-ins for the hub's OOD splits, made from the test split and named as such."""
+        from .data import load_split, read_csv
+
+        if self.data:
+            return read_csv(self.data)
+        if self.split.startswith("generated:"):
+            from .generate import generated_split
+
+            return read_csv(generated_split(self.split.partition(":")[2]), split=self.split)
+        return load_split(self.split)
+
+    def instances(self) -> list[Instance]:
+        """The sample every run of this config uses (seeded, label-stratified, drawn from rows with
+        ``sample_variables`` variables when given). ``limit=0`` is the whole split, whatever ``sample_variables``."""
+        from .data import sample
+
+        rows = self.all_instances()
+        if not rows:
+            raise ValueError(f"{self.source} holds no rows (a header only?): there is nothing to run")
+        if self.limit > 0 and self.sample_variables:
+            rows = [r for r in rows if r.num_variables in self.sample_variables]
+            if not rows:
+                raise ValueError(f"no row has {list(self.sample_variables)} variables")
+        drawn = sample(rows, self.limit, self.sample_seed, self.sample_min_positives)
+        if self.limit < len(rows) and len(drawn) < self.limit:
+            # too few positives (or negatives) for the asked mix: a smaller sample would pass for the asked one
+            positives = sum(r.label for r in rows)
+            raise ValueError(
+                f"a sample of {self.limit} rows with at least {self.sample_min_positives} gold positives cannot be "
+                f"drawn: the {len(rows)} rows it is drawn from hold {positives} positives and "
+                f"{len(rows) - positives} negatives; lower --sample-min-positives or --limit")
+        return drawn
+
+    def backend_arguments(self) -> dict[str, Any]:
+        """Keyword options for :func:`backends.make_backend` (the model and the backend's own options)."""
+        return {**({"model": self.model} if self.model else {}), **self.backend_options}
+
+    def folder(self, instances: list[Instance]) -> Path:
+        """The run folder: named by what it is, with short hashes of the instances (ids and content) and of
+        the decoding settings, so samples, data and budgets never share a folder."""
+        data = _short_hash([(i.id, i.content_sha256) for i in instances], 8)
+        settings = self.decoding.model_dump(exclude={"seed", "tool_choice"})
+        options = computed_options(self.backend_options)
+        decoding = _short_hash({**settings, **({"backend_options": options} if options else {})}, 6)
+        model = _bounded((self.model or "default").replace("/", "_"))
+        source = _bounded(Path(self.data).stem if self.data else self.split.replace(":", "_"))
+        parts = [self.condition, self.backend, model, source, f"n{len(instances)}-{data}", f"seed{self.seed}",
+                 f"dec{decoding}"]
+        if self.decoding.tool_choice != "auto":
+            parts.append(f"tool-{self.decoding.tool_choice}")
+        if self.probe:
+            parts.append(f"probe-{self.probe}")
+        return Path(self.out_root) / "-".join(parts)
+
+
+def _bounded(part: str, limit: int = 64) -> str:
+    """``part`` of a folder name, kept short enough that the whole name stays under the file system's 255 bytes
+    (a long model path or file name would otherwise fail to create the folder): a prefix and a hash of the rest."""
+    if len(part.encode()) <= limit:
+        return part
+    return f"{part[:limit - 9]}-{_short_hash(part, 8)}"
+
+
+# Options that say how to reach a model, not what it computes: they never separate two runs.
+_TRANSPORT_OPTIONS = frozenset({"base_url", "timeout", "retries", "max_retries", "max_concurrency", "api_key_env"})
+
+
+def computed_options(options: dict[str, Any]) -> dict[str, Any]:
+    """The backend options that change what a model computes: ``options`` without the transport ones (where the
+    model is reached, how long to wait, which variable holds the key)."""
+    return {k: v for k, v in options.items() if k not in _TRANSPORT_OPTIONS}
+
+
+_Listed = BeforeValidator(coerce_list)  # papermill and shells deliver lists as text
+
+
+class RunParameters(BaseModel):
+    """The flat parameters of every front door (``cpdagthink run``/``book`` flags, a notebook's parameters
+    cell), validated up front with messages that name the parameter. :meth:`to_config` makes the
+    :class:`RunConfig`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    condition: str = "structured"
+    probe: str | None = None
+    backend: str = "local"
+    model: str | None = None
+    base_url: Annotated[list[str], _Listed, AfterValidator(bare_urls)] = []  # user info kept in the environment only
+    regex_mode: Literal["none", "vllm"] | None = None
+    api: Literal["chat", "responses"] | None = None
+    reasoning_effort: str | None = None
+    reasoning_parser: str | None = None
+    token_param: Literal["max_tokens", "max_completion_tokens"] | None = None
+    revision: str | None = None
+    timeout: float | None = Field(None, gt=0, allow_inf_nan=False)
+    retries: NonNegativeInt | None = None
+    jump_forward: bool | None = None
+    split: str = "test"
+    data: str | None = None
+    limit: NonNegativeInt = 0
+    sample_seed: int = 0
+    sample_variables: Annotated[list[PositiveInt] | None, _Listed] = None
+    sample_min_positives: NonNegativeInt = 1
+    seeds: Annotated[list[int], _Listed, _Seeds] = Field(default_factory=lambda: [0], min_length=1)
+    tool_choice: Literal["auto", "forced"] = "auto"
+    max_tokens_turn1: PositiveInt = 1024
+    max_tokens_answer: PositiveInt = 512
+    thinking: bool = True
+    sampling: Literal["auto", "greedy", "recommended"] = "auto"
+    temperature: float | None = Field(None, ge=0.0, le=5.0)
+    top_p: float | None = Field(None, gt=0.0, le=1.0)
+    top_k: NonNegativeInt | None = None
+    min_p: float | None = Field(None, ge=0.0, le=1.0)
+    chunk_size: PositiveInt | None = None
+    out_root: str | None = None
+    cache_dir: str | None = None
+
+    @field_validator("model", "data", "probe", "out_root", "cache_dir", mode="before")
+    @classmethod
+    def _empty_is_none(cls, value: Any) -> Any:
+        return None if value == "" else value
+
+    def sampling_settings(self) -> Sampling:
+        """The model's recommended sampling (``auto``, whatever the number of seeds, so that a single seed's run
+        is seed 0 of several seeds' runs: the primary run of the paper's primary-seed table); greedy only when
+        asked for (``greedy``), or for one seed of a model with no known recommendation. Explicit values win.
+        A service that takes no sampling parameters is recorded with the sampling it applies itself."""
+        explicit = {k: getattr(self, k) for k in Sampling.model_fields if getattr(self, k) is not None}
+        fixed = service_sampling(self.backend, self.model)
+        if fixed is not None:
+            if any(explicit[k] != getattr(fixed, k) for k in explicit):
+                raise ValueError(f"{self.model} takes no sampling parameters (it always samples at temperature 1); "
+                                 "leave --temperature/--top-p unset for it")
+            return fixed
+        if self.sampling == "greedy":
+            return Sampling().model_copy(update=explicit)
+        found = recommended_sampling(self.backend, self.model, self.thinking)
+        needs_one = self.sampling == "recommended" or len(self.seeds) > 1
+        if found is None and needs_one and self.temperature is None:
+            raise ValueError(
+                f"no recommended sampling is known for {self.backend}:{self.model or 'default'}; "
+                "set --temperature (and --top-p/--top-k/--min-p) for a run with several seeds")
+        return (found or Sampling()).model_copy(update=explicit)
+
+    def to_config(self) -> RunConfig:
+        options: dict[str, Any] = {k: getattr(self, k) for k in _BACKEND_OPTIONS if getattr(self, k) is not None}
+        if self.base_url:
+            options["base_url"] = self.base_url if len(self.base_url) > 1 else self.base_url[0]
+        decoding = Decoding(tool_choice=self.tool_choice, max_tokens_turn1=self.max_tokens_turn1,
+                            max_tokens_answer=self.max_tokens_answer, thinking=self.thinking, seed=self.seeds[0],
+                            **self.sampling_settings().model_dump())
+        folders = {k: getattr(self, k) for k in ("out_root", "cache_dir") if getattr(self, k)}
+        return RunConfig(condition=self.condition, probe=self.probe, backend=self.backend, model=self.model,
+                         backend_options=options, split=self.split, data=self.data, limit=self.limit,
+                         sample_seed=self.sample_seed, sample_min_positives=self.sample_min_positives,
+                         sample_variables=tuple(self.sample_variables) if self.sample_variables else None,
+                         seeds=tuple(self.seeds), decoding=decoding, chunk_size=self.chunk_size, **folders)
+
+
+_BACKEND_OPTIONS = ("regex_mode", "api", "reasoning_effort", "reasoning_parser", "token_param", "revision", "timeout", "retries",
+                    "jump_forward")
+
+
+_PROFILED_BACKENDS = ("openai", "vllm")
+
+
+def recommended_sampling(backend: str, model: str | None, thinking: bool = True) -> Sampling | None:
+    """The publisher's recommended sampling for a model, where the local registry or the model profiles know
+    it (their ``source`` says where it was read); None where nothing is recorded."""
+    if backend == "local":
+        from ..backends.models import DEFAULT_MODEL, MODELS
+
+        spec = MODELS.get(model or DEFAULT_MODEL)  # a .gguf path has no registry entry
+        found = spec.recommended_sampling if spec else None
+    elif backend in _PROFILED_BACKENDS and model:
+        from ..backends.profiles import recommended_sampling as profiled
+
+        found = profiled(model, thinking)
+    else:
+        return None
+    return None if found is None else Sampling(**{k: getattr(found, k) for k in Sampling.model_fields})
+
+
+def service_sampling(backend: str, model: str | None) -> Sampling | None:
+    """For a model whose service takes no sampling parameters (OpenAI reasoning models), the sampling it
+    applies itself: temperature 1, top_p 1. None where sampling parameters are sent."""
+    if backend in _PROFILED_BACKENDS and model:
+        from ..backends.profiles import profile_for
+
+        if not profile_for(model).sampling:
+            return Sampling(temperature=1.0)
+    return None

@@ -1,0 +1,90 @@
+"""A request exactly as the runner would build it, for a reader to inspect (``cpdagthink prompt``).
+
+Turn 2 needs turn 1's output, so asking for turn 2 runs turn 1 through the backend first (through the run
+cache when one is given, so a finished run's turn 2 is rebuilt without a model call); a probe is then
+applied with the runner's own per-instance random stream (:func:`cpdagthink.method.conditions.intervene`), so the
+printed request is the one a probed run sent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from ..backends.base import Backend
+from ..causal.instance import Instance
+from ..method.chat import Completion, Request, ToolCall
+from ..method.conditions import (Condition, Flow, Turn2Input, first_request, get_condition, intervene, read_emitted,
+                         second_request)
+from ..method.decoding import Decoding
+from ..method.interventions import get_probe
+from .cache import CallCache
+from .records import RunRecord, TurnRecord, json_sha256
+from .runner import CachedBackend
+
+
+@dataclass(frozen=True)
+class Inspected:
+    """The request of one turn, and, for a probed turn 2, what the probe did (the run record's note)."""
+
+    request: Request
+    probe: str | None = None
+    given: Turn2Input | None = None
+    as_recorded: bool | None = None  # rebuilt from a record: the request's digest equals the one recorded
+
+    def to_json(self) -> dict[str, Any]:
+        """The request as sent (messages, tools, tool choice, constraint, decoding), then the probe apart:
+        its note is in the record, never in the messages."""
+        out = self.request.to_json()
+        if self.probe is not None:
+            out["probe"] = {"name": self.probe, "note": self.given.note if self.given else None,
+                            "include_premise": self.given.include_premise if self.given else True}
+        return out
+
+
+def inspect_request(condition: Condition, backend: Backend, instance: Instance, turn: int, *,
+                    decoding: Decoding = Decoding(), probe: str | None = None,
+                    cache_dir: str | Path | None = None) -> Inspected:
+    """The request of turn ``turn`` (1 or 2) of ``condition`` on ``instance``, optionally under ``probe``."""
+    if turn not in (1, 2):
+        raise ValueError(f"turn must be 1 or 2, got {turn}")
+    if turn == 2 and condition.flow is Flow.ONE_TURN:
+        raise ValueError(f"{condition.name!r} is a one-turn condition: it has no turn 2")
+    if probe is not None and (turn == 1 or condition.flow is not Flow.TOOL):
+        raise ValueError("a probe changes turn 2 of a tool condition (e.g. structured) only")
+    first = first_request(condition, instance, decoding)
+    if turn == 1:
+        return Inspected(first)
+    return _second(condition, instance, decoding, _complete(backend, first, cache_dir), probe)
+
+
+def _second(condition: Condition, instance: Instance, decoding: Decoding, turn1: Completion,
+            probe: str | None) -> Inspected:
+    emitted = read_emitted(turn1, instance)
+    given = intervene(get_probe(probe) if probe is not None else None, instance, emitted.analysis, decoding.seed)
+    return Inspected(second_request(condition, instance, decoding, turn1, given, emitted), probe, given)
+
+
+def recorded_requests(record: RunRecord, instance: Instance, decoding: Decoding) -> list[Inspected]:
+    """The request of each of a finished record's turns, built as :func:`inspect_request` builds them but
+    from the record's own turn-1 output (no model call). ``decoding`` is the run's; each result says whether
+    its digest equals the one the runner recorded (False: the record was made under other settings)."""
+    condition = get_condition(record.condition)
+    probe = record.intervention.name if record.intervention is not None else None
+    built = [Inspected(first_request(condition, instance, decoding))]
+    if len(record.turns) > 1:
+        built.append(_second(condition, instance, decoding, _completion(record.turns[0]), probe))
+    return [replace(b, as_recorded=json_sha256(b.request.to_json()) == t.request_sha256)
+            for b, t in zip(built, record.turns)]
+
+
+def _completion(turn: TurnRecord) -> Completion:
+    return Completion(text=turn.text, tool_calls=[ToolCall(c.name, c.arguments) for c in turn.tool_calls],
+                      reasoning=turn.reasoning, raw=turn.raw, finish_reason=turn.finish_reason, meta=dict(turn.meta))
+
+
+def _complete(backend: Backend, request: Request, cache_dir: str | Path | None) -> Completion:
+    if cache_dir is None:
+        return backend.complete(request)
+    return CachedBackend(backend, CallCache(cache_dir)).complete_batch([request])[0][0]

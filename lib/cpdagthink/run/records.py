@@ -1,0 +1,232 @@
+"""The typed run record: one :class:`RunRecord` per finished instance, one JSON line each in ``records.jsonl``,
+a :class:`RunSummary` beside it, and the run's :class:`RunMetadata` (``metadata.json``).
+
+Every reader loads these models; the definitions that decide a number live here once: what the
+prediction is, when an answer is unparsed, rejected or cut off, which object turn 1 emitted and which
+object turn 2 was shown.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, computed_field
+
+from ..method.schema import CausalAnalysis
+
+SCHEMA_VERSION = 2
+# What makes two runs the same run (fields of :class:`RunMetadata`): resuming needs all of them to match.
+RUN_IDENTITY = ("condition", "intervention", "backend", "decoding")
+
+
+def json_sha256(data: Any) -> str:
+    """The digest records store of JSON data (messages, requests, instance lists): sha256 of its sorted-key JSON."""
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+
+
+class ToolCallRecord(BaseModel):
+    """A tool call as the model emitted it (arguments are the raw JSON text)."""
+
+    name: str
+    arguments: str
+
+
+class TurnRecord(BaseModel):
+    """One model call of an instance: what came back, from where, at what cost."""
+
+    messages_sha256: str
+    request_sha256: str
+    raw: str = ""
+    text: str = ""
+    reasoning: str | None = None
+    tool_calls: list[ToolCallRecord] = []
+    finish_reason: str | None = None
+    cache_hit: bool = False
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    meta: dict[str, Any] = {}
+
+    @computed_field
+    @property
+    def rejected(self) -> str | None:
+        """The service's own message when it refused this request (HTTP 400, context too long); else None."""
+        return self.meta.get("rejected")
+
+    @computed_field
+    @property
+    def cut_off(self) -> bool:
+        """The call stopped at its token budget (its answer may be missing for that)."""
+        return self.finish_reason == "length"
+
+
+class InterventionRecord(BaseModel):
+    """What a turn-2 probe did. The note is for the record only: the model never sees it."""
+
+    name: str | None = None
+    note: str = ""
+    include_premise: bool = True
+    analysis: CausalAnalysis | None = None  # the object shown in turn 2 in place of the emitted one
+
+
+class RunRecord(BaseModel):
+    """One finished instance of one run."""
+
+    model_config = ConfigDict(extra="ignore")  # computed fields come back on load and are recomputed
+
+    schema_version: int = SCHEMA_VERSION
+    id: str
+    content_sha256: str  # the instance's content: a record is only reused for the very same row
+    condition: str
+    split: str
+    num_variables: int
+    template: str
+    gold_label: int
+    oracle_label: int | None  # the exact oracle's label (None: no DAG satisfies the premise, or its text is unreadable)
+    prompt_sha256: dict[str, str] = {}
+    turns: list[TurnRecord] = []
+    tool_flow: bool = False  # turn 1 was the CausalAnalysis tool call
+    emitted: CausalAnalysis | None = None  # turn 1's object, parsed against the instance's variables
+    emitted_error: str | None = None  # why turn 1's object could not be parsed (tool flows)
+    intervention: InterventionRecord | None = None
+    answer: Literal["YES", "NO"] | None = None  # the final turn's parsed answer
+    problem: str | None = None  # the instance could not be posed (premise unparsable or unsatisfiable)
+
+    @computed_field
+    @property
+    def rejected(self) -> bool:
+        """Some call of this instance was refused by the service: no answer, and not the model's fault."""
+        return any(t.rejected for t in self.turns)
+
+    @computed_field
+    @property
+    def unparsed(self) -> bool:
+        """The model answered, but not with a readable YES or NO."""
+        return self.answer is None and not self.rejected and self.problem is None
+
+    @computed_field
+    @property
+    def cut_off(self) -> bool:
+        """Some turn stopped at its token budget."""
+        return any(t.cut_off for t in self.turns)
+
+    @computed_field
+    @property
+    def prediction(self) -> int | None:
+        """1 for YES, 0 for NO, None without an answer (unparsed, rejected or not posed). Scoring counts a
+        missing answer as not-YES and reports how many there were."""
+        return None if self.answer is None else int(self.answer == "YES")
+
+    @property
+    def says_yes(self) -> bool:
+        """The prediction as scored: only a YES is a positive; a missing answer counts as NO (and is counted)."""
+        return self.answer == "YES"
+
+    @property
+    def shown(self) -> CausalAnalysis | None:
+        """The object turn 2 saw: a probe's replacement if one ran, else turn 1's object."""
+        if self.intervention is not None and self.intervention.name is not None:
+            return self.intervention.analysis
+        return self.emitted
+
+    @property
+    def last_text(self) -> str:
+        """The final turn's visible text (the answer turn)."""
+        return self.turns[-1].text if self.turns else ""
+
+
+class RunSummary(BaseModel):
+    """Written next to ``records.jsonl`` at the end of every session of a run (finished, stopped or failed).
+
+    The counts describe the folder: every record it holds, whichever session wrote it. ``asked`` and
+    ``asked_records`` describe this session's request (a rerun on a subset asks for fewer rows than the
+    folder holds). ``message`` says why a run that did not finish stopped.
+    """
+
+    records: int  # every record in the folder
+    answered: int
+    unparsed: int
+    rejected: int
+    cut_off: int
+    problems: int
+    asked: int  # instances this session asked for
+    asked_records: int  # of those, how many have a record after this session
+    model_calls: int  # calls this session really made (cache misses)
+    cache_hits: int
+    wall_clock_s: float
+    status: Literal["finished", "incomplete", "interrupted", "aborted", "error"]
+    message: str | None = None
+
+    @classmethod
+    def of(cls, folder: list[RunRecord], asked: int, asked_records: int, *, model_calls: int, cache_hits: int,
+           wall_clock_s: float, status: str | None = None, message: str | None = None) -> "RunSummary":
+        """The summary of a folder holding the records ``folder`` after a session that asked for ``asked``
+        instances and has records for ``asked_records`` of them; ``status`` None: finished or incomplete."""
+        return cls(
+            records=len(folder),
+            answered=sum(r.answer is not None for r in folder),
+            unparsed=sum(r.unparsed for r in folder),
+            rejected=sum(r.rejected for r in folder),
+            cut_off=sum(r.cut_off for r in folder),
+            problems=sum(r.problem is not None for r in folder),
+            asked=asked,
+            asked_records=asked_records,
+            model_calls=model_calls,
+            cache_hits=cache_hits,
+            wall_clock_s=round(wall_clock_s, 3),
+            status=status or ("finished" if asked_records >= asked else "incomplete"),
+            message=message,
+        )
+
+
+class GitRevision(BaseModel):
+    """The code a run ran: its git commit, and whether tracked files differed from it (``dirty``)."""
+
+    commit: str
+    dirty: bool
+
+
+class Hardware(BaseModel):
+    """What a run ran on: each GPU's model (empty: none visible), else the CPU and its cores."""
+
+    gpus: list[str]
+    cpu: str | None
+    cpu_cores: int | None
+
+
+class RunMetadata(BaseModel):
+    """``metadata.json``: what a run is (the fields that must match to resume it) and what it ran with, as the
+    paper's App. J lists: decoding, model and tokenizer revisions, the API and the snapshots it served,
+    package versions and hardware."""
+
+    record_schema: int
+    condition: dict[str, Any]
+    intervention: str | None
+    backend: dict[str, Any]  # the backend's identity (the cache key's model part)
+    thinking_supported: bool | None = None  # the model has a thinking mode (pages read it here, not from a backend)
+    decoding: dict[str, Any]
+    instances: int
+    instances_sha256: str
+    sources: list[str]
+    seed: int
+    model_revision: str | None  # resolved commit hash, or sha256 of the weights file
+    tokenizer_revision: str | None
+    model_package: str | None  # a local model's pip package(s), ``name==version``
+    api: str | None  # the API a service was called through, and where
+    served_models: list[str] = []  # the snapshots the API reported serving (each response's ``model``)
+    git: GitRevision | None  # the code's commit and whether tracked files differed from it
+    packages: dict[str, str]
+    python: str
+    hardware: Hardware
+    started_at: str
+    finished_at: str | None = None
+    status: str | None = None
+    message: str | None = None  # why a run ended early (an error, an interruption)
+    wall_clock_s: float | None = None
+    model_calls_this_session: int | None = None
+
+    def identity(self) -> dict[str, Any]:
+        """The fields that make two runs the same run, as JSON: a folder is resumed only when each matches."""
+        return self.model_dump(mode="json", include=set(RUN_IDENTITY))

@@ -1,0 +1,289 @@
+"""A run folder on disk: its lock, its records and its JSON files, safe under kills and concurrent use.
+
+- One writer at a time: :meth:`RunFolder.locked` holds an exclusive ``fcntl.flock`` on ``.lock``; a second
+  run into the same folder fails at once with :class:`RunLockedError` instead of duplicating records.
+- Nothing good is dropped: reading keeps every valid line, sets each bad one aside in
+  ``records.rejected.jsonl`` with its line number, and ignores a repeated id (first wins).
+- Nothing is half-written: rewrites go through a temporary file and a rename.
+- A folder that holds its run whole is read as it is (:func:`completeness`): rendering a page from it needs no
+  backend, no model and no lock, and changes nothing in it (it may be a read-only copy from another machine).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
+
+from pydantic import BaseModel, ValidationError
+
+from ..errors import CpdagthinkError
+from ..files import write_atomic
+from .records import SCHEMA_VERSION, RunRecord, RunSummary
+
+if TYPE_CHECKING:
+    from .config import RunConfig
+    from ..causal.instance import Instance
+
+RECORDS = "records.jsonl"
+REJECTED_LINES = "records.rejected.jsonl"
+METADATA = "metadata.json"
+CONFIG = "config.json"
+SUMMARY = "summary.json"
+LOCK = ".lock"
+
+
+class RunFolderError(CpdagthinkError, ValueError):
+    """The folder cannot hold a run (it is a file, or it cannot be written)."""
+
+
+class RunLockedError(RunFolderError):
+    """Another run is writing into this folder right now."""
+
+
+def _write(path: Path, text: str) -> None:
+    """:func:`~cpdagthink.files.write_atomic`, a failure (a full disk) raised as :class:`RunFolderError` naming
+    the file."""
+    try:
+        write_atomic(path, text)
+    except OSError as error:
+        raise RunFolderError(f"cannot write {path}: {error.strerror or error}") from None
+
+
+@dataclass(frozen=True)
+class BadLine:
+    """A line of ``records.jsonl`` that is not a record, kept with where it stood and why."""
+
+    line: int
+    text: str
+    error: str
+
+
+def parse_records(text: str) -> tuple[list[RunRecord], list[BadLine]]:
+    """Every valid record of a records file (first of each id) and every bad line; a torn last line is bad too."""
+    records, bad, seen = [], [], set()
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = RunRecord.model_validate_json(line)
+        except ValidationError as error:
+            bad.append(BadLine(number, line, str(error).splitlines()[0]))
+            continue
+        if record.id not in seen:
+            seen.add(record.id)
+            records.append(record)
+    return records, bad
+
+
+def read_records(folder: str | Path) -> list[RunRecord]:
+    """The valid records of a run folder, in file order (a reader never changes the folder)."""
+    path = Path(folder) / RECORDS
+    if not path.is_file():
+        return []
+    return parse_records(path.read_text(encoding="utf-8", errors="replace"))[0]
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    """A run folder's JSON object file (``config.json``, ``metadata.json``, ``summary.json``); None when it is
+    absent or not an object. Invalid JSON raises :class:`RunFolderError`."""
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise RunFolderError(f"{path} is not valid JSON ({error}); move it away to start this run afresh") from None
+    return data if isinstance(data, dict) else None
+
+
+def difference(asked: Any, held: Any, path: str) -> str:
+    """The first field where two JSON values differ, with both values: ``backend.base_urls[0]: 'a' asked,
+    'b' in the folder``."""
+    if isinstance(asked, dict) and isinstance(held, dict):
+        key = next(k for k in sorted({*asked, *held}, key=str)
+                   if k not in asked or k not in held or asked[k] != held[k])
+        if key in asked and key in held:
+            return difference(asked[key], held[key], f"{path}.{key}")
+        return f"{path}.{key}: " + (f"{json.dumps(asked[key])} asked, absent in the folder" if key in asked
+                                    else f"absent from this run, {json.dumps(held[key])} in the folder")
+    if isinstance(asked, list) and isinstance(held, list) and len(asked) == len(held):
+        index = next(i for i, (a, h) in enumerate(zip(asked, held)) if a != h)
+        return difference(asked[index], held[index], f"{path}[{index}]")
+    return f"{path}: {json.dumps(asked)} asked, {json.dumps(held)} in the folder"
+
+
+@dataclass(frozen=True)
+class Completeness:
+    """Whether a run folder holds one run whole. Complete: ``records`` are the asked instances' records, in
+    the order asked, and ``missing`` is None; else ``missing`` says what is missing or differs."""
+
+    records: list[RunRecord]
+    missing: str | None = None
+
+    @property
+    def complete(self) -> bool:
+        return self.missing is None
+
+
+def _computed(config: "RunConfig") -> dict[str, Any]:
+    """What in a single-run config decides its records: not where the model is reached (transport options),
+    not how the sample was described (the records name their rows and contents), not where the folders are
+    (a folder copied from a cluster stays complete)."""
+    from .config import computed_options
+
+    return {**config.model_dump(mode="json", include={"condition", "probe", "backend", "model", "decoding"}),
+            "backend_options": computed_options(config.backend_options)}
+
+
+def _missing(path: Path, config: "RunConfig", instances: Sequence["Instance"]) -> tuple[str | None, list[RunRecord]]:
+    """What :func:`completeness` finds: why the run is not whole (None: it is), and its records when it is."""
+    from ..method.conditions import describe, get_condition
+    from .config import RunConfig
+
+    if not path.is_dir():
+        return "no run folder", []
+    summary = read_json(path / SUMMARY)
+    if summary is None:
+        return "no summary.json: its run never ended", []
+    if summary.get("status") != "finished":
+        why = f": {summary['message']}" if summary.get("message") else ""
+        return f"its last session did not finish (status {summary.get('status')!r}{why})", []
+    held_config = read_json(path / CONFIG)
+    if held_config is None:
+        return "no config.json", []
+    try:
+        held = _computed(RunConfig.model_validate(held_config))
+    except ValidationError as error:
+        return f"its config.json is not a run configuration ({error.errors()[0]['msg']})", []
+    if held != (asked := _computed(config)):
+        return f"made with another configuration ({difference(asked, held, 'config')})", []
+    metadata = read_json(path / METADATA) or {}
+    if metadata.get("record_schema") != SCHEMA_VERSION:
+        return f"records of schema {metadata.get('record_schema')}, this version writes {SCHEMA_VERSION}", []
+    expected = json.loads(json.dumps({"condition": describe(get_condition(config.condition)),
+                                      "intervention": config.probe, "decoding": config.decoding.model_dump()}))
+    for key, value in expected.items():
+        if metadata.get(key) != value:
+            return f"made with another {key} ({difference(value, metadata.get(key), key)})", []
+    if metadata.get("thinking_supported") is None:
+        return "its metadata.json does not say whether the model has a thinking mode (written before it did)", []
+    records = {r.id: r for r in read_records(path)}
+    absent = [i.id for i in instances if i.id not in records]
+    if absent:
+        return f"{len(absent)} of {len(instances)} asked instances have no record (first: {absent[0]})", []
+    other = [i.id for i in instances if records[i.id].content_sha256 != i.content_sha256]
+    if other:
+        return (f"{len(other)} record(s) answer a row of the same id but other content (first: {other[0]}), "
+                "e.g. an edited CSV"), []
+    return None, [records[i.id] for i in instances]
+
+
+def completeness(folder: str | Path, config: "RunConfig", instances: Sequence["Instance"]) -> Completeness:
+    """Whether ``folder`` holds the run ``config`` (a single-run config, :meth:`RunConfig.for_run`) on
+    ``instances`` whole, so that a page can be made from it alone: its last session finished
+    (``summary.json``); its ``config.json`` names the same condition, probe, backend, model, computed backend
+    options and decoding (transport options such as base URLs, timeouts and key variables do not count); its
+    ``metadata.json`` was written by this record schema for the same condition (prompt hashes included),
+    probe and decoding, and says whether the model has a thinking mode; and every asked instance has a record
+    of the same content. A record of a request the service refused counts: it is the run's outcome for that
+    row (``cpdagthink run`` on the folder asks it again). Reads only: no lock, nothing written."""
+    path = Path(folder)
+    try:
+        missing, records = _missing(path, config, instances)
+    except RunFolderError as error:  # a file that is not JSON: the run must be made again
+        missing, records = str(error), []
+    return Completeness(records, missing)
+
+
+def is_complete(folder: str | Path, config: "RunConfig", instances: Sequence["Instance"]) -> bool:
+    """``folder`` holds the run ``config`` on ``instances`` whole (:func:`completeness`)."""
+    return completeness(folder, config, instances).complete
+
+
+class RunFolder:
+    """One run's folder: ``records.jsonl``, ``config.json``, ``metadata.json``, ``summary.json``."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        if self.path.exists() and not self.path.is_dir():
+            raise RunFolderError(f"{self.path} is a file, not a run folder: choose another --out")
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise RunFolderError(f"cannot create the run folder {self.path}: {error.strerror}") from error
+        if not os.access(self.path, os.W_OK):
+            raise RunFolderError(f"the run folder {self.path} is not writable")
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator["RunFolder"]:
+        """Hold the folder's exclusive lock for the duration of a run."""
+        with (self.path / LOCK).open("a+", encoding="utf-8") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.seek(0)
+                holder = handle.read().strip() or "unknown"
+                raise RunLockedError(f"another run (pid {holder}) is writing into {self.path}; wait for it to "
+                                     "finish or choose another output folder") from None
+            handle.seek(0)
+            handle.truncate()
+            handle.write(str(os.getpid()))
+            handle.flush()
+            try:
+                yield self
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def load_records(self) -> list[RunRecord]:
+        """The valid records, with the file rewritten (atomically) to hold exactly them; bad lines are
+        appended to ``records.rejected.jsonl`` with their line numbers. Call only under :meth:`locked`."""
+        path = self.path / RECORDS
+        if not path.is_file():
+            return []
+        text = path.read_text(encoding="utf-8", errors="replace")
+        records, bad = parse_records(text)
+        if bad:
+            with (self.path / REJECTED_LINES).open("a", encoding="utf-8") as sink:
+                for line in bad:
+                    sink.write(json.dumps({"line": line.line, "error": line.error, "text": line.text}) + "\n")
+        self.rewrite_records(records, unless_equal=text)
+        return records
+
+    def rewrite_records(self, records: list[RunRecord], unless_equal: str | None = None) -> None:
+        text = "".join(r.model_dump_json() + "\n" for r in records)
+        if text != unless_equal:
+            _write(self.path / RECORDS, text)
+
+    @contextlib.contextmanager
+    def appender(self) -> Iterator[Any]:
+        """Append records one line at a time, each handed to the system whole, so a kill loses at most the line
+        being written; a write that fails (a full disk) is cut off again, leaving no torn line, and raises
+        :class:`RunFolderError` naming the file."""
+        path = self.path / RECORDS
+        with path.open("ab", buffering=0) as sink:
+            def append(record: RunRecord) -> None:
+                line = memoryview((record.model_dump_json() + "\n").encode("utf-8"))
+                end = sink.seek(0, os.SEEK_END)
+                try:
+                    while line:
+                        line = line[os.write(sink.fileno(), line):]
+                except OSError as error:
+                    sink.truncate(end)
+                    raise RunFolderError(f"cannot write {path}: {error.strerror or error}; "
+                                         "every record before this one is kept") from None
+            yield append
+
+    def read_json(self, name: str) -> dict[str, Any] | None:
+        return read_json(self.path / name)
+
+    def write_json(self, name: str, data: dict[str, Any] | BaseModel) -> None:
+        text = data.model_dump_json(indent=2) if isinstance(data, BaseModel) else json.dumps(data, indent=2)
+        _write(self.path / name, text)
+
+    def summary(self) -> RunSummary | None:
+        data = self.read_json(SUMMARY)
+        return None if data is None else RunSummary.model_validate(data)

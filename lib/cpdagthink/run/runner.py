@@ -1,0 +1,437 @@
+"""Run a condition over instances: cached model calls, one typed record per finished instance, resumable.
+
+Work proceeds in chunks: turn 1 for the whole chunk in one batched backend call, then turn 2, then the
+chunk's records are appended and flushed. A run killed midway restarts after its last written record; a
+finished run re-run makes zero model calls because every call is content-addressed in the cache. The run
+folder is locked while a run writes to it (:mod:`.runfolder`), and a record is only reused for the very
+same row (its id and its content).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass, replace
+from importlib import metadata as importlib_metadata
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from tqdm.auto import tqdm
+
+from ..backends.base import Backend, BackendError, PartialBatchError, RequestRejected
+from ..causal.instance import Instance
+from ..causal.oracle import OracleLabel, UnfaithfulFactsError, label_text
+from ..causal.premise import PremiseError
+from ..errors import CpdagthinkError
+from ..method.chat import Completion, Request
+from ..method.conditions import (
+    Condition,
+    Emitted,
+    Flow,
+    Intervention,
+    Turn2Input,
+    describe,
+    first_request,
+    get_condition,
+    intervene,
+    parse_answer,
+    read_emitted,
+    second_request,
+)
+from ..method.decoding import Decoding
+from ..method.interventions import get_probe
+from ..paths import PROJECT_ROOT
+from .cache import DEFAULT_CACHE, CallCache
+from .config import RunConfig
+from .records import (SCHEMA_VERSION, GitRevision, Hardware, InterventionRecord, RunMetadata, RunRecord, RunSummary,
+                      ToolCallRecord, TurnRecord, json_sha256)
+from .runfolder import CONFIG, METADATA, SUMMARY, RunFolder, difference
+
+ABORT_AFTER_REJECTIONS = 5
+# The frameworks App. J names (torch, transformers, vLLM, llama.cpp) and what this package runs on; read from
+# the installed distributions, so no framework is imported just to learn its version.
+_PACKAGES = ("cpdagthink", "llama_cpp_python", "outlines", "outlines_core", "openai", "vllm", "torch", "transformers",
+             "tokenizers", "huggingface_hub", "networkx", "pydantic")
+
+
+class RunMismatchError(CpdagthinkError, ValueError):
+    """An output folder already holds records of a run configured differently from the one asked for."""
+
+
+@dataclass
+class CachedBackend:
+    """A backend behind the call cache; counts the calls it really made."""
+
+    backend: Backend
+    cache: CallCache
+    calls: int = 0
+
+    def complete_batch(self, requests: Sequence[Request]) -> list[tuple[Completion, bool]]:
+        """Completions in order, each with ``cache_hit``; only misses reach the model, in one batch. When the
+        batch stops on an error, every completion that finished is cached before the error is raised, so a
+        rerun pays only for what was lost."""
+        identity = self.backend.identity()
+        if not self.backend.thinking_supported:
+            # The switch cannot change what such a model sees: one request, one cache entry.
+            requests = [replace(r, thinking=False) for r in requests]
+        keys = [r.cache_key(identity) for r in requests]
+        found = [self.cache.get(k) for k in keys]
+        missing = [i for i, c in enumerate(found) if c is None]
+        if missing:
+            try:
+                fresh = self.backend.complete_batch([requests[i] for i in missing])
+            except RequestRejected:
+                fresh = [self._one(requests[i]) for i in missing]
+            except PartialBatchError as error:
+                self._keep([keys[i] for i in missing], error.completions)
+                raise
+            self._keep([keys[i] for i in missing], fresh)
+            for i, completion in zip(missing, fresh):
+                found[i] = completion
+        return [(c, i not in missing) for i, c in enumerate(found)]
+
+    def _keep(self, keys: list[str], completions: Sequence[Completion | None]) -> None:
+        """Cache and count what the model answered (None: no answer); a refusal is not cached, so a later run
+        (e.g. with a longer context) asks again."""
+        for key, completion in zip(keys, completions):
+            if completion is None:
+                continue
+            self.calls += 1
+            if "rejected" not in completion.meta:
+                self.cache.put(key, completion)
+
+    def _one(self, request: Request) -> Completion:
+        try:
+            return self.backend.complete(request)
+        except RequestRejected as error:
+            return Completion(text="", meta={"rejected": str(error)})
+
+
+def _turn_record(request: Request, completion: Completion, cache_hit: bool) -> TurnRecord:
+    return TurnRecord(
+        messages_sha256=json_sha256(list(request.messages)),
+        request_sha256=json_sha256(request.to_json()),
+        raw=completion.raw or completion.text,
+        text=completion.text,
+        reasoning=completion.reasoning,
+        tool_calls=[ToolCallRecord(name=c.name, arguments=c.arguments) for c in completion.tool_calls],
+        finish_reason=completion.finish_reason,
+        cache_hit=cache_hit,
+        prompt_tokens=completion.prompt_tokens,
+        completion_tokens=completion.completion_tokens,
+        latency_s=completion.latency_s,
+        meta=completion.meta,
+    )
+
+
+def git_revision(root: Path = PROJECT_ROOT) -> GitRevision | None:
+    """The commit the code at ``root`` is checked out at, and whether tracked files differ from it (untracked
+    files do not count, as with ``git describe --dirty``); None outside a git checkout or without git."""
+
+    def git(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=10)
+
+    try:
+        commit, status = git("rev-parse", "HEAD"), git("status", "--porcelain", "--untracked-files=no")
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if commit.returncode or status.returncode:
+        return None
+    return GitRevision(commit=commit.stdout.strip(), dirty=bool(status.stdout.strip()))
+
+
+def _versions() -> dict[str, str]:
+    found = {}
+    for name in _PACKAGES:
+        try:
+            found[name] = importlib_metadata.version(name)
+        except importlib_metadata.PackageNotFoundError:
+            continue
+    return found
+
+
+def _oracle_verdict(instance: Instance) -> OracleLabel:
+    """The oracle's verdict; a label of None where it has none: an unfaithful premise (with its problem), or text
+    it cannot read (e.g. a hypothesis in a wording it does not know). A model needs no parse, so such a row is
+    posed all the same and scored against its published label alone."""
+    try:
+        return label_text(instance.text)
+    except PremiseError:
+        return OracleLabel(None)
+
+
+def _hardware() -> Hardware:
+    gpus: list[str] = []
+    if shutil.which("nvidia-smi"):
+        try:
+            listed = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                                    text=True, timeout=10).stdout
+            gpus = [line.strip() for line in listed.splitlines() if line.strip()]
+        except (OSError, subprocess.SubprocessError):
+            pass  # a driver that does not answer: recorded as no GPU seen
+    cpu = platform.processor() or None
+    try:
+        cpu = next((line.partition(":")[2].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                    if line.startswith("model name")), cpu)
+    except OSError:
+        pass  # not Linux: platform.processor() stands
+    return Hardware(gpus=gpus, cpu=cpu, cpu_cores=os.cpu_count())
+
+
+def _served_models(records: Iterable[RunRecord]) -> list[str]:
+    return sorted({t.meta["served_model"] for r in records for t in r.turns if t.meta.get("served_model")})
+
+
+@dataclass
+class RunResult:
+    out_dir: Path
+    records: list[RunRecord]  # one per asked instance that has a record, in the order asked
+    model_calls: int
+    cache_hits: int
+    summary: RunSummary
+
+
+def _check_resumable(folder: RunFolder, metadata: RunMetadata, records: list[RunRecord],
+                     instances: list[Instance]) -> None:
+    """Refuse to append to records written under another condition, prompt, model, decoding or version, or
+    for other data (a row of the same id but other content: another file of the same name, an edited CSV)."""
+    if not records:
+        return
+    content = {i.id: i.content_sha256 for i in instances}
+    other = [r.id for r in records if r.id in content and r.content_sha256 != content[r.id]]
+    if other:
+        raise RunMismatchError(
+            f"{folder.path} holds records of other data: {len(other)} row(s) with the same id but other content "
+            f"(first: {other[0]}), e.g. another file of the same name or an edited CSV. Choose another output folder.")
+    old = folder.read_json(METADATA) or {}
+    if old.get("record_schema") != SCHEMA_VERSION:
+        raise RunMismatchError(
+            f"{folder.path} holds {len(records)} records of another version of cpdagthink (record schema "
+            f"{old.get('record_schema', 1)}, this one writes {SCHEMA_VERSION}); choose another output folder.")
+    new = metadata.identity()
+    differs = [k for k in new if old.get(k) != new[k]]
+    if differs:
+        details = "; ".join(difference(new[k], old.get(k), k) for k in differs)
+        raise RunMismatchError(
+            f"{folder.path} already holds {len(records)} records of a run with a different {', '.join(differs)} "
+            f"({details}); resuming would mix the two. Choose another output folder or remove this one."
+        )
+
+
+def run_condition(
+    condition: Condition,
+    backend: Backend,
+    instances: Iterable[Instance],
+    out_dir: str | Path,
+    *,
+    decoding: Decoding = Decoding(),
+    cache_dir: str | Path = DEFAULT_CACHE,
+    chunk_size: int | None = None,
+    intervention: Intervention | None = None,
+    intervention_name: str | None = None,
+    progress: bool = True,
+    config: RunConfig | None = None,
+    abort_after: int = ABORT_AFTER_REJECTIONS,
+) -> RunResult:
+    """Run ``condition`` on ``instances`` with ``backend``; append one :class:`RunRecord` per instance to
+    ``out_dir/records.jsonl``, describe the run in ``metadata.json`` (and ``config.json`` when ``config``
+    is given) and its outcome in ``summary.json``.
+
+    Raises :class:`RunMismatchError` for a folder of another run or other data, :class:`RunLockedError`
+    while another run writes into the folder, and :class:`RunAborted` when the first ``abort_after``
+    requests of this session were all refused by the service.
+    """
+    if intervention is not None and intervention_name is None:
+        raise ValueError("an intervention needs its name (intervention_name), which every record carries")
+    chunk_size = chunk_size or backend.preferred_chunk_size
+    if chunk_size < 1:
+        raise ValueError(f"chunk_size must be at least 1, got {chunk_size}")
+    instances = list(instances)
+    folder = RunFolder(out_dir)
+    with folder.locked():
+        done = folder.load_records()
+        started = time.time()
+        provenance = backend.provenance()
+        metadata = RunMetadata(
+            record_schema=SCHEMA_VERSION,
+            condition=describe(condition),
+            intervention=intervention_name,
+            backend=backend.identity(),
+            thinking_supported=backend.thinking_supported,
+            decoding=decoding.model_dump(),
+            instances=len(instances),
+            instances_sha256=json_sha256([(i.id, i.content_sha256) for i in instances]),
+            sources=sorted({i.source for i in instances}),
+            seed=decoding.seed,
+            model_revision=provenance.model_revision,
+            tokenizer_revision=provenance.tokenizer_revision,
+            model_package=provenance.model_package,
+            api=provenance.api,
+            served_models=_served_models(done),
+            git=git_revision(),
+            packages=_versions(),
+            python=platform.python_version(),
+            hardware=_hardware(),
+            started_at=time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)),
+        )
+        _check_resumable(folder, metadata, done, instances)
+        if any(r.rejected for r in done):  # a request the service refused is asked again
+            done = [r for r in done if not r.rejected]
+            folder.rewrite_records(done)
+        folder.write_json(METADATA, metadata)
+        if config is not None:
+            folder.write_json(CONFIG, config)
+        session = _Session(condition, CachedBackend(backend, CallCache(cache_dir)), decoding, intervention,
+                           intervention_name, abort_after)
+        in_folder = {r.id: r for r in done}  # the summary describes the folder, whatever subset is asked
+        wanted = {i.id for i in instances}
+        finished = {r.id: r for r in done if r.id in wanted}
+        todo = [i for i in instances if i.id not in finished]
+        # TQDM_DISABLE, tqdm's own switch, read here too: its notebook bar ignores it, and the book's kernels set it
+        # (a page shows results, not the progress of computing them)
+        quiet = os.environ.get("TQDM_DISABLE", "").strip().lower() in ("1", "true", "yes")
+        bar = tqdm(total=len(instances), initial=len(finished), desc=condition.name, unit="inst",
+                   disable=not progress or quiet)
+        status, message = None, None
+        try:
+            with folder.appender() as append:
+                for start in range(0, len(todo), chunk_size):
+                    for record in session.chunk(todo[start:start + chunk_size]):
+                        append(record)
+                        finished[record.id] = in_folder[record.id] = record
+                        bar.update(1)
+                        session.watch(record)
+        except KeyboardInterrupt as stop:  # Ctrl-C, or SIGTERM as the command line raises it
+            status, message = "interrupted", str(stop) or "interrupted by Ctrl-C"
+            raise
+        except RunAborted as error:
+            status, message = "aborted", str(error)
+            raise
+        except Exception as error:  # a backend that timed out or ran out of retries, a full disk, ...
+            status, message = "error", f"{type(error).__name__}: {error}"
+            raise
+        finally:
+            bar.close()
+            records = [finished[i.id] for i in instances if i.id in finished]
+            summary = RunSummary.of(list(in_folder.values()), len(instances), len(records),
+                                    model_calls=session.cached.calls, cache_hits=session.hits,
+                                    wall_clock_s=time.time() - started, status=status, message=message)
+            metadata = metadata.model_copy(update={
+                "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "status": summary.status,
+                "message": summary.message, "wall_clock_s": summary.wall_clock_s, "model_calls_this_session": summary.model_calls,
+                "served_models": _served_models(records)})
+            folder.write_json(METADATA, metadata)
+            folder.write_json(SUMMARY, summary)
+    return RunResult(folder.path, records, session.cached.calls, session.hits, summary)
+
+
+def run_config(config: RunConfig, backend: Backend, instances: Iterable[Instance], out: str | Path | None = None, *,
+               intervention: Intervention | None = None, progress: bool = True) -> RunResult:
+    """Run one single-seed configuration (:meth:`RunConfig.for_run`) on ``instances`` with ``backend``: the one
+    entry of every front door. Its condition, probe (from :data:`~cpdagthink.method.interventions.PROBES`, unless
+    ``intervention`` gives the function), decoding, cache and chunk size come from ``config``, which the folder
+    keeps as ``config.json``; ``out`` defaults to the folder ``config`` names (:meth:`RunConfig.folder`)."""
+    if len(config.seeds) != 1:
+        raise ValueError(f"a run has one seed; this config names {list(config.seeds)}: run each config.for_run(seed=...)")
+    instances = list(instances)
+    if intervention is None and config.probe is not None:
+        intervention = get_probe(config.probe)
+    return run_condition(get_condition(config.condition), backend, instances, out or config.folder(instances),
+                         decoding=config.decoding, cache_dir=config.cache_dir, chunk_size=config.chunk_size,
+                         intervention=intervention, intervention_name=config.probe, progress=progress, config=config)
+
+
+class RunAborted(BackendError):
+    """The service refused every one of the first requests of a run: paying for the rest would be waste."""
+
+
+@dataclass
+class _Session:
+    """One session of a run: builds each chunk's requests, calls the cached backend, makes the records."""
+
+    condition: Condition
+    cached: "CachedBackend"
+    decoding: Decoding
+    intervention: Intervention | None
+    intervention_name: str | None
+    abort_after: int
+    hits: int = 0
+    fresh_rejections: int = 0
+    fresh_answers: int = 0
+
+    def chunk(self, chunk: list[Instance]) -> list[RunRecord]:
+        posed, problems = [], {}
+        for instance in chunk:
+            try:
+                request = first_request(self.condition, instance, self.decoding)
+                verdict = _oracle_verdict(instance)
+            except (PremiseError, UnfaithfulFactsError) as error:
+                problems[instance.id] = f"{type(error).__name__}: {error}"
+                continue
+            if verdict.problem:  # no DAG satisfies the premise: no label to score an answer against
+                problems[instance.id] = verdict.problem
+                continue
+            posed.append((instance, request, verdict.label))
+        turns = [[(request, *result)] for (_, request, _), result
+                 in zip(posed, self.cached.complete_batch([request for _, request, _ in posed]))]
+        emitted = [read_emitted(t[0][1], inst) if self.condition.flow is Flow.TOOL else None
+                   for (inst, _, _), t in zip(posed, turns)]
+        given = [self._intervene(inst, e) for (inst, _, _), e in zip(posed, emitted)]
+        if self.condition.flow is not Flow.ONE_TURN:
+            # A turn 1 the service refused has nothing to build on: its turn 2 is not sent, and the record says so
+            # (a refusal is never cached, so noting it on the completion changes nothing stored).
+            going = [k for k, t in enumerate(turns) if "rejected" not in t[0][1].meta]
+            for k in set(range(len(turns))) - set(going):
+                turns[k][0][1].meta["next_turn"] = "not sent: this turn was refused"
+            second = [second_request(self.condition, posed[k][0], self.decoding, turns[k][0][1], given[k], emitted[k])
+                      for k in going]
+            for k, request, result in zip(going, second, self.cached.complete_batch(second)):
+                turns[k].append((request, *result))
+        made = {inst.id: self._record(inst, oracle, t, e, g)
+                for (inst, _, oracle), t, e, g in zip(posed, turns, emitted, given)}
+        return [made[i.id] if i.id in made else self._problem(i, problems[i.id]) for i in chunk]
+
+    def _intervene(self, instance: Instance, emitted: Emitted | None) -> Turn2Input | None:
+        return intervene(self.intervention, instance, emitted.analysis if emitted else None, self.decoding.seed)
+
+    def _base(self, instance: Instance) -> dict[str, Any]:
+        return {"id": instance.id, "content_sha256": instance.content_sha256, "condition": self.condition.name,
+                "split": instance.split, "num_variables": instance.num_variables, "template": instance.template,
+                "gold_label": instance.label, "prompt_sha256": self.condition.prompt_files()}
+
+    def _record(self, instance: Instance, oracle: int | None, turns: list[tuple[Request, Completion, bool]],
+                emitted: Emitted | None, given: Turn2Input | None) -> RunRecord:
+        self.hits += sum(hit for _, _, hit in turns)
+        return RunRecord(
+            **self._base(instance),
+            oracle_label=oracle,
+            turns=[_turn_record(*t) for t in turns],
+            tool_flow=emitted is not None,
+            emitted=emitted.analysis if emitted else None,
+            emitted_error=emitted.error if emitted else None,
+            intervention=None if given is None else InterventionRecord(
+                name=self.intervention_name, note=given.note, include_premise=given.include_premise,
+                analysis=given.analysis),
+            answer=parse_answer(turns[-1][1].text),
+        )
+
+    def _problem(self, instance: Instance, problem: str) -> RunRecord:
+        return RunRecord(**self._base(instance), oracle_label=None, problem=problem)
+
+    def watch(self, record: RunRecord) -> None:
+        """Stop the run when the service refused every one of its first ``abort_after`` fresh requests."""
+        fresh = [t for t in record.turns if not t.cache_hit]
+        if not fresh:
+            return
+        if record.rejected:
+            self.fresh_rejections += 1
+        else:
+            self.fresh_answers += 1
+        if self.abort_after and not self.fresh_answers and self.fresh_rejections >= self.abort_after:
+            first = next(t.rejected for t in record.turns if t.rejected)
+            raise RunAborted(f"the service refused each of the first {self.fresh_rejections} requests of this run; "
+                             f"stopping instead of paying for the rest. Its message: {first}")
