@@ -67,3 +67,28 @@ def browser():
         pytest.skip(message)
     with Browser(width=1200, height=900) as page:
         yield page
+
+
+@pytest.fixture
+def make_argv(tmp_path):
+    """Run ``make TARGET`` with the venv's ``command`` replaced by a stub that records the argv it receives
+    (no install: the stamp is newer than pyproject.toml); returns that argv and make's output. Fails if make or
+    the shell ran any value (a file ``pwned*`` appeared)."""
+    import subprocess
+
+    from cpdagthink.paths import PROJECT_ROOT
+
+    def run(target: str, command: str, values: dict[str, str]) -> tuple[list[str], str]:
+        stub = tmp_path / command
+        stub.write_text("#!/bin/sh\nprintf '%s\\n' \"$@\" > \"$0.argv\"\n")
+        stub.chmod(0o755)
+        stamp = tmp_path / "installed"
+        stamp.touch()
+        result = subprocess.run(["make", "-s", "-C", str(PROJECT_ROOT), "-o", "browser", target, f"STAMP={stamp}",
+                                 f"BIN={tmp_path}", *(f"{k}={v}" for k, v in values.items())],
+                                cwd=tmp_path, capture_output=True, text=True, timeout=60)
+        assert result.returncode == 0, result.stderr
+        assert not list(tmp_path.glob("pwned*")) and not list(PROJECT_ROOT.glob("pwned*"))
+        return (tmp_path / f"{command}.argv").read_text().splitlines(), result.stdout + result.stderr
+
+    return run

@@ -88,26 +88,16 @@ def test_the_grid_has_a_job_per_group_sized_until_complete_and_drops_a_stale_mar
     assert [p.name for p in (tmp_path / "plan").iterdir()] == [f"{reference}.done"]
 
 
-def test_make_grid_hands_each_value_to_snakemake_as_one_config_entry(tmp_path):
+def test_make_grid_hands_each_value_to_snakemake_as_one_config_entry(make_argv):
     """`make grid` passes the book variables as `--config name=value` words (a list as a YAML list), the
     profile named by PROFILE; neither make nor the shell runs any value."""
-    stub = tmp_path / "snakemake"  # stands in for the venv's command: records the argv it receives
-    stub.write_text("#!/bin/sh\nprintf '%s\\n' \"$@\" > \"$0.argv\"\n")
-    stub.chmod(0o755)
     values = {"MODEL": "a (b); touch pwned-shell", "TIMEOUT": "$(shell touch pwned-make)",
               "REVISION": "`touch pwned-backquote`'x'$HOME", "SEEDS": "0 1", "ONLY": "01 04",
               "SAMPLE_VARIABLES": "all", "PROFILE": "slurm"}
-    stamp = tmp_path / "installed"  # newer than pyproject.toml, so make sees nothing to install
-    stamp.touch()
-    result = subprocess.run(["make", "-s", "-C", str(PROJECT_ROOT), "-o", "browser", "grid", f"STAMP={stamp}",
-                             f"BIN={tmp_path}", *(f"{k}={v}" for k, v in values.items())],
-                            cwd=tmp_path, capture_output=True, text=True, timeout=60)
-    assert result.returncode == 0, result.stderr
-    argv = (tmp_path / "snakemake.argv").read_text().splitlines()
+    argv, _ = make_argv("grid", "snakemake", values)
     assert argv == ["--profile", "workflow/profiles/slurm", "--config", f"model={values['MODEL']}", "seeds=[0,1]",
                     "only=[01,04]", "sample_variables=null", f"revision={values['REVISION']}",
                     f"timeout={values['TIMEOUT']}"]
-    assert not list(tmp_path.glob("pwned*")) and not list(PROJECT_ROOT.glob("pwned*"))
 
 
 def _simulated(*args: str, state: Path) -> str:
