@@ -333,12 +333,25 @@ def test_a_server_that_never_answers_fails_within_the_timeout(silent_server):
     assert time.perf_counter() - start < 3  # one timeout, not (retries + 1) of them
 
 
-def test_ctrl_c_during_a_batch_stops_at_once(silent_server):
+@pytest.fixture
+def ctrl_c():
+    """``_thread.interrupt_main`` after 0.5 s: a Ctrl-C as a terminal sends it. Python turns SIGINT into
+    KeyboardInterrupt only where it was not ignored when the process started (a job started in the background
+    by a shell without job control inherits it ignored, and interrupt_main then does nothing): the test
+    restores Python's handler for its duration."""
     import _thread
+    import signal
 
-    backend = make_backend("openai", model="stub", base_url=silent_server, timeout=60, max_concurrency=5)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     timer = threading.Timer(0.5, _thread.interrupt_main)
-    timer.start()
+    yield timer
+    timer.cancel()
+    signal.signal(signal.SIGINT, previous)
+
+
+def test_ctrl_c_during_a_batch_stops_at_once(silent_server, ctrl_c):
+    backend = make_backend("openai", model="stub", base_url=silent_server, timeout=60, max_concurrency=5)
+    ctrl_c.start()
     start = time.perf_counter()
     with pytest.raises(KeyboardInterrupt):
         backend.complete_batch([Request(messages=user(f"q{i}")) for i in range(20)])
@@ -346,17 +359,14 @@ def test_ctrl_c_during_a_batch_stops_at_once(silent_server):
     backend.close()
 
 
-def test_ctrl_c_stops_a_run_against_a_silent_server_and_keeps_its_folder(silent_server, test_csv, tmp_path):
-    import _thread
-
+def test_ctrl_c_stops_a_run_against_a_silent_server_and_keeps_its_folder(silent_server, test_csv, tmp_path, ctrl_c):
     from cpdagthink.method.conditions import CONDITIONS
     from cpdagthink.run.data import read_csv
     from cpdagthink.run.runner import run_condition
 
     backend = make_backend("openai", model="gpt-4o", base_url=silent_server, timeout=60)
     rows = read_csv(test_csv)[:12]  # before the timer: under load, reading the CSV alone can take 0.5 s
-    timer = threading.Timer(0.5, _thread.interrupt_main)
-    timer.start()
+    ctrl_c.start()
     start = time.perf_counter()
     with pytest.raises(KeyboardInterrupt):
         run_condition(CONDITIONS["baseline_enhanced"], backend, rows, tmp_path / "run",

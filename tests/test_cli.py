@@ -125,9 +125,11 @@ def test_run_defaults_do_not_depend_on_the_working_directory(tmp_path):
         return subprocess.run([sys.executable, "-m", "cpdagthink", "run", "--help"], capture_output=True, text=True,
                               cwd=tmp_path, env={**os.environ, "COLUMNS": "1000", **env}, timeout=60).stdout
 
-    assert re.search(rf"default:\s+{re.escape(str(PROJECT_ROOT / 'outputs' / 'cache'))}", help_text())
+    text = help_text()
+    assert re.search(rf"default:\s+{re.escape(str(PROJECT_ROOT / 'outputs' / 'cache'))}", text), text[text.find("--cache"):]
     moved = tmp_path / "elsewhere"
-    assert re.search(rf"default:\s+{re.escape(str(moved / 'runs'))}", help_text(CPDAGTHINK_OUTPUTS=str(moved)))
+    text = help_text(CPDAGTHINK_OUTPUTS=str(moved))
+    assert re.search(rf"default:\s+{re.escape(str(moved / 'runs'))}", text), text[text.find("--out"):]
 
 
 def test_the_command_line_starts_without_scipy_or_pandas():
