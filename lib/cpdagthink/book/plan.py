@@ -10,8 +10,6 @@ model is loaded once (``cpdagthink plan --group KEY --execute``, what a workflow
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -23,7 +21,7 @@ from ..causal.instance import Instance
 from ..errors import CpdagthinkError
 from ..run.config import RunConfig, _bounded, _short_hash
 from ..run.parameters import coerce_list
-from ..run.records import RunRecord
+from ..run.records import RunRecord, json_sha256
 from ..run.runfolder import is_complete
 from . import experiments as ex
 from .readings import REFERENCE, TARGET
@@ -171,8 +169,8 @@ class Rows(BaseModel):
 
     @classmethod
     def of(cls, config: RunConfig, instances: Sequence[Instance]) -> "Rows":
-        text = json.dumps([(i.id, i.content_sha256) for i in instances], sort_keys=True)
-        return cls(source=config.source, count=len(instances), sha256=hashlib.sha256(text.encode()).hexdigest())
+        return cls(source=config.source, count=len(instances),
+                   sha256=json_sha256([(i.id, i.content_sha256) for i in instances]))
 
 
 class PlannedRun(BaseModel):
