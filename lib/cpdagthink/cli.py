@@ -18,6 +18,7 @@ from .errors import CpdagthinkError
 from .paths import ENV_OUTPUTS, OUTPUTS_ROOT
 from .run.config import RunParameters
 from .run.data import ENV_CSV, load_split, read_csv
+from .run.parameters import json_or_text
 
 
 def _instances(args: argparse.Namespace) -> list[Instance]:
@@ -191,10 +192,7 @@ def _notebook_parameter(text: str) -> tuple[str, Any]:
     name, sep, value = text.partition("=")
     if not sep or not name.isidentifier():
         raise argparse.ArgumentTypeError(f"expected NAME=VALUE, e.g. probes='[\"scramble_full\"]', got {text!r}")
-    try:
-        return name, json.loads(value)
-    except ValueError:
-        return name, value
+    return name, json_or_text(value)
 
 
 def _book_overrides(args: argparse.Namespace) -> dict[str, Any]:

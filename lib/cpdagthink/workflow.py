@@ -24,6 +24,7 @@ from typing import Any, Mapping
 
 from .errors import CpdagthinkError
 from .paths import OUTPUTS_ROOT
+from .run.parameters import json_or_text
 
 MARKERS = OUTPUTS_ROOT / "plan"
 
@@ -97,12 +98,7 @@ def _plain(value: Any) -> Any:
         return [_plain(v) for v in value]
     if isinstance(value, dict):
         return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, str):
-        try:
-            return json.loads(value)
-        except ValueError:
-            return value
-    return value
+    return json_or_text(value) if isinstance(value, str) else value
 
 
 def book_parameters(config: Mapping[str, Any]) -> tuple[list[str], dict[str, Any]]:

@@ -13,6 +13,15 @@ import json
 from typing import Any
 
 
+def json_or_text(text: str) -> Any:
+    """A parameter value given as text (``book -p name=value``, a Snakemake ``--config`` entry): read as JSON
+    where it is JSON (numbers, lists, null, true), else the text itself (``reference``)."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
 def coerce_list(value: Any, name: str = "parameter") -> list[Any] | None:
     """``value`` as a list: a list or tuple as is, a string holding a JSON or Python list parsed, a single
     item wrapped (``"alarm7"`` -> ``["alarm7"]``, ``1`` -> ``[1]``); None stays None (a parameter's "unset").
