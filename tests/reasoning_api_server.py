@@ -165,7 +165,8 @@ def _tokens(text: str) -> int:
 
 class ReasoningAPIServer:
     """The server on 127.0.0.1 (a free port) in a daemon thread; ``url`` ends in ``/v1``.
-    ``requests`` keeps every request body received (``paths`` their endpoints), ``peak_in_flight`` the most
+    ``requests`` keeps every request body received (``paths`` their endpoints, ``authorizations`` their
+    ``Authorization`` headers), ``peak_in_flight`` the most
     served at once; use as a context manager or call :meth:`close`."""
 
     def __init__(self, *, latency_s: float = 0.0, fault: str | None = None, fault_when: str = "",
@@ -175,6 +176,7 @@ class ReasoningAPIServer:
         self.latency_s = latency_s
         self.fault, self.fault_when, self.fault_times, self.huge_chars = fault, fault_when, fault_times, huge_chars
         self.requests: list[dict[str, Any]] = []
+        self.authorizations: list[str | None] = []  # each request's Authorization header, as received
         self.paths: list[str] = []
         self.rejected = 0
         self.in_flight = self.peak_in_flight = 0
@@ -194,6 +196,8 @@ class ReasoningAPIServer:
 
             def do_POST(self) -> None:
                 raw = self.rfile.read(int(self.headers["Content-Length"]))
+                with server._lock:
+                    server.authorizations.append(self.headers.get("Authorization"))
                 code, payload = server.answer(self.path, json.loads(raw))
                 fault = server._take_fault(raw) if code == 200 else None
                 data = json.dumps(payload).encode()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -213,7 +214,8 @@ def stub_factory():
 
 def test_retries_503_then_succeeds(stub_factory):
     stub = stub_factory(fail=2, status=503)
-    backend = make_backend("openai", model="stub", base_url=stub.url, retries=3, backoff_base=0.01, timeout=5)
+    backend = make_backend("openai", model="stub", base_url=stub.url, retries=3, backoff_base=0.01, timeout=5,
+                           api_key_env="OPENAI_API_KEY")  # named for this host, so its key is sent here
     out = backend.complete(Request(messages=user("hello")))
     assert out.text == "echo: hello" and out.reasoning == "thought about it"
     assert len(stub.hits) == 3 and backend.attempts == 3 and out.meta["attempts"] == 3
@@ -306,6 +308,47 @@ def test_credentials_in_urls_and_error_bodies_are_never_recorded(stub_factory, m
     with pytest.raises(BackendError) as err:
         unreachable.complete(Request(messages=user("hello")))
     assert url_key not in str(err.value) and "127.0.0.1" in str(err.value)
+
+
+def test_each_host_gets_only_the_key_meant_for_it(stub_factory, monkeypatch):
+    """The environment's OpenAI key goes to api.openai.com only; a key in a URL goes to that URL only (and wins
+    there); a variable named with api_key_env goes to the hosts of that backend; a host with no key gets a
+    placeholder that is no secret, so a local server without auth still works."""
+    from cpdagthink.backends.openai_api import NO_KEY, key_for
+
+    monkeypatch.setenv("PROXY_KEY", "sk-proxy-only-4242")
+    url_key = "sk-url/key#with?odd@chars"
+    encoded = url_key.replace("/", "%2F").replace("#", "%23").replace("?", "%3F").replace("@", "%40")
+    requests = [Request(messages=user("hello"))] * 2
+    bare, keyed = stub_factory(), stub_factory()
+    with_key = keyed.url.replace("http://", f"http://u:{encoded}@")
+    make_backend("openai", model="stub", base_url=[bare.url, with_key], timeout=5).complete_batch(requests)
+    assert [h["auth"] for h in bare.hits] == [f"Bearer {NO_KEY}"]  # never SECRET, the environment's OpenAI key
+    assert [h["auth"] for h in keyed.hits] == [f"Bearer {url_key}"]  # the URL's key, decoded, over the environment's
+    make_backend("openai", model="stub", base_url=[bare.url, with_key], timeout=5,
+                 api_key_env="PROXY_KEY").complete_batch(requests)
+    assert bare.hits[-1]["auth"] == "Bearer sk-proxy-only-4242" and keyed.hits[-1]["auth"] == f"Bearer {url_key}"
+    assert key_for(None) == key_for("https://api.openai.com/v1") == SECRET  # OpenAI's own host
+    assert key_for("https://api.openai.com.evil.example/v1") is None and key_for("http://127.0.0.1:1/v1") is None
+    monkeypatch.delenv("PROXY_KEY")
+    with pytest.raises(BackendError, match="PROXY_KEY, which is unset"):
+        make_backend("openai", model="stub", base_url="http://127.0.0.1:1/v1", api_key_env="PROXY_KEY")
+
+
+@pytest.mark.parametrize("url, says", [
+    ("http://127.0.0.1:1/v1?api-key=sk-QUERY123456", "query string (api-key)"),
+    ("http://127.0.0.1:1/v1?x=1&Access_Token=sk-QUERY123456", "query string (Access_Token)"),
+    ("http://u:sk-QUERY/123456@127.0.0.1:1/v1", "percent-encode the key"),
+    ("http://u:sk-QUERY#123456@127.0.0.1:1/v1", "percent-encode the key"),
+    ("http://u:12/sk-QUERY123456@127.0.0.1:1/v1", "percent-encode the key"),
+])
+def test_a_key_in_a_query_string_or_not_percent_encoded_is_refused_quoting_none_of_it(url, says):
+    from cpdagthink.credentials import URLCredentialsError, strip_credentials
+
+    for attempt in (lambda: strip_credentials(url), lambda: make_backend("openai", model="m", base_url=url)):
+        with pytest.raises(URLCredentialsError, match=re.escape(says)) as raised:
+            attempt()
+        assert "QUERY" not in str(raised.value) and "123456" not in str(raised.value)
 
 
 def test_public_url_and_redact():

@@ -21,9 +21,12 @@ OpenAI Responses API (reasoning models).
   there (the regex forces the call anyway; ``meta["tool_choice_requested"]`` records it). With
   ``regex_mode="none"`` a constraint is enforced only where the API can: a strict or forced tool call or,
   without tools, a json_schema response format; ``meta["constraint"]`` says which, or ``"not enforced"``.
-* Secrets: the API key is read from the environment variable ``api_key_env`` (or the password of a
-  ``base_url`` such as ``http://user:KEY@host``) and handed to the client only. URLs are recorded without
-  credentials, and error bodies are stored with ``Authorization``/``api-key``/bearer values redacted.
+* Secrets (:func:`key_for`): each endpoint gets its own key, handed to its client only. A ``base_url`` with a
+  password (``http://user:KEY@host``) sends that key to that URL only. Otherwise OpenAI's own host gets the
+  variable ``api_key_env`` (``OPENAI_API_KEY`` when not named), and any other host gets a named ``api_key_env``
+  only: the environment's OpenAI key never reaches a proxy or server it was not named for (a server with no key
+  gets the placeholder :data:`NO_KEY`). URLs are recorded without credentials, and error bodies are stored with
+  ``Authorization``/``api-key``/bearer values redacted.
 * Failures: 408/409/425/429/5xx, connection errors and an HTTP 200 whose body is not a well-formed answer are
   retried ``retries`` times with capped exponential backoff and seeded jitter (``Retry-After`` honoured up to
   the cap), each retry on the next ``base_url``. ``timeout`` bounds each attempt as a whole (connecting,
@@ -51,9 +54,9 @@ import re
 import threading
 import time
 from typing import Any, Callable, Iterator, Sequence
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
-from ..credentials import with_credentials
+from ..credentials import check_url, is_secret_query_key, with_credentials
 from ..method.chat import Completion, Request, ToolCall
 from .base import Backend, BackendError, PartialBatchError, Provenance, RequestRejected
 from .profiles import ModelProfile, check_effort, profile_for, with_overrides
@@ -65,6 +68,10 @@ REGEX_MODES = ("none", "vllm")
 REJECTED_STATUS = {400, 413, 422}
 RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 OPENAI_URL = "https://api.openai.com/v1"
+OPENAI_HOST = "api.openai.com"
+DEFAULT_KEY_ENV = "OPENAI_API_KEY"
+# What a host without a key is sent: the client needs some string, servers without auth ignore it, and it is no secret.
+NO_KEY = "no-key"
 # Seconds one attempt may take when no ``timeout`` is given: a reasoning model at a paper-scale budget
 # legitimately takes minutes; anything else that is silent for a minute is treated as dead.
 TIMEOUT_REASONING_S = 600.0
@@ -78,7 +85,6 @@ _STRICT_KEYWORDS = frozenset({
     "description", "pattern", "format", "minItems", "maxItems", "minimum", "maximum", "exclusiveMinimum",
     "exclusiveMaximum", "multipleOf"})
 
-_SECRET_QUERY_KEYS = {"key", "api-key", "api_key", "apikey", "token", "access_token", "sig", "signature", "password"}
 _SECRET_PATTERNS = (
     # header lines and JSON fields: Authorization / api-key / x-api-key, then the value
     re.compile(r"""(?i)(["']?(?:authorization|proxy-authorization|x-api-key|api[-_]key)["']?\s*[:=]\s*["']?)[^"',\s}]+(?:\s+[^"',\s}]+)?"""),
@@ -97,9 +103,28 @@ def public_url(url: str | None) -> str:
     if ":" in host:
         host = f"[{host}]"
     netloc = host + (f":{parts.port}" if parts.port else "")
-    query = urlencode([(k, "REDACTED" if k.lower() in _SECRET_QUERY_KEYS else v)
+    query = urlencode([(k, "REDACTED" if is_secret_query_key(k) else v)
                        for k, v in parse_qsl(parts.query, keep_blank_values=True)])
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def key_variable(url: str | None, api_key_env: str | None = None) -> str | None:
+    """The environment variable whose value is sent to ``url`` (None: OpenAI's default endpoint) when the URL
+    holds no key of its own: ``api_key_env`` where the caller named one; else ``OPENAI_API_KEY`` for OpenAI's
+    own host only (the environment's OpenAI key is meant for OpenAI), and None for any other host."""
+    if api_key_env:
+        return api_key_env
+    return DEFAULT_KEY_ENV if url is None or urlsplit(url).hostname == OPENAI_HOST else None
+
+
+def key_for(url: str | None, api_key_env: str | None = None) -> str | None:
+    """The key sent to ``url``, or None where none is given: the URL's own password (percent-decoded), which
+    goes to that URL only, else the value of :func:`key_variable`'s variable."""
+    password = None if url is None else urlsplit(url).password
+    if password:
+        return unquote(password)
+    variable = key_variable(url, api_key_env)
+    return (os.environ.get(variable) or None) if variable else None
 
 
 def public_url_for_client(url: str) -> str:
@@ -638,7 +663,7 @@ class OpenAIBackend(Backend):
     ``send_sampling`` (send temperature/top_p even where the profile says not to), ``timeout`` (seconds one
     attempt may take in all; default by profile: 600 for reasoning families, else 60), ``retries``,
     ``max_stored_chars`` (kept per field of an answer); ``revision`` and ``reasoning_parser`` record what the
-    server was started with.
+    server was started with; ``api_key_env`` names the variable whose key is sent (:func:`key_variable`).
     """
 
     name = "openai"
@@ -649,7 +674,7 @@ class OpenAIBackend(Backend):
         model: str,
         base_url: str | Sequence[str] | None = None,
         *,
-        api_key_env: str = "OPENAI_API_KEY",
+        api_key_env: str | None = None,
         max_concurrency: int = 5,
         retries: int = 4,
         timeout: float | None = None,
@@ -684,6 +709,9 @@ class OpenAIBackend(Backend):
         urls = [None if u is None else with_credentials(u) for u in urls]  # the key a front door stripped (credentials)
         if not urls:
             raise ValueError("base_url list is empty")
+        for url in urls:
+            if url is not None:
+                check_url(url)
         self.base_urls = [public_url(u) for u in urls]
         self.regex_mode = regex_mode
         if thinking_param is None and regex_mode == "vllm" and profile_for(model).thinking == "unknown":
@@ -700,21 +728,21 @@ class OpenAIBackend(Backend):
         self.thinking_supported = self.profile.off_switch is not None
         self.revision = revision
         self.api_key_env = api_key_env
-        passwords = [urlsplit(u).password for u in urls if u]
-        key = os.environ.get(api_key_env) or next((p for p in passwords if p), None)
-        if not key:
-            if urls == [None]:
-                raise BackendError(f"the OpenAI API needs a key in the environment variable {api_key_env}")
-            key = "EMPTY"  # local OpenAI-compatible servers accept any key
-        self._secrets = tuple(s for s in (key, *passwords) if s and s != "EMPTY")
+        keys = [key_for(u, api_key_env) for u in urls]
+        for url, key in zip(urls, keys):
+            variable = key_variable(url, api_key_env)
+            if key is None and variable:
+                raise BackendError(f"{public_url(url)} needs a key in the environment variable {variable}, which "
+                                   "is unset or empty")
+        self._secrets = tuple(k for k in keys if k)
         slow = self.profile.thinking in ("switchable", "always_on")
         self.timeout = float(timeout) if timeout is not None else (TIMEOUT_REASONING_S if slow else TIMEOUT_CHAT_S)
         self._clients = [
-            openai.OpenAI(api_key=key, base_url=None if u is None else public_url_for_client(u), max_retries=0,
-                          timeout=self.timeout, http_client=bounded_http_client(self.timeout))
-            for u in urls
+            openai.OpenAI(api_key=key or NO_KEY, base_url=None if u is None else public_url_for_client(u),
+                          max_retries=0, timeout=self.timeout, http_client=bounded_http_client(self.timeout))
+            for u, key in zip(urls, keys)
         ]
-        del key
+        del keys
         self._openai = openai
         self.max_concurrency = max(1, int(max_concurrency))
         self._slots = threading.BoundedSemaphore(self.max_concurrency)  # requests in flight, all batches
