@@ -45,6 +45,7 @@ OpenAI Responses API (reasoning models).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import json
 import os
@@ -144,6 +145,20 @@ def redact(text: str, secrets: Sequence[str] = ()) -> str:
     for pattern in _SECRET_PATTERNS:
         text = pattern.sub(lambda m: (m.group(1) if m.groups() else "") + "REDACTED", text)
     return text
+
+
+# The service's refusal of reasoning items it did not issue to this organisation.
+_UNVERIFIABLE = re.compile(r"(?i)encrypted content .* could not be verified|invalid_encrypted_content")
+
+
+def _carries_reasoning(request: Request) -> bool:
+    return any(m.get("reasoning_items") for m in request.messages)
+
+
+def without_reasoning_items(request: Request) -> Request:
+    """``request`` with no reasoning items carried in its messages (each turn's text and calls kept)."""
+    return dataclasses.replace(request, messages=tuple({k: v for k, v in m.items() if k != "reasoning_items"}
+                                                       for m in request.messages))
 
 
 class ServiceRejected(RequestRejected):
@@ -445,6 +460,9 @@ def completion_from_response(response: Any, latency_s: float, meta: dict[str, An
     except Exception:  # noqa: BLE001
         raw = content
     meta = _answer_meta(meta, response, _usage_tokens(usage, "completion_tokens_details", "reasoning_tokens"))
+    refusal = getattr(message, "refusal", None)
+    if refusal and not text and not calls:
+        text, meta["refusal"] = str(refusal).strip(), True  # the model declined: shown in its own words
     return Completion(
         text=text,
         tool_calls=calls,
@@ -468,23 +486,34 @@ def completion_from_responses(response: Any, latency_s: float, meta: dict[str, A
         raise ValueError("no output list")
     if response.status == "failed":
         raise ValueError(f"status failed: {response.error}")
-    texts, summaries, calls, carried, raw = [], [], [], [], []
+    texts, refusals, summaries, calls, carried, raw = [], [], [], [], [], []
+    uncarried = 0
     for item in output:
+        if not getattr(item, "type", None):
+            raise ValueError("an output item without a type")
         dumped = item.model_dump(exclude_none=True)
         raw.append({k: v for k, v in dumped.items() if k != "encrypted_content"})
         if item.type == "reasoning":
             summaries += [part.text for part in item.summary or ()]
-            carried.append(dumped)
+            if dumped.get("encrypted_content"):
+                carried.append(dumped)
+            else:  # with store=False the service keeps nothing an id could name: sent back, it refuses turn 2
+                uncarried += 1
         elif item.type == "function_call":
             calls.append(ToolCall(name=item.name, arguments=item.arguments or ""))
         elif item.type == "message":
             texts += [part.text for part in item.content if part.type == "output_text"]
+            refusals += [part.refusal for part in item.content if part.type == "refusal"]
     reason = getattr(response.incomplete_details, "reason", None) if response.status == "incomplete" else None
     finish = {"max_output_tokens": "length", "content_filter": "content_filter"}.get(reason or "", reason)
     usage = response.usage
     meta = _answer_meta(meta, response, _usage_tokens(usage, "output_tokens_details", "reasoning_tokens"))
+    if uncarried:
+        meta["reasoning_items_not_carried"] = f"{uncarried} without encrypted content"
+    if refusals and not texts:
+        meta["refusal"] = True  # the model declined: its words are the answer's text, shown as they are
     return Completion(
-        text="".join(texts).strip(),
+        text="".join(texts or refusals).strip(),
         tool_calls=calls,
         reasoning="\n\n".join(summaries) or None,
         raw=json.dumps(raw, ensure_ascii=False),
@@ -497,9 +526,30 @@ def completion_from_responses(response: Any, latency_s: float, meta: dict[str, A
     )
 
 
+def _capped_reasoning_item(item: dict[str, Any], limit: int, name: str, cut: dict[str, int]) -> dict[str, Any] | None:
+    """A reasoning item as it is cached and carried into the next turn: its summary cut to ``limit`` characters
+    in all (the service reads the encrypted content, not the summary); None for an item whose encrypted content
+    alone is over ``limit``, which cannot be cut and is not carried. Each cut goes into ``cut``."""
+    encrypted = str(item.get("encrypted_content") or "")
+    if len(encrypted) > limit:
+        cut[f"{name}.encrypted_content"] = len(encrypted)
+        return None
+    parts, left = [], limit
+    total = sum(len(str(p.get("text", ""))) for p in item.get("summary") or ())
+    for part in item.get("summary") or ():
+        text = str(part.get("text", ""))[:left]
+        left -= len(text)
+        parts.append({**part, "text": text})
+    if total > limit:
+        cut[f"{name}.summary"] = total
+        return {**item, "summary": parts}
+    return item
+
+
 def cap_stored(completion: Completion, limit: int) -> Completion:
-    """``completion`` with each stored field (text, reasoning, raw output, each call's arguments) cut to
-    ``limit`` characters; ``meta["truncated"]`` names each field cut with its original length."""
+    """``completion`` with each stored field (text, reasoning, raw output, each call's arguments, each reasoning
+    item's summary) cut to ``limit`` characters; ``meta["truncated"]`` names each field cut with its original
+    length. A reasoning item's summary is what it carries into the next turn too."""
     cut: dict[str, int] = {}
 
     def cap(name: str, text: str | None) -> str | None:
@@ -513,6 +563,8 @@ def cap_stored(completion: Completion, limit: int) -> Completion:
     completion.raw = cap("raw", completion.raw) or ""
     completion.tool_calls = [ToolCall(c.name[:limit], cap(f"tool_calls[{i}].arguments", c.arguments) or "")
                              for i, c in enumerate(completion.tool_calls)]
+    completion.reasoning_items = [capped for i, item in enumerate(completion.reasoning_items)
+                                  if (capped := _capped_reasoning_item(item, limit, f"reasoning_items[{i}]", cut))]
     if cut:
         completion.meta["truncated"] = cut
     return completion
@@ -829,7 +881,21 @@ class OpenAIBackend(Backend):
             completion_from_response, note
 
     def complete(self, request: Request) -> Completion:
-        """One request; raises :class:`ServiceRejected` when the service refuses it as invalid."""
+        """One request; raises :class:`ServiceRejected` when the service refuses it as invalid. A request whose
+        carried reasoning items the service cannot verify (made under another organisation's key, e.g. a cache
+        replayed elsewhere) is sent once more without them; ``meta["reasoning_items_dropped"]`` gives the
+        service's message, so the answer says it was made without the model's earlier reasoning."""
+        try:
+            return self._complete_once(request)
+        except ServiceRejected as rejection:
+            if not (_UNVERIFIABLE.search(rejection.server_message) and _carries_reasoning(request)):
+                raise
+            refused = f"HTTP {rejection.status_code}: {rejection.server_message}"
+        completion = self._complete_once(without_reasoning_items(request))
+        completion.meta["reasoning_items_dropped"] = refused
+        return completion
+
+    def _complete_once(self, request: Request) -> Completion:
         send, parse, note = self._call(request)
         o = self._openai
         errors: list[str] = []
