@@ -17,6 +17,8 @@ import json
 import os
 from urllib.parse import SplitResult, parse_qsl, urlsplit, urlunsplit
 
+from .errors import CpdagthinkError
+
 ENV_CREDENTIALS = "CPDAGTHINK_URL_CREDENTIALS"
 # Query parameter names whose values are credentials (compared lower-case, '-' read as '_').
 SECRET_QUERY_KEYS = frozenset({"key", "api_key", "apikey", "token", "access_token", "auth", "sig", "signature",
@@ -25,7 +27,7 @@ _WHERE_KEYS_GO = ("give the key as the URL's password (http://user:KEY@host/v1, 
                   "environment variable named with --api-key-env")
 
 
-class URLCredentialsError(ValueError):
+class URLCredentialsError(CpdagthinkError, ValueError):
     """A URL whose credentials would be stored or printed, or could not be read; the message quotes none of it."""
 
 
