@@ -11,6 +11,10 @@ OpenAI Responses API (reasoning models).
   the service keeps nothing, so turn 1's reasoning items travel back with turn 2 (the assistant message's
   ``reasoning_items``, before its ``function_call``/``function_call_output`` items). The reasoning summary is
   recorded as the turn's reasoning and the reasoning tokens are counted; ``meta["api"]`` says which API served.
+  Only items with encrypted content are carried (nothing else can be resolved under ``store=False``), their
+  summaries capped like every stored field; items the service cannot verify are dropped and the turn resent
+  (:meth:`OpenAIBackend.complete`). An output item without a ``type`` is a malformed answer (the server's
+  fault); a ``refusal`` is the answer's text, flagged ``meta["refusal"]``.
 * Tools are sent as given (``strict`` with a strict-compatible schema where the profile says the service
   enforces it; ``meta["schema_enforced"]``); ``tool_choice`` ``"auto"``/``"required"``/``"none"`` pass through
   and any other string is a forced call of that function.
