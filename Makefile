@@ -99,7 +99,7 @@ llama-stock: $(STAMP)
 # recipe's environment.
 BOOK_VARIABLES := BACKEND MODEL BASE_URL LIMIT SEEDS SPLIT ONLY TURN1_TOKENS ANSWER_TOKENS SAMPLE_VARIABLES \
                   SAMPLE_MIN_POSITIVES SAMPLING TEMPERATURE TOP_P TOP_K MIN_P REGEX_MODE API REASONING_EFFORT \
-                  REASONING_PARSER TOKEN_PARAM REVISION TIMEOUT RETRIES JUMP_FORWARD
+                  REASONING_PARSER TOKEN_PARAM REVISION TIMEOUT RETRIES JUMP_FORWARD API_KEY_ENV
 unexport $(BOOK_VARIABLES)
 quote = '$(subst ','\'',$(1))'
 opt   = $(if $(value $(2)),$(1) $(call quote,$(value $(2))))
@@ -113,7 +113,8 @@ BOOK_ARGS = $(call opt,--backend,BACKEND) $(call opt,--model,MODEL) $(call opts,
             $(call opt,--min-p,MIN_P) $(call opt,--regex-mode,REGEX_MODE) $(call opt,--api,API) \
             $(call opt,--reasoning-effort,REASONING_EFFORT) $(call opt,--reasoning-parser,REASONING_PARSER) \
             $(call opt,--token-param,TOKEN_PARAM) $(call opt,--revision,REVISION) \
-            $(call opt,--timeout,TIMEOUT) $(call opt,--retries,RETRIES) $(if $(value JUMP_FORWARD),--jump-forward)
+            $(call opt,--timeout,TIMEOUT) $(call opt,--retries,RETRIES) $(if $(value JUMP_FORWARD),--jump-forward) \
+            $(call opt,--api-key-env,API_KEY_ENV)
 
 # Not echoed: a value may hold a key (BASE_URL=http://user:KEY@host), which `cpdagthink book` keeps out of print.
 book: $(STAMP) browser
@@ -139,7 +140,8 @@ GRID_CONFIG = $(call cfg,backend,BACKEND) $(call cfg,model,MODEL) $(call cfgs,ba
               $(call cfg,min_p,MIN_P) $(call cfg,regex_mode,REGEX_MODE) $(call cfg,api,API) \
               $(call cfg,reasoning_effort,REASONING_EFFORT) $(call cfg,reasoning_parser,REASONING_PARSER) \
               $(call cfg,token_param,TOKEN_PARAM) $(call cfg,revision,REVISION) $(call cfg,timeout,TIMEOUT) \
-              $(call cfg,retries,RETRIES) $(if $(value JUMP_FORWARD),jump_forward=true)
+              $(call cfg,retries,RETRIES) $(if $(value JUMP_FORWARD),jump_forward=true) \
+              $(call cfg,api_key_env,API_KEY_ENV)
 unexport PROFILE SNAKEMAKE_ARGS
 
 grid: $(STAMP) browser

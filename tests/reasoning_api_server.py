@@ -32,8 +32,12 @@ every answer takes, its computation included (for throughput benchmarks).
 
 Faults for the hostile-server tests: ``trickle`` (the answer one byte a second), ``wrong_shape`` (HTTP 200
 with ``{"choices":[{"index":0}]}``), ``truncated_json`` (HTTP 200 with half the answer's JSON), each on the
-requests whose body contains ``fault_when``, at most ``fault_times`` of them; ``huge`` (every text answer
-``huge_chars`` characters longer).
+requests whose body contains ``fault_when``, at most ``fault_times`` of them; ``typeless`` (Responses API
+output items without their ``type``), ``refusal`` (the Responses API answers with a ``refusal`` content part);
+``huge`` (every text answer ``huge_chars`` characters longer). ``summary_chars`` makes every reasoning summary
+that much longer; ``encrypted=False`` leaves reasoning items without encrypted content even when it is asked
+for; :meth:`ReasoningAPIServer.forget_issued` makes the items issued so far unverifiable, as for a cache
+replayed under another organisation's key.
 """
 
 from __future__ import annotations
@@ -54,7 +58,7 @@ GPT5_EFFORTS = ("minimal", "low", "medium", "high")  # gpt-5, -mini, -nano: defa
 GPT51_EFFORTS = ("none", "low", "medium", "high")  # gpt-5.1: default none
 GPT52_EFFORTS = ("none", "low", "medium", "high", "xhigh")  # gpt-5.2 and later
 REASONING_TOKENS = {"none": 0, "minimal": 8, "low": 128, "medium": 512, "high": 2048, "xhigh": 4096}
-FAULTS = ("trickle", "wrong_shape", "truncated_json", "huge")
+FAULTS = ("trickle", "wrong_shape", "truncated_json", "huge", "typeless", "refusal")
 # The keywords a strict function schema may use.
 STRICT_KEYWORDS = {"type", "properties", "required", "additionalProperties", "items", "enum", "const", "anyOf",
                    "$defs", "$ref", "description", "pattern", "format", "minItems", "maxItems", "minimum", "maximum",
@@ -165,16 +169,21 @@ def _tokens(text: str) -> int:
 
 class ReasoningAPIServer:
     """The server on 127.0.0.1 (a free port) in a daemon thread; ``url`` ends in ``/v1``.
-    ``requests`` keeps every request body received (``paths`` their endpoints), ``peak_in_flight`` the most
+    ``requests`` keeps every request body received (``paths`` their endpoints, ``authorizations`` their
+    ``Authorization`` headers), ``peak_in_flight`` the most
     served at once; use as a context manager or call :meth:`close`."""
 
     def __init__(self, *, latency_s: float = 0.0, fault: str | None = None, fault_when: str = "",
-                 fault_times: int = 1 << 30, huge_chars: int = 60_000_000):
+                 fault_times: int = 1 << 30, huge_chars: int = 60_000_000, summary_chars: int = 0,
+                 encrypted: bool = True):
         if fault is not None and fault not in FAULTS:
             raise ValueError(f"fault must be one of {FAULTS}, got {fault!r}")
         self.latency_s = latency_s
         self.fault, self.fault_when, self.fault_times, self.huge_chars = fault, fault_when, fault_times, huge_chars
+        self.summary_chars, self.encrypted = summary_chars, encrypted
+        self.request_bytes: list[int] = []  # each request body's size
         self.requests: list[dict[str, Any]] = []
+        self.authorizations: list[str | None] = []  # each request's Authorization header, as received
         self.paths: list[str] = []
         self.rejected = 0
         self.in_flight = self.peak_in_flight = 0
@@ -194,8 +203,16 @@ class ReasoningAPIServer:
 
             def do_POST(self) -> None:
                 raw = self.rfile.read(int(self.headers["Content-Length"]))
+                with server._lock:
+                    server.authorizations.append(self.headers.get("Authorization"))
+                    server.request_bytes.append(len(raw))
                 code, payload = server.answer(self.path, json.loads(raw))
                 fault = server._take_fault(raw) if code == 200 else None
+                if fault == "typeless":
+                    payload["output"] = [{k: v for k, v in item.items() if k != "type"} for item in payload["output"]]
+                elif fault == "refusal":
+                    payload["output"] = [{"type": "message", "id": "msg_r", "role": "assistant", "status": "completed",
+                                          "content": [{"type": "refusal", "refusal": "I can't help with that."}]}]
                 data = json.dumps(payload).encode()
                 if fault == "wrong_shape":
                     data = b'{"choices":[{"index":0}]}'
@@ -351,8 +368,9 @@ class ReasoningAPIServer:
             item: dict[str, Any] = {"type": "reasoning", "id": f"rs_{n}", "summary": []}
             if (body.get("reasoning") or {}).get("summary"):
                 item["summary"] = [{"type": "summary_text", "text": f"**Reading the premise**\n\nRequest {n}: "
-                                                                    f"worked through at {effort} effort."}]
-            if "reasoning.encrypted_content" in (body.get("include") or ()):
+                                                                    f"worked through at {effort} effort."
+                                                                    + "z" * self.summary_chars}]
+            if self.encrypted and "reasoning.encrypted_content" in (body.get("include") or ()):
                 token = hashlib.sha256(f"{n}:{time.time_ns()}".encode()).hexdigest()
                 with self._lock:
                     self._issued[token] = item["id"]
@@ -381,6 +399,11 @@ class ReasoningAPIServer:
                       "output_tokens": reasoning + visible, "output_tokens_details": {"reasoning_tokens": reasoning},
                       "total_tokens": prompt + reasoning + visible},
         }
+
+    def forget_issued(self) -> None:
+        """From now on no reasoning item issued so far can be verified (another organisation's key)."""
+        with self._lock:
+            self._issued.clear()
 
     def close(self) -> None:
         self._http.shutdown()

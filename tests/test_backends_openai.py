@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -213,7 +214,8 @@ def stub_factory():
 
 def test_retries_503_then_succeeds(stub_factory):
     stub = stub_factory(fail=2, status=503)
-    backend = make_backend("openai", model="stub", base_url=stub.url, retries=3, backoff_base=0.01, timeout=5)
+    backend = make_backend("openai", model="stub", base_url=stub.url, retries=3, backoff_base=0.01, timeout=5,
+                           api_key_env="OPENAI_API_KEY")  # named for this host, so its key is sent here
     out = backend.complete(Request(messages=user("hello")))
     assert out.text == "echo: hello" and out.reasoning == "thought about it"
     assert len(stub.hits) == 3 and backend.attempts == 3 and out.meta["attempts"] == 3
@@ -306,6 +308,47 @@ def test_credentials_in_urls_and_error_bodies_are_never_recorded(stub_factory, m
     with pytest.raises(BackendError) as err:
         unreachable.complete(Request(messages=user("hello")))
     assert url_key not in str(err.value) and "127.0.0.1" in str(err.value)
+
+
+def test_each_host_gets_only_the_key_meant_for_it(stub_factory, monkeypatch):
+    """The environment's OpenAI key goes to api.openai.com only; a key in a URL goes to that URL only (and wins
+    there); a variable named with api_key_env goes to the hosts of that backend; a host with no key gets a
+    placeholder that is no secret, so a local server without auth still works."""
+    from cpdagthink.backends.openai_api import NO_KEY, key_for
+
+    monkeypatch.setenv("PROXY_KEY", "sk-proxy-only-4242")
+    url_key = "sk-url/key#with?odd@chars"
+    encoded = url_key.replace("/", "%2F").replace("#", "%23").replace("?", "%3F").replace("@", "%40")
+    requests = [Request(messages=user("hello"))] * 2
+    bare, keyed = stub_factory(), stub_factory()
+    with_key = keyed.url.replace("http://", f"http://u:{encoded}@")
+    make_backend("openai", model="stub", base_url=[bare.url, with_key], timeout=5).complete_batch(requests)
+    assert [h["auth"] for h in bare.hits] == [f"Bearer {NO_KEY}"]  # never SECRET, the environment's OpenAI key
+    assert [h["auth"] for h in keyed.hits] == [f"Bearer {url_key}"]  # the URL's key, decoded, over the environment's
+    make_backend("openai", model="stub", base_url=[bare.url, with_key], timeout=5,
+                 api_key_env="PROXY_KEY").complete_batch(requests)
+    assert bare.hits[-1]["auth"] == "Bearer sk-proxy-only-4242" and keyed.hits[-1]["auth"] == f"Bearer {url_key}"
+    assert key_for(None) == key_for("https://api.openai.com/v1") == SECRET  # OpenAI's own host
+    assert key_for("https://api.openai.com.evil.example/v1") is None and key_for("http://127.0.0.1:1/v1") is None
+    monkeypatch.delenv("PROXY_KEY")
+    with pytest.raises(BackendError, match="PROXY_KEY, which is unset"):
+        make_backend("openai", model="stub", base_url="http://127.0.0.1:1/v1", api_key_env="PROXY_KEY")
+
+
+@pytest.mark.parametrize("url, says", [
+    ("http://127.0.0.1:1/v1?api-key=sk-QUERY123456", "query string (api-key)"),
+    ("http://127.0.0.1:1/v1?x=1&Access_Token=sk-QUERY123456", "query string (Access_Token)"),
+    ("http://u:sk-QUERY/123456@127.0.0.1:1/v1", "percent-encode the key"),
+    ("http://u:sk-QUERY#123456@127.0.0.1:1/v1", "percent-encode the key"),
+    ("http://u:12/sk-QUERY123456@127.0.0.1:1/v1", "percent-encode the key"),
+])
+def test_a_key_in_a_query_string_or_not_percent_encoded_is_refused_quoting_none_of_it(url, says):
+    from cpdagthink.credentials import URLCredentialsError, strip_credentials
+
+    for attempt in (lambda: strip_credentials(url), lambda: make_backend("openai", model="m", base_url=url)):
+        with pytest.raises(URLCredentialsError, match=re.escape(says)) as raised:
+            attempt()
+        assert "QUERY" not in str(raised.value) and "123456" not in str(raised.value)
 
 
 def test_public_url_and_redact():
@@ -601,9 +644,10 @@ def test_the_responses_endpoint_enforces_its_rules(reasoning_server, test_csv):
         "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": TOOL_NAME, "arguments": "{}"}}]}
     turn2 = Request(messages=(*turn1.messages, forged, {"role": "tool", "tool_call_id": "call_1", "content": "ok"}),
                     tools=turn1.tools, tool_choice="none")
-    with pytest.raises(ServiceRejected) as err:
-        backend.complete(turn2)
-    assert err.value.server_message == "The encrypted content for item rs_0 could not be verified."
+    rejected = reasoning_server.rejected
+    out = backend.complete(turn2)  # refused, then sent without it (the answer says so)
+    assert reasoning_server.rejected == rejected + 1
+    assert out.meta["reasoning_items_dropped"] == "HTTP 400: The encrypted content for item rs_0 could not be verified."
 
 
 def test_turn_two_carries_turn_one_reasoning_through_the_responses_api(reasoning_server, test_csv, tmp_path):
@@ -720,6 +764,97 @@ def test_a_huge_answer_is_stored_capped_and_flagged(test_csv, tmp_path):
     assert (tmp_path / "run" / "records.jsonl").stat().st_size < 150_000
     with pytest.raises(ValueError, match="max_stored_chars must be at least 1"):
         make_backend("openai", model="gpt-5-mini", base_url=server.url, max_stored_chars=0)
+
+
+def _structured_run(server, items, folder, cache, **options):
+    from cpdagthink.method.conditions import CONDITIONS
+    from cpdagthink.method.decoding import Decoding
+    from cpdagthink.run.runner import run_condition
+
+    backend = make_backend("openai", model="gpt-5.4-mini", base_url=server.url, reasoning_effort="medium", **options)
+    return run_condition(CONDITIONS["structured"], backend, items, folder, cache_dir=cache, progress=False,
+                         decoding=Decoding(max_tokens_turn1=8192, max_tokens_answer=4096))
+
+
+def test_a_huge_reasoning_summary_is_capped_in_the_cache_and_in_what_turn_two_sends(test_csv, tmp_path):
+    from reasoning_api_server import ReasoningAPIServer
+
+    from cpdagthink.run.data import read_csv
+
+    items = [i for i in read_csv(test_csv) if i.num_variables == 4][:1]
+    with ReasoningAPIServer(summary_chars=3_000_000) as server:
+        result = _structured_run(server, items, tmp_path / "run", tmp_path / "cache", max_stored_chars=40_000)
+        assert server.rejected == 0 and len(server.requests) == 2
+        assert server.request_bytes[1] < 200_000  # turn 2 carries turn 1's reasoning item, its summary capped
+    [record] = result.records
+    assert record.prediction == record.oracle_label
+    assert record.turns[0].meta["truncated"]["reasoning_items[0].summary"] > 3_000_000
+    cached = sum(p.stat().st_size for p in (tmp_path / "cache").rglob("*") if p.is_file())
+    assert cached < 400_000, cached
+
+
+def test_reasoning_items_without_encrypted_content_are_not_sent_back(test_csv, tmp_path):
+    """With store=False the service cannot look an item up by its id: sent back, it refuses every turn 2."""
+    from reasoning_api_server import ReasoningAPIServer
+
+    from cpdagthink.run.data import read_csv
+
+    items = [i for i in read_csv(test_csv) if i.num_variables == 4][:2]
+    with ReasoningAPIServer(encrypted=False) as server:
+        result = _structured_run(server, items, tmp_path / "run", tmp_path / "cache")
+        assert server.rejected == 0 and len(server.requests) == 4
+        assert all(i.get("type") != "reasoning" for body in server.requests[2:] for i in body["input"])
+    for record in result.records:
+        assert not record.rejected and record.prediction == record.oracle_label
+        assert record.turns[0].meta["reasoning_items_not_carried"] == "1 without encrypted content"
+
+
+def test_reasoning_items_the_service_cannot_verify_are_dropped_and_the_answer_says_so(test_csv, tmp_path):
+    """A cache replayed under another organisation's key: turn 1 comes from the cache, and the service cannot
+    verify its reasoning items. Turn 2 is sent again without them, flagged, instead of being refused on
+    every rerun."""
+    import shutil
+
+    from reasoning_api_server import ReasoningAPIServer
+
+    from cpdagthink.run.data import read_csv
+
+    items = [i for i in read_csv(test_csv) if i.num_variables == 4][:2]
+    with ReasoningAPIServer() as server:
+        _structured_run(server, items, tmp_path / "run", tmp_path / "cache")
+        for entry in (tmp_path / "cache").rglob("*.json"):  # keep turn 1's entries (the tool calls) only
+            if not json.loads(entry.read_text())["tool_calls"]:
+                entry.unlink()
+        server.forget_issued()
+        shutil.rmtree(tmp_path / "run")
+        asked = len(server.requests)
+        result = _structured_run(server, items, tmp_path / "run", tmp_path / "cache")
+        assert len(server.requests) - asked == 2 * len(items) and server.rejected == len(items)  # each turn 2 twice
+    for record in result.records:
+        assert not record.rejected and record.prediction == record.oracle_label
+        assert "could not be verified" in record.turns[1].meta["reasoning_items_dropped"]
+
+
+def test_output_items_without_a_type_are_the_servers_fault():
+    from reasoning_api_server import ReasoningAPIServer
+
+    request = Request(messages=user("Premise: A correlates with B.\nHypothesis: A directly causes B."))
+    with ReasoningAPIServer(fault="typeless", fault_times=1) as server:
+        backend = make_backend("openai", model="gpt-5-mini", base_url=server.url, retries=1, backoff_base=0.01)
+        out = backend.complete(request)
+        assert out.text.endswith("Answer: NO") and out.meta["attempts"] == 2  # retried, as a malformed 200
+    with ReasoningAPIServer(fault="typeless") as server:
+        backend = make_backend("openai", model="gpt-5-mini", base_url=server.url, retries=0)
+        with pytest.raises(BackendError, match="HTTP 200 but the body is not a well-formed answer.*without a type"):
+            backend.complete(request)
+
+
+def test_a_refusal_is_the_answers_text_and_flagged():
+    from reasoning_api_server import ReasoningAPIServer
+
+    with ReasoningAPIServer(fault="refusal") as server:
+        out = make_backend("openai", model="gpt-5-mini", base_url=server.url).complete(Request(messages=user("q")))
+    assert out.text == "I can't help with that." and out.meta["refusal"] is True
 
 
 def test_run_concurrently_returns_each_result_or_error():

@@ -54,6 +54,16 @@ def test_a_notebook_parameter_no_selected_chapter_takes_is_refused_before_anythi
     assert not (tmp_path / "book").exists()
 
 
+@pytest.mark.parametrize("where", ["flag", "parameter"])
+def test_a_key_in_a_query_string_is_refused_before_any_notebook_runs(tmp_path, where):
+    url = "http://127.0.0.1:1/v1?api-key=sk-QUERYinBOOK77"
+    overrides, parameters = ({"backend": "openai", "model": "m", "base_url": [url]}, {}) if where == "flag" else \
+        ({"backend": "openai", "model": "m"}, {"base_url": url})
+    with pytest.raises(ValueError, match=r"query string \(api-key\)") as raised:
+        build(overrides, only=["01"], root=tmp_path, parameters=parameters)
+    assert "QUERYinBOOK77" not in str(raised.value) and not (tmp_path / "book").exists()
+
+
 def test_book_dash_p_reads_values_as_json_or_text(capsys):
     assert main(["book", "--only", "01", "-p", "probes=[\"scramble_full\"]"]) == 2
     assert "no selected chapter takes the parameter 'probes'" in capsys.readouterr().err

@@ -242,6 +242,46 @@ def test_data_with_nothing_to_run_is_refused_clearly(tmp_path):
         assert result.returncode == 2 and message in result.stderr and "0 of 0" not in result.stdout, result.stderr
 
 
+def test_run_sends_each_host_only_its_own_key_and_refuses_a_key_in_a_query_string(test_csv, tmp_path, monkeypatch,
+                                                                                  capsys):
+    """`run --base-url` of a non-OpenAI host: the environment's OPENAI_API_KEY never reaches it; the URL's key,
+    or the variable named by --api-key-env, does. A key in the query string or with an unencoded '/' is refused
+    before anything is written, and the console, config.json and metadata.json hold none of it."""
+    from reasoning_api_server import ReasoningAPIServer
+
+    from cpdagthink.backends.openai_api import NO_KEY
+    from cpdagthink.cli import main
+    from cpdagthink.credentials import ENV_CREDENTIALS
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-openai-only-1111")
+    monkeypatch.setenv("PROXY_KEY", "sk-proxy-2222")
+    monkeypatch.setenv(ENV_CREDENTIALS, "{}")
+    args = ["run", "--condition", "baseline_enhanced", "--backend", "openai", "--model", "gpt-5.4-mini",
+            "--reasoning-effort", "low", "--limit", "2", "--data", str(test_csv)]
+    with ReasoningAPIServer() as server:
+        plain = server.url
+        keyed = plain.replace("http://", "http://u:sk-url%2Fkey-3333@")
+        for n, (extra, sent) in enumerate((([plain], NO_KEY), ([keyed], "sk-url/key-3333"),
+                                           ([plain, "--api-key-env", "PROXY_KEY"], "sk-proxy-2222"))):
+            before = len(server.authorizations)
+            monkeypatch.setenv(ENV_CREDENTIALS, "{}")  # each command a process of its own
+            assert main([*args, "--base-url", *extra, "--out", str(tmp_path / f"run{n}"),
+                         "--cache", str(tmp_path / f"cache{n}")]) == 0, capsys.readouterr().err
+            assert server.rejected == 0 and set(server.authorizations[before:]) == {f"Bearer {sent}"}
+        for bad, says in ((f"{plain}?api-key=sk-query-4444", "query string (api-key)"),
+                          (plain.replace("http://", "http://u:sk-query/4444@"), "percent-encode the key")):
+            assert main([*args, "--base-url", bad, "--out", str(tmp_path / "refused"),
+                         "--cache", str(tmp_path / "refused")]) == 2
+            err = capsys.readouterr().err
+            assert says in err and "4444" not in err and "Port could not be cast" not in err
+    assert not (tmp_path / "refused").exists()
+    console = capsys.readouterr()
+    written = b"".join(p.read_bytes() for p in tmp_path.rglob("*.json*"))
+    for secret in ("sk-openai-only-1111", "sk-proxy-2222", "3333", "4444"):
+        assert secret not in console.out + console.err and secret.encode() not in written
+    assert b'"api_key_env": "PROXY_KEY"' in (tmp_path / "run2" / "config.json").read_bytes()
+
+
 def test_a_run_whose_every_request_is_refused_fails_with_its_own_message(test_csv, tmp_path, monkeypatch, capsys):
     """Fewer requests than the early stop needs (five), every one refused (HTTP 400 for max_tokens)."""
     from reasoning_api_server import ReasoningAPIServer

@@ -164,6 +164,23 @@ def test_a_key_in_the_base_url_is_kept_out_of_the_config_and_reaches_the_backend
     assert backend._clients[0].api_key == "sk-SECRET123456" and "SECRET" not in str(backend.identity())
 
 
+@pytest.mark.parametrize("url", ["http://127.0.0.1:9/v1?api_key=sk-QUERY98765", "http://u:sk-QUERY/98765@127.0.0.1:9/v1"])
+def test_a_key_in_a_query_string_or_not_percent_encoded_is_refused_quoting_none_of_it(url):
+    for build in (lambda: RunParameters(backend="openai", model="m", base_url=[url]),
+                  lambda: RunConfig(backend="openai", model="m", backend_options={"base_url": url})):
+        with pytest.raises(ValidationError, match="query string|percent-encode the key") as raised:
+            build()
+        assert "98765" not in str(raised.value)
+
+
+def test_the_key_variable_is_a_name_never_a_key():
+    assert RunParameters(backend="openai", model="m", api_key_env="PROXY_KEY").to_config().backend_options == {
+        "api_key_env": "PROXY_KEY"}
+    with pytest.raises(ValidationError, match="api_key_env") as raised:
+        RunParameters(backend="openai", model="m", api_key_env="sk-pasted-the-key-12345")
+    assert "12345" not in str(raised.value)
+
+
 def test_data_that_cannot_give_the_sample_asked_for_is_refused(test_csv, tmp_path):
     from cpdagthink.run.data import DataError
 

@@ -54,6 +54,52 @@ def test_sha256_mismatch_is_caught_and_sidecar_follows_changes(tmp_path):
     assert resolve_model(fake, cache_dir=tmp_path).sha256 == hashlib.sha256(bytes(data)).hexdigest()
 
 
+def _corrupt_keeping_size_and_mtime(path: Path) -> bytes:
+    stat = path.stat()
+    with open(path, "r+b") as handle:  # as dd conv=notrunc does
+        handle.seek(500)
+        handle.write(b"\x01")
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert path.stat().st_size == stat.st_size and path.stat().st_mtime_ns == stat.st_mtime_ns
+    return path.read_bytes()
+
+
+def test_a_file_corrupted_with_its_size_and_mtime_kept_is_caught(tmp_path):
+    fake = tmp_path / "fake.gguf"
+    fake.write_bytes(b"GGUF" + b"\0" * 1000)
+    good = hashlib.sha256(fake.read_bytes()).hexdigest()
+    assert file_sha256(fake, tmp_path) == verify_sha256(fake, good, cache_dir=tmp_path) == good
+    data = _corrupt_keeping_size_and_mtime(fake)
+    assert file_sha256(fake, tmp_path) == hashlib.sha256(data).hexdigest()  # the ctime moved: hashed again
+    with pytest.raises(BackendError, match="sha256 mismatch"):
+        verify_sha256(fake, good, cache_dir=tmp_path)
+
+
+def test_a_pinned_hash_is_checked_in_full_by_each_process_whatever_the_sidecar_says(tmp_path):
+    """Bit rot changes the bytes and no metadata: a sidecar that matches the file's every attribute still
+    names the old hash. A new process hashes a file with a pinned hash in full the first time it uses it."""
+    import json
+    import subprocess
+    import sys
+
+    fake = tmp_path / "fake.gguf"
+    fake.write_bytes(b"GGUF" + b"\0" * 1000)
+    good = hashlib.sha256(fake.read_bytes()).hexdigest()
+    verify_sha256(fake, good, cache_dir=tmp_path)
+    [sidecar] = (tmp_path / ".verified").glob("*.json")
+    _corrupt_keeping_size_and_mtime(fake)
+    stat = fake.stat()
+    record = json.loads(sidecar.read_text())  # the sidecar as if the bytes had changed under it unseen
+    record.update({k: getattr(stat, f"st_{k}") for k in ("size", "mtime_ns", "ino", "ctime_ns")})
+    sidecar.write_text(json.dumps(record))
+    check = ("import sys; from cpdagthink.backends.models import verify_sha256\n"
+             "try: verify_sha256(sys.argv[1], sys.argv[2], cache_dir=sys.argv[3])\n"
+             "except Exception as error: print(error); sys.exit(3)")
+    result = subprocess.run([sys.executable, "-c", check, str(fake), good, str(tmp_path)], capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 3 and "sha256 mismatch" in result.stdout, result.stdout + result.stderr
+
+
 def test_corrupted_copy_of_smollm2_fails_verification(tmp_path):
     src = resolve_model("smollm2-135m", cache_dir=tmp_path).path
     copy = tmp_path / "copy.gguf"
@@ -100,6 +146,14 @@ def test_qwen_concatenation_reproduces_the_pin_and_repairs_corruption(tmp_path):
         handle.write(b"\xff\xfe")
     os.utime(mf.path, ns=(mtime, mtime + 1_000_000))
     again = resolve_model("qwen2.5-0.5b", cache_dir=tmp_path)
+    assert models.sha256_file(again.path) == spec.sha256
+    # ... and so is one corrupted with its size and mtime kept (dd conv=notrunc, then the mtime set back)
+    kept = again.path.stat().st_mtime_ns
+    with open(again.path, "r+b") as handle:
+        handle.seek(4242)
+        handle.write(b"\x00\x01")
+    os.utime(again.path, ns=(kept, kept))
+    assert resolve_model("qwen2.5-0.5b", cache_dir=tmp_path).sha256 == spec.sha256
     assert models.sha256_file(again.path) == spec.sha256
 
 

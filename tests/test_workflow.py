@@ -52,6 +52,9 @@ def test_config_values_read_as_the_book_reads_them_and_a_key_in_a_url_is_refused
                           "sample_variables": None, "model": "a:b"}
     with pytest.raises(WorkflowConfigError, match="OPENAI_API_KEY"):
         book_parameters({"base_url": "http://user:sk-SECRET@127.0.0.1:1/v1"})
+    with pytest.raises(ValueError, match=r"query string \(api-key\)") as raised:  # quoting none of it
+        book_parameters({"base_url": "http://127.0.0.1:1/v1?api-key=sk-SECRET"})
+    assert "SECRET" not in str(raised.value)
 
 
 def test_a_chapter_job_passes_hostile_values_to_the_shell_as_data(tmp_path):

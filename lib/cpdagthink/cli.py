@@ -262,6 +262,8 @@ def _model_options(parser: argparse.ArgumentParser, budgets: str = "defaults 102
     parser.add_argument("--model", help="local: qwen2.5-0.5b (default), smollm2-135m or a .gguf path; "
                         "openai/vllm: the model name")
     parser.add_argument("--base-url", nargs="+", help="OpenAI-compatible endpoint(s), served round-robin")
+    parser.add_argument("--api-key-env", help="openai backend: the environment variable whose key the endpoints get "
+                        "(default: OPENAI_API_KEY, sent to api.openai.com only; another host gets no key unless named)")
     parser.add_argument("--regex-mode", choices=["none", "vllm"], help="openai backend: send the schema regex to a "
                         "vLLM server as structured_outputs")
     parser.add_argument("--api", choices=["chat", "responses"], help="openai backend: chat completions or the "

@@ -103,7 +103,8 @@ def _plain(value: Any) -> Any:
 
 def book_parameters(config: Mapping[str, Any]) -> tuple[list[str], dict[str, Any]]:
     """``(only, parameters)`` from Snakemake's ``config``. A URL with user info is refused: Snakemake prints
-    and stores job parameters, so the key goes in ``OPENAI_API_KEY`` instead."""
+    and stores job parameters, so the key goes in a variable instead (``OPENAI_API_KEY`` or ``api_key_env``'s);
+    a key in a query string is refused by :func:`~cpdagthink.credentials.check_url`, quoting none of it."""
     from .credentials import strip_credentials
     from .run.parameters import coerce_list
 
@@ -112,7 +113,8 @@ def book_parameters(config: Mapping[str, Any]) -> tuple[list[str], dict[str, Any
     urls = coerce_list(parameters.get("base_url"), "base_url") or []
     if any(strip_credentials(str(u)) != str(u) for u in urls):
         raise WorkflowConfigError("base_url holds user info, which Snakemake would print and store: give the key "
-                                  "in OPENAI_API_KEY and the URL without it")
+                                  "in OPENAI_API_KEY (api.openai.com) or in a variable named with api_key_env (any "
+                                  "other host), and the URL without it")
     return only, parameters
 
 

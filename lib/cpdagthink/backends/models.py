@@ -9,8 +9,12 @@ Two small instruction-tuned models ship on PyPI as ordinary packages, so no mode
   imported).
 
 Any other string that names an existing ``.gguf`` file is used as is (its sha256 is computed and reported).
-Verification is cached in a small sidecar (size + mtime -> sha256) so a process start does not re-hash
-490 MB; a file changed in place keeps neither its size nor its mtime, so the sidecar is invalidated.
+
+A file with a pinned hash (a named model, or a path given with ``expected_sha256``) is hashed in full the first
+time a process uses it (:func:`verify_sha256`; about a second for 490 MB), so bit rot or a write that kept the
+size and mtime is caught, and a named model's assembled file is rebuilt. A hash that is only reported
+(:func:`file_sha256`) is remembered in a small sidecar keyed by the file's path, size, mtime, inode and ctime:
+any write to the file, or a file put in its place, changes the ctime or the inode, so the sidecar no longer matches.
 """
 
 from __future__ import annotations
@@ -145,37 +149,52 @@ def _sidecar(path: Path, cache_dir: Path) -> Path:
     return cache_dir / ".verified" / f"{key}.json"
 
 
-def file_sha256(path: str | Path, cache_dir: str | Path | None = None) -> str:
-    """sha256 of ``path``, remembered in a sidecar keyed by (path, size, mtime_ns) under ``cache_dir``."""
-    path = Path(path)
-    cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+def _signature(path: Path) -> dict[str, object]:
+    """What identifies the bytes of ``path`` short of reading them: path, size, mtime, inode and ctime (a write
+    sets the ctime, whatever the mtime is set back to; a file put in place has another inode)."""
     stat = path.stat()
-    sidecar = _sidecar(path, cache)
+    return {"path": str(path.resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "ino": stat.st_ino,
+            "ctime_ns": stat.st_ctime_ns}
+
+
+# Files this process has hashed in full: their signature -> sha256.
+_HASHED: dict[str, str] = {}
+
+
+def _remember(path: Path, digest: str, cache_dir: Path) -> str:
+    """Note ``digest`` as the hash of ``path`` as it is now, in this process and in its sidecar."""
+    signature = _signature(path)
+    _HASHED[json.dumps(signature, sort_keys=True)] = digest
     try:
-        data = json.loads(sidecar.read_text())
-        if (
-            data.get("path") == str(path.resolve())
-            and data.get("size") == stat.st_size
-            and data.get("mtime_ns") == stat.st_mtime_ns
-        ):
-            return str(data["sha256"])
-    except (OSError, ValueError, KeyError):
-        pass
-    digest = sha256_file(path)
-    record = {"path": str(path.resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": digest}
-    try:
-        write_atomic(sidecar, json.dumps(record, indent=1))
+        write_atomic(_sidecar(path, cache_dir), json.dumps({**signature, "sha256": digest}, indent=1))
     except OSError:
         pass  # an unwritable cache only costs a re-hash next time
     return digest
 
 
+def file_sha256(path: str | Path, cache_dir: str | Path | None = None) -> str:
+    """sha256 of ``path``, remembered in a sidecar under ``cache_dir`` keyed by :func:`_signature`."""
+    path = Path(path)
+    cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    signature = _signature(path)
+    try:
+        data = json.loads(_sidecar(path, cache).read_text())
+        if {k: data.get(k) for k in signature} == signature:
+            return str(data["sha256"])
+    except (OSError, ValueError, KeyError, AttributeError):
+        pass
+    return _remember(path, sha256_file(path), cache)
+
+
 def verify_sha256(path: str | Path, expected: str, cache_dir: str | Path | None = None) -> str:
-    """Raise :class:`BackendError` unless ``path`` hashes to ``expected``; returns the hash."""
+    """Raise :class:`BackendError` unless ``path`` hashes to ``expected``; returns the hash. The file is hashed
+    in full the first time this process sees it as it is now (no sidecar is trusted for a pinned hash)."""
     path = Path(path)
     if not path.is_file():
         raise BackendError(f"model file {path} does not exist")
-    actual = file_sha256(path, cache_dir)
+    actual = _HASHED.get(json.dumps(_signature(path), sort_keys=True))
+    if actual is None:
+        actual = _remember(path, sha256_file(path), Path(cache_dir) if cache_dir is not None else default_cache_dir())
     if actual != expected:
         raise BackendError(
             f"sha256 mismatch for {path}: expected {expected}, got {actual} (corrupted or wrong file; "
@@ -238,12 +257,7 @@ def _concatenate(parts: list[Path], target: Path, spec: ModelSpec, cache_dir: Pa
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    stat = target.stat()
-    record = {"path": str(target.resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": spec.sha256}
-    try:
-        write_atomic(_sidecar(target, cache_dir), json.dumps(record, indent=1))
-    except OSError:
-        pass
+    _remember(target, spec.sha256, cache_dir)  # hashed on the way in, by this process
 
 
 def resolve_model(

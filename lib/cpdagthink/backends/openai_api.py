@@ -11,6 +11,10 @@ OpenAI Responses API (reasoning models).
   the service keeps nothing, so turn 1's reasoning items travel back with turn 2 (the assistant message's
   ``reasoning_items``, before its ``function_call``/``function_call_output`` items). The reasoning summary is
   recorded as the turn's reasoning and the reasoning tokens are counted; ``meta["api"]`` says which API served.
+  Only items with encrypted content are carried (nothing else can be resolved under ``store=False``), their
+  summaries capped like every stored field; items the service cannot verify are dropped and the turn resent
+  (:meth:`OpenAIBackend.complete`). An output item without a ``type`` is a malformed answer (the server's
+  fault); a ``refusal`` is the answer's text, flagged ``meta["refusal"]``.
 * Tools are sent as given (``strict`` with a strict-compatible schema where the profile says the service
   enforces it; ``meta["schema_enforced"]``); ``tool_choice`` ``"auto"``/``"required"``/``"none"`` pass through
   and any other string is a forced call of that function.
@@ -21,9 +25,12 @@ OpenAI Responses API (reasoning models).
   there (the regex forces the call anyway; ``meta["tool_choice_requested"]`` records it). With
   ``regex_mode="none"`` a constraint is enforced only where the API can: a strict or forced tool call or,
   without tools, a json_schema response format; ``meta["constraint"]`` says which, or ``"not enforced"``.
-* Secrets: the API key is read from the environment variable ``api_key_env`` (or the password of a
-  ``base_url`` such as ``http://user:KEY@host``) and handed to the client only. URLs are recorded without
-  credentials, and error bodies are stored with ``Authorization``/``api-key``/bearer values redacted.
+* Secrets (:func:`key_for`): each endpoint gets its own key, handed to its client only. A ``base_url`` with a
+  password (``http://user:KEY@host``) sends that key to that URL only. Otherwise OpenAI's own host gets the
+  variable ``api_key_env`` (``OPENAI_API_KEY`` when not named), and any other host gets a named ``api_key_env``
+  only: the environment's OpenAI key never reaches a proxy or server it was not named for (a server with no key
+  gets the placeholder :data:`NO_KEY`). URLs are recorded without credentials, and error bodies are stored with
+  ``Authorization``/``api-key``/bearer values redacted.
 * Failures: 408/409/425/429/5xx, connection errors and an HTTP 200 whose body is not a well-formed answer are
   retried ``retries`` times with capped exponential backoff and seeded jitter (``Retry-After`` honoured up to
   the cap), each retry on the next ``base_url``. ``timeout`` bounds each attempt as a whole (connecting,
@@ -42,6 +49,7 @@ OpenAI Responses API (reasoning models).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import json
 import os
@@ -51,9 +59,9 @@ import re
 import threading
 import time
 from typing import Any, Callable, Iterator, Sequence
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
-from ..credentials import with_credentials
+from ..credentials import check_url, is_secret_query_key, with_credentials
 from ..method.chat import Completion, Request, ToolCall
 from .base import Backend, BackendError, PartialBatchError, Provenance, RequestRejected
 from .profiles import ModelProfile, check_effort, profile_for, with_overrides
@@ -65,6 +73,10 @@ REGEX_MODES = ("none", "vllm")
 REJECTED_STATUS = {400, 413, 422}
 RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 OPENAI_URL = "https://api.openai.com/v1"
+OPENAI_HOST = "api.openai.com"
+DEFAULT_KEY_ENV = "OPENAI_API_KEY"
+# What a host without a key is sent: the client needs some string, servers without auth ignore it, and it is no secret.
+NO_KEY = "no-key"
 # Seconds one attempt may take when no ``timeout`` is given: a reasoning model at a paper-scale budget
 # legitimately takes minutes; anything else that is silent for a minute is treated as dead.
 TIMEOUT_REASONING_S = 600.0
@@ -78,7 +90,6 @@ _STRICT_KEYWORDS = frozenset({
     "description", "pattern", "format", "minItems", "maxItems", "minimum", "maximum", "exclusiveMinimum",
     "exclusiveMaximum", "multipleOf"})
 
-_SECRET_QUERY_KEYS = {"key", "api-key", "api_key", "apikey", "token", "access_token", "sig", "signature", "password"}
 _SECRET_PATTERNS = (
     # header lines and JSON fields: Authorization / api-key / x-api-key, then the value
     re.compile(r"""(?i)(["']?(?:authorization|proxy-authorization|x-api-key|api[-_]key)["']?\s*[:=]\s*["']?)[^"',\s}]+(?:\s+[^"',\s}]+)?"""),
@@ -97,9 +108,28 @@ def public_url(url: str | None) -> str:
     if ":" in host:
         host = f"[{host}]"
     netloc = host + (f":{parts.port}" if parts.port else "")
-    query = urlencode([(k, "REDACTED" if k.lower() in _SECRET_QUERY_KEYS else v)
+    query = urlencode([(k, "REDACTED" if is_secret_query_key(k) else v)
                        for k, v in parse_qsl(parts.query, keep_blank_values=True)])
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def key_variable(url: str | None, api_key_env: str | None = None) -> str | None:
+    """The environment variable whose value is sent to ``url`` (None: OpenAI's default endpoint) when the URL
+    holds no key of its own: ``api_key_env`` where the caller named one; else ``OPENAI_API_KEY`` for OpenAI's
+    own host only (the environment's OpenAI key is meant for OpenAI), and None for any other host."""
+    if api_key_env:
+        return api_key_env
+    return DEFAULT_KEY_ENV if url is None or urlsplit(url).hostname == OPENAI_HOST else None
+
+
+def key_for(url: str | None, api_key_env: str | None = None) -> str | None:
+    """The key sent to ``url``, or None where none is given: the URL's own password (percent-decoded), which
+    goes to that URL only, else the value of :func:`key_variable`'s variable."""
+    password = None if url is None else urlsplit(url).password
+    if password:
+        return unquote(password)
+    variable = key_variable(url, api_key_env)
+    return (os.environ.get(variable) or None) if variable else None
 
 
 def public_url_for_client(url: str) -> str:
@@ -119,6 +149,20 @@ def redact(text: str, secrets: Sequence[str] = ()) -> str:
     for pattern in _SECRET_PATTERNS:
         text = pattern.sub(lambda m: (m.group(1) if m.groups() else "") + "REDACTED", text)
     return text
+
+
+# The service's refusal of reasoning items it did not issue to this organisation.
+_UNVERIFIABLE = re.compile(r"(?i)encrypted content .* could not be verified|invalid_encrypted_content")
+
+
+def _carries_reasoning(request: Request) -> bool:
+    return any(m.get("reasoning_items") for m in request.messages)
+
+
+def without_reasoning_items(request: Request) -> Request:
+    """``request`` with no reasoning items carried in its messages (each turn's text and calls kept)."""
+    return dataclasses.replace(request, messages=tuple({k: v for k, v in m.items() if k != "reasoning_items"}
+                                                       for m in request.messages))
 
 
 class ServiceRejected(RequestRejected):
@@ -420,6 +464,9 @@ def completion_from_response(response: Any, latency_s: float, meta: dict[str, An
     except Exception:  # noqa: BLE001
         raw = content
     meta = _answer_meta(meta, response, _usage_tokens(usage, "completion_tokens_details", "reasoning_tokens"))
+    refusal = getattr(message, "refusal", None)
+    if refusal and not text and not calls:
+        text, meta["refusal"] = str(refusal).strip(), True  # the model declined: shown in its own words
     return Completion(
         text=text,
         tool_calls=calls,
@@ -443,23 +490,34 @@ def completion_from_responses(response: Any, latency_s: float, meta: dict[str, A
         raise ValueError("no output list")
     if response.status == "failed":
         raise ValueError(f"status failed: {response.error}")
-    texts, summaries, calls, carried, raw = [], [], [], [], []
+    texts, refusals, summaries, calls, carried, raw = [], [], [], [], [], []
+    uncarried = 0
     for item in output:
+        if not getattr(item, "type", None):
+            raise ValueError("an output item without a type")
         dumped = item.model_dump(exclude_none=True)
         raw.append({k: v for k, v in dumped.items() if k != "encrypted_content"})
         if item.type == "reasoning":
             summaries += [part.text for part in item.summary or ()]
-            carried.append(dumped)
+            if dumped.get("encrypted_content"):
+                carried.append(dumped)
+            else:  # with store=False the service keeps nothing an id could name: sent back, it refuses turn 2
+                uncarried += 1
         elif item.type == "function_call":
             calls.append(ToolCall(name=item.name, arguments=item.arguments or ""))
         elif item.type == "message":
             texts += [part.text for part in item.content if part.type == "output_text"]
+            refusals += [part.refusal for part in item.content if part.type == "refusal"]
     reason = getattr(response.incomplete_details, "reason", None) if response.status == "incomplete" else None
     finish = {"max_output_tokens": "length", "content_filter": "content_filter"}.get(reason or "", reason)
     usage = response.usage
     meta = _answer_meta(meta, response, _usage_tokens(usage, "output_tokens_details", "reasoning_tokens"))
+    if uncarried:
+        meta["reasoning_items_not_carried"] = f"{uncarried} without encrypted content"
+    if refusals and not texts:
+        meta["refusal"] = True  # the model declined: its words are the answer's text, shown as they are
     return Completion(
-        text="".join(texts).strip(),
+        text="".join(texts or refusals).strip(),
         tool_calls=calls,
         reasoning="\n\n".join(summaries) or None,
         raw=json.dumps(raw, ensure_ascii=False),
@@ -472,9 +530,30 @@ def completion_from_responses(response: Any, latency_s: float, meta: dict[str, A
     )
 
 
+def _capped_reasoning_item(item: dict[str, Any], limit: int, name: str, cut: dict[str, int]) -> dict[str, Any] | None:
+    """A reasoning item as it is cached and carried into the next turn: its summary cut to ``limit`` characters
+    in all (the service reads the encrypted content, not the summary); None for an item whose encrypted content
+    alone is over ``limit``, which cannot be cut and is not carried. Each cut goes into ``cut``."""
+    encrypted = str(item.get("encrypted_content") or "")
+    if len(encrypted) > limit:
+        cut[f"{name}.encrypted_content"] = len(encrypted)
+        return None
+    parts, left = [], limit
+    total = sum(len(str(p.get("text", ""))) for p in item.get("summary") or ())
+    for part in item.get("summary") or ():
+        text = str(part.get("text", ""))[:left]
+        left -= len(text)
+        parts.append({**part, "text": text})
+    if total > limit:
+        cut[f"{name}.summary"] = total
+        return {**item, "summary": parts}
+    return item
+
+
 def cap_stored(completion: Completion, limit: int) -> Completion:
-    """``completion`` with each stored field (text, reasoning, raw output, each call's arguments) cut to
-    ``limit`` characters; ``meta["truncated"]`` names each field cut with its original length."""
+    """``completion`` with each stored field (text, reasoning, raw output, each call's arguments, each reasoning
+    item's summary) cut to ``limit`` characters; ``meta["truncated"]`` names each field cut with its original
+    length. A reasoning item's summary is what it carries into the next turn too."""
     cut: dict[str, int] = {}
 
     def cap(name: str, text: str | None) -> str | None:
@@ -488,6 +567,8 @@ def cap_stored(completion: Completion, limit: int) -> Completion:
     completion.raw = cap("raw", completion.raw) or ""
     completion.tool_calls = [ToolCall(c.name[:limit], cap(f"tool_calls[{i}].arguments", c.arguments) or "")
                              for i, c in enumerate(completion.tool_calls)]
+    completion.reasoning_items = [capped for i, item in enumerate(completion.reasoning_items)
+                                  if (capped := _capped_reasoning_item(item, limit, f"reasoning_items[{i}]", cut))]
     if cut:
         completion.meta["truncated"] = cut
     return completion
@@ -638,7 +719,7 @@ class OpenAIBackend(Backend):
     ``send_sampling`` (send temperature/top_p even where the profile says not to), ``timeout`` (seconds one
     attempt may take in all; default by profile: 600 for reasoning families, else 60), ``retries``,
     ``max_stored_chars`` (kept per field of an answer); ``revision`` and ``reasoning_parser`` record what the
-    server was started with.
+    server was started with; ``api_key_env`` names the variable whose key is sent (:func:`key_variable`).
     """
 
     name = "openai"
@@ -649,7 +730,7 @@ class OpenAIBackend(Backend):
         model: str,
         base_url: str | Sequence[str] | None = None,
         *,
-        api_key_env: str = "OPENAI_API_KEY",
+        api_key_env: str | None = None,
         max_concurrency: int = 5,
         retries: int = 4,
         timeout: float | None = None,
@@ -684,6 +765,9 @@ class OpenAIBackend(Backend):
         urls = [None if u is None else with_credentials(u) for u in urls]  # the key a front door stripped (credentials)
         if not urls:
             raise ValueError("base_url list is empty")
+        for url in urls:
+            if url is not None:
+                check_url(url)
         self.base_urls = [public_url(u) for u in urls]
         self.regex_mode = regex_mode
         if thinking_param is None and regex_mode == "vllm" and profile_for(model).thinking == "unknown":
@@ -700,21 +784,21 @@ class OpenAIBackend(Backend):
         self.thinking_supported = self.profile.off_switch is not None
         self.revision = revision
         self.api_key_env = api_key_env
-        passwords = [urlsplit(u).password for u in urls if u]
-        key = os.environ.get(api_key_env) or next((p for p in passwords if p), None)
-        if not key:
-            if urls == [None]:
-                raise BackendError(f"the OpenAI API needs a key in the environment variable {api_key_env}")
-            key = "EMPTY"  # local OpenAI-compatible servers accept any key
-        self._secrets = tuple(s for s in (key, *passwords) if s and s != "EMPTY")
+        keys = [key_for(u, api_key_env) for u in urls]
+        for url, key in zip(urls, keys):
+            variable = key_variable(url, api_key_env)
+            if key is None and variable:
+                raise BackendError(f"{public_url(url)} needs a key in the environment variable {variable}, which "
+                                   "is unset or empty")
+        self._secrets = tuple(k for k in keys if k)
         slow = self.profile.thinking in ("switchable", "always_on")
         self.timeout = float(timeout) if timeout is not None else (TIMEOUT_REASONING_S if slow else TIMEOUT_CHAT_S)
         self._clients = [
-            openai.OpenAI(api_key=key, base_url=None if u is None else public_url_for_client(u), max_retries=0,
-                          timeout=self.timeout, http_client=bounded_http_client(self.timeout))
-            for u in urls
+            openai.OpenAI(api_key=key or NO_KEY, base_url=None if u is None else public_url_for_client(u),
+                          max_retries=0, timeout=self.timeout, http_client=bounded_http_client(self.timeout))
+            for u, key in zip(urls, keys)
         ]
-        del key
+        del keys
         self._openai = openai
         self.max_concurrency = max(1, int(max_concurrency))
         self._slots = threading.BoundedSemaphore(self.max_concurrency)  # requests in flight, all batches
@@ -801,7 +885,21 @@ class OpenAIBackend(Backend):
             completion_from_response, note
 
     def complete(self, request: Request) -> Completion:
-        """One request; raises :class:`ServiceRejected` when the service refuses it as invalid."""
+        """One request; raises :class:`ServiceRejected` when the service refuses it as invalid. A request whose
+        carried reasoning items the service cannot verify (made under another organisation's key, e.g. a cache
+        replayed elsewhere) is sent once more without them; ``meta["reasoning_items_dropped"]`` gives the
+        service's message, so the answer says it was made without the model's earlier reasoning."""
+        try:
+            return self._complete_once(request)
+        except ServiceRejected as rejection:
+            if not (_UNVERIFIABLE.search(rejection.server_message) and _carries_reasoning(request)):
+                raise
+            refused = f"HTTP {rejection.status_code}: {rejection.server_message}"
+        completion = self._complete_once(without_reasoning_items(request))
+        completion.meta["reasoning_items_dropped"] = refused
+        return completion
+
+    def _complete_once(self, request: Request) -> Completion:
         send, parse, note = self._call(request)
         o = self._openai
         errors: list[str] = []

@@ -59,7 +59,8 @@ _Seeds = AfterValidator(_distinct_seeds)
 class RunConfig(BaseModel):
     """Every choice that makes a run what it is; validated once, at whichever front door built it."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # an error never quotes the input: a URL refused for the key it holds would print the key
+    model_config = ConfigDict(frozen=True, extra="forbid", hide_input_in_errors=True)
 
     condition: str = "structured"
     probe: str | None = None  # a turn-2 probe (§6) applied to the condition's object
@@ -221,13 +222,15 @@ class RunParameters(BaseModel):
     cell), validated up front with messages that name the parameter. :meth:`to_config` makes the
     :class:`RunConfig`."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)  # as RunConfig's
 
     condition: str = "structured"
     probe: str | None = None
     backend: str = "local"
     model: str | None = None
     base_url: Annotated[list[str], _Listed, AfterValidator(bare_urls)] = []  # user info kept in the environment only
+    # the variable whose key the endpoints get (a name, never the key: a value with '-' or '.' is refused)
+    api_key_env: str | None = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=128)
     regex_mode: Literal["none", "vllm"] | None = None
     api: Literal["chat", "responses"] | None = None
     reasoning_effort: str | None = None
@@ -257,7 +260,7 @@ class RunParameters(BaseModel):
     out_root: str | None = None
     cache_dir: str | None = None
 
-    @field_validator("model", "data", "probe", "out_root", "cache_dir", mode="before")
+    @field_validator("model", "data", "probe", "out_root", "cache_dir", "api_key_env", mode="before")
     @classmethod
     def _empty_is_none(cls, value: Any) -> Any:
         return None if value == "" else value
@@ -300,7 +303,7 @@ class RunParameters(BaseModel):
 
 
 _BACKEND_OPTIONS = ("regex_mode", "api", "reasoning_effort", "reasoning_parser", "token_param", "revision", "timeout", "retries",
-                    "jump_forward")
+                    "jump_forward", "api_key_env")
 
 
 _PROFILED_BACKENDS = ("openai", "vllm")
