@@ -245,7 +245,9 @@ def build_single_file(root: Path = PROJECT_ROOT) -> Path:
         print(f"single-page book: {single} (no PDF: Chromium is absent; run scripts/install-browser.sh)")
         return single
     pdf = root / "_build" / "book.pdf"
-    with Browser() as browser:
+    # Printed with every script of the page off: the print is of static HTML (tables, images, the explorer's
+    # printed cases), and no script, whoever wrote it, can change what the PDF says.
+    with Browser(scripts=False) as browser:
         browser.open(single)
         browser.evaluate("document.fonts.ready.then(() => { const s = document.createElement('style'); "
                          f"s.textContent = {json.dumps(PRINT_STYLE)}; document.head.appendChild(s); }})")
