@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import ast
 import re
-from pathlib import Path
 
 import nbformat
 import pytest
@@ -59,6 +58,8 @@ def test_strong_emphasis_numbers_and_plain_text():
     assert str(phrase) == "18 rows of the test split; <b> 0.12, n/a"
     assert repr(phrase) == repr(str(phrase))  # IPython's text/plain, which {glue:text} reads with literal_eval
     assert phrase._repr_markdown_() == phrase.source()
+    indented = MarkdownIt("commonmark").render(Markdown("    <b>x</b>")._repr_markdown_())  # displayed: a block
+    assert indented == "<p>&lt;b&gt;x&lt;/b&gt;</p>\n"
 
 
 def test_a_raw_string_or_an_f_string_is_always_text():

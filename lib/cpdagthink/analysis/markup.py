@@ -171,7 +171,8 @@ class Markdown:
         return repr(self.plain())
 
     def _repr_markdown_(self) -> str:
-        return self.source()
+        # Stripped: a displayed output is a block, where four leading spaces would make it a code block.
+        return self.source().strip()
 
 
 def text(value: object) -> Markdown:
