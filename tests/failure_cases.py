@@ -96,6 +96,25 @@ def hostile_text(text: str) -> str:
     return re.sub(r"Answer: (YES|NO)", lambda m: "Answer: " + ("NO" if m[1] == "YES" else "YES"), text) + HOSTILE
 
 
+def hostile_server():
+    """A :class:`reasoning_api_server.ReasoningAPIServer` whose model's visible text, on either API the profile
+    chooses, is :func:`hostile_text` of what the server would write (a context manager, as the server is)."""
+    from reasoning_api_server import ReasoningAPIServer
+
+    class HostileServer(ReasoningAPIServer):
+        def answer(self, path, body):
+            code, payload = super().answer(path, body)
+            texts = [c["message"] for c in payload.get("choices", [])] + [
+                part for item in payload.get("output", []) if item.get("type") == "message" for part in item["content"]]
+            for holder in texts if code == 200 else []:
+                key = "content" if "content" in holder else "text"
+                if holder.get(key):
+                    holder[key] = hostile_text(holder[key])
+            return code, payload
+
+    return HostileServer()
+
+
 class Hostile(Backend):
     """The reference agent with every YES/NO answer flipped (so every row is an error) and :data:`HOSTILE`
     appended to every text it writes; turn-1 tool calls pass unchanged."""

@@ -99,16 +99,18 @@ def test_render_reads_each_chapters_configuration_and_marks_a_mixed_book(tmp_pat
     _executed(book / "04_probes.ipynb", {**CONFIG, "conditions": [], "probes": ["scramble_full"]})
     records = chapter_records(book)
     assert list(records) == ["01_main_results", "04_probes"]
-    one = build_summary(records)
-    assert one.startswith("**One configuration for every chapter:** symbolic reference agent")
-    # text cells are shown literally (markup marks backslash-escaped), commands as code they cannot close
-    assert r"| 01\_main\_results | the gain | +1 \[-40, +45] | +13.35 | This build cannot test the paper's claim |" in one
-    assert r"- 04\_probes: `cpdagthink book --only 04`" in one
+    one = _html(build_summary(records))
+    assert one.startswith("<p><strong>One configuration for every chapter:</strong> symbolic reference agent")
+    # text cells are shown literally, commands as code
+    assert ("<td>01_main_results</td>\n<td>the gain</td>\n<td>+1 [-40, +45]</td>\n<td>+13.35</td>\n"
+            "<td>This build cannot test the paper's claim</td>") in one
+    assert "<li>04_probes: <code>cpdagthink book --only 04</code></li>" in one
     _executed(book / "04_probes.ipynb", {**CONFIG, "instances": 20})
     assert "Each chapter's configuration" not in one  # one configuration: said once, not per chapter
-    mixed = build_summary(chapter_records(book))
-    assert mixed.startswith("**This book is mixed:**")
-    assert r"| 04\_probes | symbolic reference agent | test split | 20 (2 positive, 2 negative) |" in mixed
+    mixed = _html(build_summary(chapter_records(book)))
+    assert mixed.startswith("<p><strong>This book is mixed:</strong>")
+    assert ("<td>04_probes</td>\n<td>symbolic reference agent</td>\n<td>test split</td>\n"
+            "<td>20 (2 positive, 2 negative)</td>") in mixed
     hide_injected_parameters(book / "01_main_results.ipynb")
     cell = nbformat.read(book / "01_main_results.ipynb", as_version=4).cells[0]
     assert "remove-cell" in cell.metadata["tags"]  # papermill's escaped JSON never reaches the page
@@ -120,9 +122,16 @@ def test_the_build_summary_shows_hostile_configuration_text_literally(tmp_path):
     book.mkdir()
     hostile = '<img src=x onerror="window.pwned=1"> [a](javascript:alert(1))'
     _executed(book / "01_main_results.ipynb", {**CONFIG, "model": hostile, "data": "`` <script>x</script>"})
-    text = build_summary(chapter_records(book))
-    assert "<img" not in text.replace("\\<img", "") and "<script" not in text.replace("\\<script", "")
-    assert "[a]" not in text.replace("\\[a]", "")
+    text = _html(build_summary(chapter_records(book)))
+    assert "<img" not in text and "<script" not in text and "<a " not in text
+    assert "&lt;img src=x onerror=&quot;window.pwned=1&quot;&gt; [a](javascript:alert(1))" in text
+
+
+def _html(markdown) -> str:
+    """Markdown rendered by markdown-it, the parser of MyST (so of the book), with raw HTML allowed as there."""
+    from markdown_it import MarkdownIt
+
+    return MarkdownIt("commonmark", {"html": True}).enable("table").render(markdown.source())
 
 
 def test_render_without_executed_chapters_says_what_to_run(tmp_path):

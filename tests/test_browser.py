@@ -40,3 +40,17 @@ def test_full_page_screenshot_covers_the_whole_page(browser, tmp_path):
 def test_pdf(browser, tmp_path):
     browser.open(page(tmp_path, "<h1>Printed</h1>"))
     assert browser.pdf(tmp_path / "out.pdf").read_bytes()[:5] == b"%PDF-"
+
+
+def test_with_scripts_off_no_script_of_the_page_runs_but_evaluate_does(tmp_path):
+    from cpdagthink.book.browser import Browser, find_chromium
+
+    if find_chromium() is None:
+        pytest.skip("Chromium is absent: run scripts/install-browser.sh")
+    with Browser(scripts=False) as browser:
+        browser.open(page(tmp_path, "<p id='x'>static</p><script>document.getElementById('x').textContent = 'ran';"
+                                    "window.pwned = 1</script><img src='x' onerror='window.pwned = 2'>"
+                                    "<iframe src='javascript:parent.pwned = 3'></iframe>"))
+        assert browser.evaluate("[document.getElementById('x').textContent, window.pwned === undefined]") == \
+            ["static", True]
+        assert browser.pdf(tmp_path / "out.pdf").read_bytes()[:5] == b"%PDF-"

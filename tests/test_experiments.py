@@ -17,21 +17,24 @@ def setup(test_csv, tmp_path, monkeypatch):
 def test_banner_counts_with_the_right_nouns(setup):
     instances = setup.instances()
     positives = sum(i.label for i in instances)
-    text = ex.banner(setup, instances, [0, 1])
+    text = str(ex.banner(setup, instances, [0, 1]))
     assert "sample of 20 instances" in text and "2 seeds [0, 1]" in text
     assert f"({positives} gold positives and {20 - positives} negatives" in text
-    assert "1 seed [0]" in ex.banner(setup, instances, [0])
+    assert "1 seed [0]" in str(ex.banner(setup, instances, [0]))
 
 
 def test_banner_names_the_resolved_model_budgets_and_runs_and_puts_the_verdict_first(setup):
     instances = setup.instances()
-    text = ex.banner(setup, instances, [0], conditions=["structured", "baseline_enhanced"], probes=["scramble_full"],
-                     verdict="This build cannot test the paper's claim: X.", command="cpdagthink book --only 01")
-    assert text.startswith("**Verdict.** This build cannot test the paper's claim")
+    banner = ex.banner(setup, instances, [0], conditions=["structured", "baseline_enhanced"], probes=["scramble_full"],
+                       verdict="This build cannot test the paper's claim: X.", command="cpdagthink book --only 01")
+    text = str(banner)
+    assert text.startswith("Verdict. This build cannot test the paper's claim")
+    assert banner.source().startswith("**Verdict\\.** This build") and "Probes\\: `scramble_full`\\." in banner.source()
+    assert banner.source().endswith("Reproduce this page\\: `cpdagthink book --only 01`")
     assert "model the symbolic reference agent" in text and "default" not in text
     assert "token budgets 1024 for turn 1 and 512 for the answer (1536 for one-turn conditions)" in text
-    assert "Conditions: Structured Thinking, BaselineEnhanced." in text and "Probes: `scramble_full`." in text
-    assert text.endswith("Reproduce this page: `cpdagthink book --only 01`")
+    assert "Conditions: Structured Thinking, BaselineEnhanced." in text and "Probes: scramble_full." in text
+    assert text.endswith("Reproduce this page: cpdagthink book --only 01")
     local = ex.updated(setup, backend="local", model=None)
     assert ex.model_name(local) == "Qwen2.5-Coder-0.5B-Instruct (GGUF)"
     assert ex.model_name(ex.updated(setup, backend="local", model="/m/own.gguf")) == "own.gguf"
@@ -77,7 +80,7 @@ def test_sample_variables_restricts_the_sample_not_the_whole_split(setup):
     assert len(ex.updated(five, limit=0).instances()) == 1162
     with pytest.raises(ValueError, match="no row has"):
         ex.updated(setup, sample_variables=(9,)).instances()
-    assert "drawn from rows with 5 variables" in ex.banner(five, five.instances(), [0])
+    assert "drawn from rows with 5 variables" in str(ex.banner(five, five.instances(), [0]))
     assert ex.setup_from_parameters({"backend": "reference", "sample_variables": "[5, 6]"}).sample_variables == (5, 6)
 
 

@@ -13,8 +13,8 @@ from cpdagthink.analysis.failures import paper_sample
 from cpdagthink.book import explorer
 from cpdagthink.book.failure_views import case_html, gallery_rows
 from cpdagthink.method.decoding import Decoding
-from failure_cases import (CHAIN, COLLIDER, HOSTILE, INSTANCES, TAIL, hostile_runs, hostile_text, instance, mixed_runs,
-                           record, reference, reversed_graph)
+from failure_cases import (CHAIN, COLLIDER, HOSTILE, INSTANCES, TAIL, hostile_runs, hostile_server, instance,
+                           mixed_runs, record, reference, reversed_graph)
 
 # A constructed case whose id and hypothesis carry markup and quotes, to catch missing escapes.
 TRICKY = instance([("A", "C"), ("B", "C")], "A directly causes C.", "ABC", 'q"</script><b>x&amp;')
@@ -324,21 +324,8 @@ def test_chapter_06_built_from_a_hostile_server_runs_no_payload(test_csv, browse
     """Chapter 06 executed by papermill against an API server whose model writes live markup, built by
     jupyter-book (the site and the single page printed to PDF): in Chromium no payload runs on either page,
     and the model's text shows literally."""
-    from reasoning_api_server import ReasoningAPIServer
-
     from cpdagthink.book.build import build
     from cpdagthink.paths import PROJECT_ROOT
-
-    class HostileServer(ReasoningAPIServer):
-        def answer(self, path, body):  # the model's visible text, on either API the profile chooses
-            code, payload = super().answer(path, body)
-            texts = [c["message"] for c in payload.get("choices", [])] + [
-                part for item in payload.get("output", []) if item.get("type") == "message" for part in item["content"]]
-            for holder in texts if code == 200 else []:
-                key = "content" if "content" in holder else "text"
-                if holder.get(key):
-                    holder[key] = hostile_text(holder[key])
-            return code, payload
 
     monkeypatch.setenv("CORR2CAUSE_CSV", str(test_csv))
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
@@ -348,7 +335,7 @@ def test_chapter_06_built_from_a_hostile_server_runs_no_payload(test_csv, browse
     (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: book/intro\nchapters:\n  - file: book/06_failure_gallery\n")
     (tmp_path / "book").mkdir()
     (tmp_path / "book" / "intro.md").write_text("# Front page\n")
-    with HostileServer() as server:
+    with hostile_server() as server:
         build({"backend": "openai", "model": "gpt-5.4-mini", "base_url": [server.url], "reasoning_effort": "medium",
                "max_tokens_turn1": 8192, "max_tokens_answer": 4096, "limit": 4, "out_root": str(tmp_path / "runs"),
                "cache_dir": str(tmp_path / "cache")}, only=["06"], root=tmp_path)

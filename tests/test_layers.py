@@ -33,7 +33,7 @@ LAYERS = (
                        "vllm_offline", "reference")),
     Layer("run", ("parameters", "data", "generate", "config", "records", "runfolder", "cache", "runner",
                   "inspection")),
-    Layer("analysis", ("metrics", "audit", "failures", "probes", "tables")),
+    Layer("analysis", ("metrics", "markup", "audit", "failures", "probes", "tables")),
     Layer("book", ("figures", "readings", "experiments", "plan", "explorer", "failure_views", "browser", "build")),
     Layer("", ("cli", "__main__", "workflow")),  # the command line and the Snakemake workflow's entry, over everything
 )

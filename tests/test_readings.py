@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
+from ast import literal_eval
 
 import pandas as pd
 import pytest
 
 from cpdagthink.analysis import tables
+from cpdagthink.analysis.markup import Markdown, strong
 from cpdagthink.analysis.metrics import OmittedGroup
 from cpdagthink.book import readings
 from cpdagthink.causal.instance import Instance
@@ -143,12 +145,13 @@ def test_complexity_reading_quotes_bin_gains_and_ood(grid):
     assert "n = 5 (1 gold positive in 5 instances)" in reading.phrases["omission"]
     assert reading.phrases["bin_gains"].startswith("n = 3, seed 0:")
     assert readings.bin_gains_sentence(gains.iloc[:0]) == "none, as no bin is scored"
-    assert reading.phrases["ood"].startswith("On `generated:paraphrase`, Structured Thinking against BaselineEnhanced")
+    assert str(reading.phrases["ood"]).startswith("On generated:paraphrase, Structured Thinking against BaselineEnhanced")
+    assert reading.phrases["ood"].source().startswith("On `generated:paraphrase`\\, ")  # the split as code
     assert reading.phrases["stress"] == ""  # the section collapses to its own sentence and command
     assert reading.numbers["paper_split_size_ood"] == 2246 and reading.numbers["paper_asia8_9b_n"] == 40
     assert list(stress.index.get_level_values("family").unique()) == ["random7", "alarm7", "asia8"]
     no_ood = readings.complexity(gains, omitted, 2, instances(GOLD), [0], None, None, stress)
-    assert no_ood.phrases["ood"].startswith("No OOD split was run")
+    assert str(no_ood.phrases["ood"]).startswith("No OOD split was run")
 
 
 def test_probe_reading_reports_drops_as_unprobed_minus_probed():
@@ -158,8 +161,9 @@ def test_probe_reading_reports_drops_as_unprobed_minus_probed():
                            "flipped_share": 0.6}])
     reading = readings.probes_reading(table, "m", ["scramble_full", "drop_premise"], instances([1, 0]), [0])
     assert reading.numbers["drop_scramble_full"] == 12.0  # the same sign as the probe table and the figure
-    assert reading.phrases["probe_drops"].startswith("`scramble_full` +12.0 pp; `drop_premise` +0.0 pp.")
-    assert "validity-preserving swaps were not run" in reading.phrases["probe_drops"]
+    assert str(reading.phrases["probe_drops"]).startswith("scramble_full +12.0 pp; drop_premise +0.0 pp.")
+    assert reading.phrases["probe_drops"].source().startswith("`scramble_full` \\+12\\.0 pp\\; `drop_premise` ")
+    assert "validity-preserving swaps were not run" in str(reading.phrases["probe_drops"])
     assert (reading.numbers["flips_model"], reading.numbers["flips_reference"]) == pytest.approx((10.0, 60.0))
     alone = readings.probes_reading(table[table["agent"] == "m"], "m", ["scramble_full"], instances([1, 0]), [0])
     assert "reference agent" not in alone.phrases["flips"]
@@ -184,15 +188,23 @@ def test_gallery_and_audit_phrases_count_with_the_right_nouns():
     errors = pd.DataFrame({"gold": [0, 0, 1]})
     summary = pd.DataFrame({"skeleton_f1": [0.9], "exact_match_rate": [0.5]}, index=["structured"])
     reading = readings.audit_reading(summary, errors, "test", 1, instances([1]), [0])
-    assert reading.phrases["gold_errors"].startswith("The oracle disagrees with gold on **3** rows")
-    assert "(2 gold 0 / oracle 1, 1 gold 1 / oracle 0)" in reading.phrases["gold_errors"]
+    assert reading.phrases["gold_errors"].source().startswith("The oracle disagrees with gold on **3** rows of the `test`")
+    assert "(2 gold 0 / oracle 1, 1 gold 1 / oracle 0)" in str(reading.phrases["gold_errors"])
     assert reading.phrases["shortcut"].startswith("In the whole split, 1 causal hypothesis names a cause")
     assert reading.numbers["exact_pct"] == 50.0 and math.isnan(reading.numbers["directed_f1"])
 
 
-def test_phrases_paste_as_text_and_as_markdown():
-    phrase = readings.Phrase("**3** rows")
-    assert phrase._repr_markdown_() == "**3** rows" and eval(repr(phrase)) == "**3** rows"
+def test_phrases_paste_as_text_and_as_markdown(monkeypatch):
+    """Every phrase is glued as Markdown of typed parts: a plain ``str`` phrase as text, shown literally."""
+    import myst_nb
+
+    glued = {}
+    monkeypatch.setattr(myst_nb, "glue", lambda name, value, display: glued.update({name: value}))
+    readings.Reading(phrases={"raw": "<b>3</b> rows", "marked": Markdown(strong(3), " rows")},
+                     tables={"t": pd.DataFrame({"a": ["<i>"]})}).glue()
+    assert glued["raw"]._repr_markdown_() == r"\<b\>3\<\/b\> rows" and literal_eval(repr(glued["raw"])) == "<b>3</b> rows"
+    assert glued["marked"]._repr_markdown_() == "**3** rows" and literal_eval(repr(glued["marked"])) == "3 rows"
+    assert "\\<i\\>" in glued["t"]._repr_markdown_()
 
 
 @pytest.fixture()
@@ -211,27 +223,28 @@ def _shown(displayed, show, *args):
 
     displayed.clear()
     show(*args)
-    texts = [o.data for o, _ in displayed if hasattr(o, "data") and isinstance(o.data, str)]
+    texts = [o.source() for o, _ in displayed if isinstance(o, Markdown)]
     return texts, sum(isinstance(o, Figure) for o, _ in displayed)
 
 
 def test_a_section_that_could_not_run_is_one_sentence_and_its_command(displayed):
     texts, figures_drawn = _shown(displayed, readings.show_bin_gains, readings.bin_gain_table({"test": pd.DataFrame(
         columns=tables.BIN_GAIN_COLUMNS)}))
-    assert texts == ["No bin of this sample meets both rules, so no per-bin gain is computed. Fill it with "
-                     "`cpdagthink book --only 02 -p limit=0`."] and figures_drawn == 0
+    assert len(texts) == 1 and texts[0].endswith(" Fill it with `cpdagthink book --only 02 -p limit=0`\\.")
+    assert str(displayed[0][0]) == ("No bin of this sample meets both rules, so no per-bin gain is computed. Fill it "
+                                    "with cpdagthink book --only 02 -p limit=0.") and figures_drawn == 0
     texts, _ = _shown(displayed, readings.show_ood, None)
-    assert texts == ["No OOD split ran for this page. Fill it with "
-                     "`cpdagthink book --only 02 -p ood_split=generated:paraphrase`."]
+    assert len(texts) == 1 and texts[0].endswith("`cpdagthink book --only 02 -p ood_split=generated:paraphrase`\\.")
     texts, figures_drawn = _shown(displayed, readings.show_stress, readings.stress_table({}))
-    assert len(texts) == 1 and "stress_families=[\"alarm7\"]" in texts[0] and figures_drawn == 0
+    assert len(texts) == 1 and "`cpdagthink book --only 02 -p 'stress_families=[\"alarm7\"]'`" in texts[0]
+    assert figures_drawn == 0
 
 
 def test_a_section_that_ran_shows_its_figure_with_a_caption_of_what_is_drawn(displayed):
     gains = pd.DataFrame([{"seed": 0, "variables": 5, "n": 10, "positives": 4, "gain (pp)": 1.0, "CI low": -9.0,
                            "CI high": 11.0}])
     texts, figures_drawn = _shown(displayed, readings.show_bin_gains, readings.bin_gain_table({"test": gains}))
-    assert figures_drawn == 1 and texts[-1].startswith("*This run's paired gain")
+    assert figures_drawn == 1 and texts[-1].startswith("*This run\\'s paired gain") and texts[-1].endswith("*")
 
 
 def test_first_screen_carries_configuration_and_headline_for_the_intro(test_csv, tmp_path, monkeypatch, displayed):
@@ -246,7 +259,8 @@ def test_first_screen_carries_configuration_and_headline_for_the_intro(test_csv,
     headline = readings.Headline("the gain", "main_delta", 2.0, -30.0, 40.0)
     readings.first_screen(setup, rows, [0], "01_main_results", namespace, headline, ["structured"])
     (text, metadata), = displayed
-    assert text.data.startswith("**Verdict.** This build cannot test the paper's claim")
+    assert str(text).startswith("Verdict. This build cannot test the paper's claim")
+    assert text.source().startswith("**Verdict\\.** This build cannot test")
     record = metadata[readings.METADATA_KEY]
     assert record["configuration"]["instances"] == 4 and record["configuration"]["negatives"] == 2
     assert record["headline"]["value"] == 2.0 and record["command"].startswith("cpdagthink book --only 01 -p backend=reference")

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -19,6 +18,7 @@ import pandas as pd
 
 from ..paths import PROJECT_ROOT
 from ..run.records import RunRecord
+from .markup import Markdown, Part, number, table
 from .metrics import (
     OmittedGroup,
     Usage,
@@ -392,33 +392,18 @@ def show(frame: pd.DataFrame, digits: int = 2):
     return styler.format(na_rep="—", subset=others, escape="html") if others else styler
 
 
-def md_literal(text: Any) -> str:
-    """``text`` as Markdown that shows it literally: the marks that open markup (tags, entities, links, code,
-    emphasis, roles, math, table cells) are backslash-escaped, which CommonMark reads as the plain mark."""
-    return re.sub(r"([\\`*_\[<>&|~{}$])", r"\\\1", str(text)).replace("\n", " ")
-
-
-def md_code(text: Any) -> str:
-    """``text`` as inline code that it cannot close: fenced by a backtick run longer than any inside it."""
-    text = str(text).replace("\n", " ")
-    fence = "`" * (max((len(run) for run in re.findall("`+", text)), default=0) + 1)
-    pad = " " if text.startswith("`") or text.endswith("`") else ""
-    return f"{fence}{pad}{text}{pad}{fence}"
-
-
-def markdown_table(frame: pd.DataFrame, digits: int = 2) -> str:
+def markdown_table(frame: pd.DataFrame, digits: int = 2) -> Markdown:
     """A frame as a MyST/commonmark pipe table (index first, missing values as a dash), for pasting into a
-    page's prose where it takes the book's own table style; text is shown literally (:func:`md_literal`)."""
+    page's prose where it takes the book's own table style; every header and cell is text
+    (:func:`markup.table`)."""
     flat = readable(frame)
 
-    def cell(value: Any) -> str:
+    def cell(value: Any) -> Part:
         if isinstance(value, float):
-            return "—" if pd.isna(value) else f"{value:.{digits}f}"
-        return "—" if value is None or value is pd.NA else md_literal(value)
+            return "—" if pd.isna(value) else number(value, f".{digits}f")
+        return "—" if value is None or value is pd.NA else str(value)
 
-    lines = ["| " + " | ".join(map(md_literal, flat.columns)) + " |", "|" + "---|" * len(flat.columns)]
-    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in flat.itertuples(index=False)]
-    return "\n".join(lines)
+    return table([str(c) for c in flat.columns], [[cell(v) for v in row] for row in flat.itertuples(index=False)])
 
 
 def paper_view(keys: Iterable[str]) -> pd.DataFrame:

@@ -56,9 +56,11 @@ class Browser:
     """One headless Chromium with one page. Use as a context manager; the browser ends on exit.
 
     ``width`` and ``height`` are the viewport in CSS pixels; ``timeout`` bounds every command (seconds).
+    ``scripts=False``: no script of a page runs (Chromium's ``Emulation.setScriptExecutionDisabled``: no
+    ``<script>``, event handler or ``javascript:`` URL), while :meth:`evaluate` still does, for what is printed.
     """
 
-    def __init__(self, width: int = 1280, height: int = 900, timeout: float = 60.0):
+    def __init__(self, width: int = 1280, height: int = 900, timeout: float = 60.0, scripts: bool = True):
         executable = find_chromium()
         if executable is None:
             raise BrowserError("Chromium not found: run scripts/install-browser.sh (Debian's `chromium` package)")
@@ -92,6 +94,8 @@ class Browser:
             self.send("Runtime.enable")
             self.send("Emulation.setDeviceMetricsOverride",
                       {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False})
+            if not scripts:
+                self.send("Emulation.setScriptExecutionDisabled", {"value": True})
         except BaseException:
             self.close()
             raise

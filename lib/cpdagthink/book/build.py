@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
+from ..analysis.markup import Markdown, bullets, code, emphasis, paragraphs, strong
 from ..paths import PROJECT_ROOT
 
 NOTEBOOKS = PROJECT_ROOT / "notebooks"
@@ -128,26 +129,27 @@ def chapter_records(book: Path) -> dict[str, dict[str, Any]]:
     return found
 
 
-def build_summary(records: dict[str, dict[str, Any]]) -> str:
+def build_summary(records: dict[str, dict[str, Any]]) -> Markdown:
     """The intro's account of this build: whether every chapter ran with one configuration (or the book is
     mixed), each chapter's configuration, and each chapter's key figure beside the paper's."""
     import pandas as pd
 
-    from ..analysis.tables import markdown_table, md_code, md_literal
+    from ..analysis.tables import markdown_table
 
     if not records:
-        return "No chapter of this book has been executed yet: run `make book`."
+        return Markdown("No chapter of this book has been executed yet: run ", code("make book"), ".")
     shared = ("backend", "model", "data", "sample", "instances", "positives", "seeds", "budgets", "decoding",
               "tool choice")
     configs = {name: {k: r["configuration"][k] for k in shared} for name, r in records.items()}
     mixed = len({repr(c) for c in configs.values()}) > 1
     first = next(iter(configs.values()))
-    head = ("**This book is mixed:** its chapters ran with different configurations (table below); numbers of "
-            "two chapters compare only where their rows agree. Rebuild every chapter with one command to unmix it."
+    head = (Markdown(strong("This book is mixed:"), " its chapters ran with different configurations (table below); "
+                     "numbers of two chapters compare only where their rows agree. Rebuild every chapter with one "
+                     "command to unmix it.")
             if mixed else
-            "**One configuration for every chapter:** " + md_literal(
-                f"{first['model']} (backend {first['backend']}), {first['data']}, {first['sample']}, seeds "
-                f"{first['seeds']}, token budgets {first['budgets']} (turn 1 + answer), {first['decoding']}."))
+            Markdown(strong("One configuration for every chapter:"),
+                     f" {first['model']} (backend {first['backend']}), {first['data']}, {first['sample']}, seeds "
+                     f"{first['seeds']}, token budgets {first['budgets']} (turn 1 + answer), {first['decoding']}."))
 
     def number(value: float, unit: str) -> str:
         return f"{value:+.3g}" if unit == "pp" else f"{value:.3g}"  # gains and drops signed, scores not
@@ -170,13 +172,14 @@ def build_summary(records: dict[str, dict[str, Any]]) -> str:
                        f"{r['configuration']['negatives']} negative)",
              "seeds": ", ".join(map(str, c["seeds"])), "budgets": c["budgets"], "decoding": c["decoding"]}
             for (name, c), r in zip(configs.items(), records.values())]
-    commands = "\n".join(f"- {md_literal(name)}: {md_code(r['command'])}" for name, r in records.items())
-    return "\n\n".join([
+    commands = bullets(Markdown(name, ": ", code(r["command"])) for name, r in records.items())
+    return paragraphs(
         head,
-        "*Key figures, this build beside the paper's (pp; the paper's figures are from `data/paper_reported.csv`, "
-        "measured on Qwen3.5-27B and the full splits).*", markdown_table(headlines),
-        *(["*Each chapter's configuration.*", markdown_table(pd.DataFrame(rows))] if mixed else []),
-        "Each chapter re-executes with:", commands])
+        emphasis("Key figures, this build beside the paper's (pp; the paper's figures are from ",
+                 code("data/paper_reported.csv"), ", measured on Qwen3.5-27B and the full splits)."),
+        markdown_table(headlines),
+        *([emphasis("Each chapter's configuration."), markdown_table(pd.DataFrame(rows))] if mixed else []),
+        "Each chapter re-executes with:", commands)
 
 
 def render(root: Path = PROJECT_ROOT) -> Path:
@@ -189,7 +192,7 @@ def render(root: Path = PROJECT_ROOT) -> Path:
         raise ValueError(f"no executed chapter in {book}: run `cpdagthink book` (or papermill) first")
     for path in executed:
         hide_injected_parameters(path)
-    (book / SUMMARY).write_text(build_summary(chapter_records(book)) + "\n", encoding="utf-8")
+    (book / SUMMARY).write_text(build_summary(chapter_records(book)).source() + "\n", encoding="utf-8")
     index = build_html(root)
     build_single_file(root)
     return index
@@ -242,7 +245,9 @@ def build_single_file(root: Path = PROJECT_ROOT) -> Path:
         print(f"single-page book: {single} (no PDF: Chromium is absent; run scripts/install-browser.sh)")
         return single
     pdf = root / "_build" / "book.pdf"
-    with Browser() as browser:
+    # Printed with every script of the page off: the print is of static HTML (tables, images, the explorer's
+    # printed cases), and no script, whoever wrote it, can change what the PDF says.
+    with Browser(scripts=False) as browser:
         browser.open(single)
         browser.evaluate("document.fonts.ready.then(() => { const s = document.createElement('style'); "
                          f"s.textContent = {json.dumps(PRINT_STYLE)}; document.head.appendChild(s); }})")

@@ -14,6 +14,7 @@ import json
 import os
 from typing import Any, Iterable, Mapping, Sequence
 
+from ..analysis.markup import Markdown, code, emphasis, paragraphs, strong
 from ..analysis.metrics import counted
 from ..backends import Backend, make_backend
 from ..causal.instance import Instance
@@ -151,31 +152,30 @@ def configuration(setup: RunConfig, instances: Sequence[Instance], seeds: Sequen
 
 def banner(setup: RunConfig, instances: Sequence[Instance], seeds: Sequence[int], *,
            conditions: Sequence[str] = (), probes: Sequence[str] = (), verdict: str | None = None,
-           command: str | None = None) -> str:
+           command: str | None = None) -> Markdown:
     """What a page says first: the verdict (whether this build can test the paper's claim, before any
     number), then which model, data, sample (positives and negatives), seeds, budgets and decoding, which
     conditions and probes ran, and the command that reproduces the page."""
-    from ..analysis.tables import label, md_code, md_literal
+    from ..analysis.tables import label
 
     positives = sum(i.label for i in instances)
     source = setup.data or f"Corr2Cause {setup.split} split"
     drawn = (f" drawn from rows with {', '.join(map(str, setup.sample_variables))} variables"
              if setup.limit > 0 and setup.sample_variables else "")
     d = setup.decoding
-    lines = [f"**Verdict.** {verdict}"] if verdict else []
-    lines.append(
-        f"**This run:** model {md_literal(model_name(setup))} (backend `{setup.backend}`), {md_literal(source)}, "
+    run = Markdown(
+        strong("This run:"), f" model {model_name(setup)} (backend ", code(setup.backend), f"), {source}, "
         f"sample of {counted(len(instances), 'instance')}{drawn} ({counted(positives, 'gold positive')} and "
         f"{counted(len(instances) - positives, 'negative')}{_balance_text(setup)}), "
         f"{counted(len(seeds), 'seed')} {list(seeds)}, token budgets {d.max_tokens_turn1} for turn 1 and "
         f"{d.max_tokens_answer} for the answer ({d.one_turn_budget} for one-turn conditions), "
-        f"{_decoding_text(d)}."
-        + (f" Conditions: {', '.join(label(c) for c in conditions)}." if conditions else "")
-        + (f" Probes: {', '.join(f'`{p}`' for p in probes)}." if probes else "")
-        + " Figures labelled *paper* are the paper's, reported for Qwen3.5-27B or the named model on the full data.")
-    if command:
-        lines.append(f"Reproduce this page: {md_code(command)}")
-    return "\n\n".join(lines)
+        f"{_decoding_text(d)}.",
+        f" Conditions: {', '.join(label(c) for c in conditions)}." if conditions else "",
+        Markdown(" Probes: ", Markdown(", ").join(map(code, probes)), ".") if probes else "",
+        " Figures labelled ", emphasis("paper"), " are the paper's, reported for Qwen3.5-27B or the named model on "
+        "the full data.")
+    return paragraphs(Markdown(strong("Verdict."), f" {verdict}") if verdict else "", run,
+                      Markdown("Reproduce this page: ", code(command)) if command else "")
 
 
 def reproduce_command(chapter: str, namespace: Mapping[str, Any]) -> str:

@@ -1,8 +1,9 @@
 """What each chapter says about its tables: the numbers its prose quotes and the sentences it computes.
 
 A :class:`Reading` holds numbers (pasted into a page's markdown with ``{glue:text}`name:.1f```), phrases
-(computed sentences and counts with their nouns in the right number, pasted with ``{glue:md}`name``` or,
-when they hold no markup, ``{glue:text}`name```) and small tables (pasted with the ``{glue}`` directive). Each chapter's function builds them from the same frames its tables show,
+(computed sentences and counts with their nouns in the right number, each a :class:`markup.Markdown` built
+from typed parts, pasted with ``{glue:md}`name``` or, when they hold no markup, ``{glue:text}`name```) and
+small tables (pasted with the ``{glue}`` directive). Each chapter's function builds them from the same frames its tables show,
 so the prose and the tables can never disagree; :meth:`Reading.glue` hands them to myst-nb. The paper's
 figures enter the prose the same way, read from ``data/paper_reported.csv``.
 """
@@ -17,6 +18,7 @@ from typing import Any
 import pandas as pd
 
 from ..analysis import tables
+from ..analysis.markup import Markdown, code, emphasis, strong
 from ..analysis.metrics import OmittedGroup, counted
 from ..causal.instance import Instance
 from ..run.config import RunConfig
@@ -28,20 +30,13 @@ TARGET, BASELINE = "structured", "baseline_enhanced"
 REFERENCE = "reference agent"
 
 
-class Phrase(str):
-    """A sentence that pastes both as plain text (``{glue:text}``) and as inline markdown (``{glue:md}``)."""
-
-    def _repr_markdown_(self) -> str:
-        return str(self)
-
-
 @dataclass
 class Reading:
     """Numbers, phrases and tables one page quotes, by glue name (tables paste as markdown tables, with the
     ``{glue:md}`` directive and ``:format: myst``)."""
 
     numbers: dict[str, float] = field(default_factory=dict)
-    phrases: dict[str, str] = field(default_factory=dict)
+    phrases: dict[str, Markdown | str] = field(default_factory=dict)  # a str is text (shown literally)
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
     headline: "Headline | None" = None  # the page's key figure, for its first screen and the intro
 
@@ -53,9 +48,9 @@ class Reading:
             # Plain python numbers: myst-nb formats the text repr, which for numpy scalars is not a number.
             glue(name, float(value), display=False)
         for name, text in self.phrases.items():
-            glue(name, Phrase(text), display=False)
+            glue(name, Markdown(text), display=False)
         for name, table in self.tables.items():
-            glue(name, Phrase(tables.markdown_table(table)), display=False)
+            glue(name, tables.markdown_table(table), display=False)
 
 
 def glue_figure(name: str, figure) -> None:
@@ -191,12 +186,12 @@ def first_screen(setup: RunConfig, instances: Sequence[Instance], seeds: Sequenc
     """Display the page's first screen (:func:`experiments.banner` with the headline's verdict and the
     command that reproduces the page); its configuration and headline travel in the output's metadata,
     where ``cpdagthink render`` reads them for the intro."""
-    from IPython.display import Markdown, display
+    from IPython.display import display
 
     command = ex.reproduce_command(chapter, namespace)
     text = ex.banner(setup, instances, seeds, conditions=conditions, probes=probes, verdict=headline.verdict(),
                      command=command)
-    display(Markdown(text), metadata={METADATA_KEY: {
+    display(text, metadata={METADATA_KEY: {
         "chapter": chapter, "command": command, "headline": headline.record(),
         "configuration": ex.configuration(setup, instances, seeds, conditions, probes)}})
 
@@ -204,16 +199,16 @@ def first_screen(setup: RunConfig, instances: Sequence[Instance], seeds: Sequenc
 def show_figure(figure, caption: str) -> None:
     """Display a figure a section draws only when it ran, with its caption below it, and close it."""
     import matplotlib.pyplot as plt
-    from IPython.display import Markdown, display
+    from IPython.display import display
 
     display(figure)
-    display(Markdown(f"*{caption}*"))
+    display(emphasis(caption))
     plt.close(figure)
 
 
-def not_run(what: str, command: str) -> str:
+def not_run(what: str, command: str) -> Markdown:
     """A section that could not run, collapsed to one sentence and the command that fills it."""
-    return f"{what} Fill it with `{command}`."
+    return Markdown(what, " Fill it with ", code(command), ".")
 
 
 def trivial_phrase(instances: Sequence[Instance]) -> str:
@@ -403,10 +398,10 @@ def complexity(bin_gains: pd.DataFrame, omitted: Sequence[OmittedGroup], min_pos
     scored = sorted(set(int(v) for v in bin_gains["variables"]))
     comparison = f"{TARGET} vs {BASELINE}"
     if ood_paired is None:
-        ood = "No OOD split was run for this page (`ood_split = None`)."
+        ood = Markdown("No OOD split was run for this page (", code("ood_split = None"), ").")
     else:
-        ood = (f"On `{ood_name}`, Structured Thinking against BaselineEnhanced: "
-               f"{per_seed_gains(ood_paired, comparison)}. {verdict(ood_paired, comparison)}")
+        ood = Markdown("On ", code(ood_name), ", Structured Thinking against BaselineEnhanced: ",
+                       f"{per_seed_gains(ood_paired, comparison)}. {verdict(ood_paired, comparison)}")
     ran = stress.dropna(subset=["this run F1"]) if len(stress) else stress
     stress_text = ("" if ran.empty else "On the stress sets, " + "; ".join(
         f"{family} {tables.label(condition)}: {r['this run F1']:.1f} on "
@@ -442,11 +437,11 @@ def complexity_gains(runs: Mapping[tuple[str, int], Sequence[RunRecord]], split:
 
 def show_bin_gains(table: pd.DataFrame) -> None:
     """The per-bin gains beside the paper's and their figure, or one sentence and the command that fills them."""
-    from IPython.display import Markdown, display
+    from IPython.display import display
 
     if table.empty:
-        display(Markdown(not_run("No bin of this sample meets both rules, so no per-bin gain is computed.",
-                                 "cpdagthink book --only 02 -p limit=0")))
+        display(not_run("No bin of this sample meets both rules, so no per-bin gain is computed.",
+                        "cpdagthink book --only 02 -p limit=0"))
         return
     display(tables.show(table))
     show_figure(figures.gain_points(table), "This run's paired gain (structured minus baseline, F1 pp, gold labels) "
@@ -456,11 +451,11 @@ def show_bin_gains(table: pd.DataFrame) -> None:
 
 def show_ood(ood_paired: pd.DataFrame | None) -> None:
     """The OOD split's paired gain per seed, or one sentence and the command that runs it."""
-    from IPython.display import Markdown, display
+    from IPython.display import display
 
     if ood_paired is None:
-        display(Markdown(not_run("No OOD split ran for this page.",
-                                 "cpdagthink book --only 02 -p ood_split=generated:paraphrase")))
+        display(not_run("No OOD split ran for this page.",
+                        "cpdagthink book --only 02 -p ood_split=generated:paraphrase"))
         return
     display(tables.show(tables.gain_table(ood_paired), 3))
     display(tables.show(tables.gain_seed_frame(ood_paired)))
@@ -469,11 +464,11 @@ def show_ood(ood_paired: pd.DataFrame | None) -> None:
 
 def show_stress(stress: pd.DataFrame) -> None:
     """The stress sets this run generated beside the paper's pilot, or one sentence and the command."""
-    from IPython.display import Markdown, display
+    from IPython.display import display
 
     if stress["this run F1"].isna().all():
-        display(Markdown(not_run("No stress set ran for this page (each n = 7 hypothesis costs minutes on a CPU).",
-                                 """cpdagthink book --only 02 -p 'stress_families=["alarm7"]'""")))
+        display(not_run("No stress set ran for this page (each n = 7 hypothesis costs minutes on a CPU).",
+                        """cpdagthink book --only 02 -p 'stress_families=["alarm7"]'"""))
         return
     display(tables.show(stress))
     show_figure(figures.stress_bars(stress), f"F1(YES) per stress family and condition: this run's (left; "
@@ -541,7 +536,7 @@ def ablations(drops: pd.DataFrame, thinking_supported: bool, instances: Sequence
     note = ("" if thinking_supported else "This model has no thinking mode, so the no-thinking row sends the same "
             "prompts as Structured Thinking: its difference is zero by construction, not a finding.")
     if refused:
-        note = " ".join(f"`{c}` was not run: {why}." for c, why in refused.items())
+        note = Markdown(" ").join(Markdown(code(c), f" was not run: {why}.") for c, why in refused.items())
     return Reading(numbers, sample_phrases(instances, seeds) | {"thinking_note": note,
                                                                 "ablation_drops": ablation_phrase(drops, refused)})
 
@@ -591,13 +586,13 @@ def probe_summary(table: pd.DataFrame) -> pd.DataFrame:
     return table.groupby(["agent", "probe"], sort=False)[columns].mean().astype({"n": int})
 
 
-def probe_example(probed: Mapping[str, Sequence[RunRecord]]) -> str:
+def probe_example(probed: Mapping[str, Sequence[RunRecord]]) -> Markdown:
     """What the first probe changed on its first instance (the note kept in the record, never shown to the
     model)."""
     name, records = next(iter(probed.items()))
     record = records[0]
     note = record.intervention.note if record.intervention else "nothing"
-    return f"Example of what a probe changed (`{name}`, {record.id}): {note}"
+    return Markdown("Example of what a probe changed (", code(name), f", {record.id}): {note}")
 
 
 def probes_reading(table: pd.DataFrame, agent: str, probes: Sequence[str], instances: Sequence[Instance],
@@ -611,14 +606,14 @@ def probes_reading(table: pd.DataFrame, agent: str, probes: Sequence[str], insta
                 "flips_reference": 100 * float(flips.get(REFERENCE, math.nan))}
     numbers |= paper_numbers(["probe_full_drop", "probe_premise_drop", "probe_partial_drop_low",
                               "probe_partial_drop_high"])
-    drops = "; ".join(f"`{p}` {signed(numbers[f'drop_{p}'])} pp" for p in probes)
+    drops = Markdown("; ").join(Markdown(code(p), f" {signed(numbers[f'drop_{p}'])} pp") for p in probes)
     swap = ("" if "swap_valid_cpdag" in probes else
-            " The validity-preserving swaps were not run (add them to `probes`).")
+            Markdown(" The validity-preserving swaps were not run (add them to ", code("probes"), ")."))
     flips_reference = ("" if math.isnan(numbers["flips_reference"]) else
                        f", against {numbers['flips_reference']:.0f}% for the reference agent, which by construction "
                        "follows the graph it is shown")
     return Reading(numbers, sample_phrases(instances, seeds) | {
-        "probe_drops": drops + "." + swap,
+        "probe_drops": Markdown(drops, ".", swap),
         "flips": f"On average {numbers['flips_model']:.0f}% of this model's answers flip under a probe{flips_reference}."})
 
 
@@ -652,10 +647,10 @@ def audit_reading(summary: pd.DataFrame, errors: pd.DataFrame, split: str, short
     numbers |= paper_numbers(["audit_skeleton_f1", "audit_vstructure_f1", "audit_directed_f1", "audit_exact",
                               "audit_violations_id", "audit_violations_ood"])
     phrases = sample_phrases(instances, seeds) | {
-        "gold_errors": (f"The oracle disagrees with gold on **{len(errors)}** rows of the `{split}` split "
-                        f"({int((errors.gold == 0).sum())} gold 0 / oracle 1, "
-                        f"{int((errors.gold == 1).sum())} gold 1 / oracle 0)." if len(errors) else
-                        f"The oracle agrees with gold on every row of the `{split}` split."),
+        "gold_errors": (Markdown("The oracle disagrees with gold on ", strong(len(errors)), " rows of the ", code(split),
+                                 f" split ({int((errors.gold == 0).sum())} gold 0 / oracle 1, "
+                                 f"{int((errors.gold == 1).sum())} gold 1 / oracle 0).") if len(errors) else
+                        Markdown("The oracle agrees with gold on every row of the ", code(split), " split.")),
         "shortcut": (f"In the whole split, {counted(shortcut_count, 'causal hypothesis', 'causal hypotheses')} "
                      f"{'names' if shortcut_count == 1 else 'name'} a cause declared after its effect; all are "
                      "labelled 0, so answering NO to them is free accuracy that says nothing about causal reasoning."),
@@ -665,7 +660,7 @@ def audit_reading(summary: pd.DataFrame, errors: pd.DataFrame, split: str, short
 
 def show_violations(audited: pd.DataFrame, instances: Sequence[Instance], seeds: Sequence[int]) -> None:
     """Violation rates by kind and their figure, or one sentence when no parsed output had one."""
-    from IPython.display import Markdown, display
+    from IPython.display import display
 
     from ..analysis import audit
 
