@@ -424,3 +424,52 @@ def test_render_only_fails_a_chapter_whose_runs_are_missing_in_one_line(test_csv
     assert error.startswith(f"cpdagthink book: error: 01_main_results: {tmp_path / 'outputs' / 'runs'}/")
     assert "\n" not in error and "does not hold this run yet (no run folder)" in error and "make grid" in error
     assert not (tmp_path / "outputs" / "runs").exists() and "CPDAGTHINK_RENDER_ONLY" not in os.environ
+
+
+HEADER3 = ("Premise: Suppose there is a closed system of 3 variables, A, B and C. All the statistical relations among "
+           "these 3 variables are as follows: ")
+# Rows `run` accepts and records without an answer to score against the oracle: a premise the oracle cannot
+# read, a hypothesis it cannot read, and a premise no DAG satisfies.
+ODD_ROWS = [HEADER3 + "A flies over B.\nHypothesis: A directly causes B.",
+            HEADER3 + "A correlates with C. B correlates with C. However, A is independent of B.\nHypothesis: A whispers to B.",
+            HEADER3 + "A correlates with C. B correlates with C. However, A is independent of B. A and B are independent "
+                      "given C.\nHypothesis: A directly causes C."]
+
+
+def odd_csv(test_csv, path):
+    """A valid CSV whose rows all have three variables (no bin the paper's rule keeps) and which holds each row
+    the oracle cannot label: a few real 3-variable rows, the split's positives among them, and :data:`ODD_ROWS`."""
+    import csv
+
+    rows = [r for r in csv.DictReader(test_csv.open(newline="", encoding="utf-8")) if r["num_variables"] == "3"]
+    kept = [r for r in rows if r["label"] == "1"][:3] + [r for r in rows if r["label"] == "0"][:7]
+    kept += [{"input": text, "label": "0", "num_variables": "3", "template": "parent"} for text in ODD_ROWS]
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=["input", "label", "num_variables", "template"])
+        writer.writeheader()
+        writer.writerows(kept)
+    return path
+
+
+@pytest.mark.slow
+def test_every_chapter_builds_on_rows_the_oracle_cannot_label_and_says_what_it_left_out(test_csv, tmp_path):
+    """Every chapter executes on a CSV of only three-variable rows holding an unreadable premise, an unreadable
+    hypothesis and a premise no DAG satisfies (all of which `run` records and goes on with); each page counts
+    the rows it left out, and chapter 06 counts them apart from its correct answers."""
+    data = odd_csv(test_csv, tmp_path / "odd.csv")
+    overrides = {"backend": "reference", "data": str(data), "limit": 0, "out_root": str(tmp_path / "runs"),
+                 "cache_dir": str(tmp_path / "cache")}
+    book = build(overrides, root=tmp_path, parameters={"n_resamples": 200}, render_book=False)
+    for name in CHAPTERS:
+        nb = nbformat.read(book / f"{name}.ipynb", as_version=4)
+        outputs = [o for c in nb.cells for o in c.get("outputs", [])]
+        assert not [o for o in outputs if o.output_type == "error"], name
+        text = " ".join(o.get("data", {}).get("text/markdown", "") for o in outputs)
+        assert ("Left out: 3 rows of this sample have no oracle label (1 row: no DAG satisfies the premise; 2 rows: "
+                "text the oracle cannot read)") in text, name
+        if name == "05_audit":  # the split's own audit leaves the same rows out, and says so
+            assert "Left out: 3 rows of the split with no oracle label" in text
+            assert "Left out: 2 rows of the split with no oracle label (2 rows: text the oracle cannot read)" in text
+    gallery = nbformat.read(book / "06_failure_gallery.ipynb", as_version=4)
+    table = " ".join(o.get("data", {}).get("text/html", "") for c in gallery.cells for o in c.get("outputs", []))
+    assert re.search(r"<th>no label</th>\s*<td>3</td>", table)

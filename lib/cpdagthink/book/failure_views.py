@@ -15,10 +15,9 @@ from typing import Iterable, Mapping
 
 import pandas as pd
 
+from ..analysis.audit import reference_analysis
 from ..analysis.failures import Records, diagnose, instances_by_id, named_records
 from ..causal.instance import Instance
-from ..causal.oracle import UnfaithfulFactsError, analyse_premise
-from ..causal.premise import PremiseError
 from ..method.decoding import Decoding
 from ..method.schema import TOOL_NAME, CausalAnalysis
 from ..run.inspection import recorded_requests
@@ -27,10 +26,8 @@ CORRECT = "correct"  # the ``kind`` of a correct case (``include_correct``), sho
 
 
 def _reference_json(instance: Instance) -> str | None:
-    try:
-        return CausalAnalysis.from_cpdag(analyse_premise(instance.premise).cpdag).model_dump_json()
-    except (UnfaithfulFactsError, PremiseError):
-        return None
+    reference = reference_analysis(instance)
+    return None if reference is None else reference.model_dump_json()
 
 
 GALLERY_COLUMNS = [
