@@ -473,3 +473,70 @@ def test_every_chapter_builds_on_rows_the_oracle_cannot_label_and_says_what_it_l
     gallery = nbformat.read(book / "06_failure_gallery.ipynb", as_version=4)
     table = " ".join(o.get("data", {}).get("text/html", "") for c in gallery.cells for o in c.get("outputs", []))
     assert re.search(r"<th>no label</th>\s*<td>3</td>", table)
+
+
+def _rendered_without_sphinx(root, monkeypatch, **options):
+    """:func:`render` on ``root`` with the two jupyter-book builds left out (what they are given is checked
+    elsewhere): the intro's account and the marks on the chapters, in seconds."""
+    monkeypatch.setattr("cpdagthink.book.build.build_html", lambda root: root / "_build" / "html" / "index.html")
+    monkeypatch.setattr("cpdagthink.book.build.build_single_file", lambda root: None)
+    render(root, **options)
+    return (root / "book" / "build_summary.md").read_text()
+
+
+def test_render_reads_only_the_chapters_of_the_toc_and_names_a_notebook_it_cannot_read(tmp_path, monkeypatch):
+    _book_root(tmp_path, ("01_main_results", "04_probes"))
+    _executed(tmp_path / "book" / "01_main_results.ipynb", CONFIG)
+    _executed(tmp_path / "book" / "07_x.ipynb", {**CONFIG, "instances": 99})  # a stray notebook, in no toc
+    summary = _rendered_without_sphinx(tmp_path, monkeypatch)
+    assert summary.startswith("**One configuration for every chapter:**") and "07" not in summary
+    (tmp_path / "book" / "04_probes.ipynb").write_text("{not json")
+    with pytest.raises(ValueError, match=re.escape(str(tmp_path / "book" / "04_probes.ipynb")) + " is not a readable "
+                       "notebook .*cpdagthink book --only 04"):
+        render(tmp_path)
+
+
+def test_a_chapter_from_another_version_is_listed_as_such_not_a_crash(tmp_path, monkeypatch):
+    """A first screen without a key the intro reads (a notebook from another version of cpdagthink)."""
+    _book_root(tmp_path, ("01_main_results", "04_probes"))
+    _executed(tmp_path / "book" / "01_main_results.ipynb", CONFIG)
+    old = {k: v for k, v in CONFIG.items() if k != "decoding"}
+    _executed(tmp_path / "book" / "04_probes.ipynb", old)
+    summary = _rendered_without_sphinx(tmp_path, monkeypatch)
+    assert summary.startswith(r"**Chapters not counted here:** 04\_probes: made by another version (its first "
+                              r"screen's 'configuration' lacks 'decoding'); run cpdagthink book --only 04 again")
+    assert "**One configuration for every chapter:**" in summary  # the readable chapter is still reported
+
+
+def _interrupted(path):
+    """An executed chapter whose kernel was interrupted after its first screen, as papermill leaves it: the
+    running cell shows the ``KeyboardInterrupt``, the later ones are pending."""
+    _executed(path, CONFIG)
+    nb = nbformat.read(path, as_version=4)
+    stopped = nbformat.v4.new_code_cell("ex.run(setup, 'structured')", metadata={"papermill": {"status": "failed"}})
+    stopped.outputs = [nbformat.v4.new_output("error", ename="KeyboardInterrupt", evalue="", traceback=[])]
+    nb.cells = [nbformat.v4.new_markdown_cell("# Main results"), *nb.cells, stopped,
+                nbformat.v4.new_code_cell("display(table)", metadata={"papermill": {"status": "pending"}})]
+    nbformat.write(nb, path)
+
+
+def test_a_half_built_book_is_refused_unless_a_partial_book_is_asked_for(tmp_path, monkeypatch, capsys):
+    _book_root(tmp_path, ("01_main_results", "06_failure_gallery"))
+    _interrupted(tmp_path / "book" / "01_main_results.ipynb")
+    _executed(tmp_path / "book" / "06_failure_gallery.ipynb", CONFIG)
+    monkeypatch.setattr("cpdagthink.book.build.render", functools.partial(render, root=tmp_path))
+    assert main(["render"]) == 2
+    error = capsys.readouterr().err
+    assert ("the execution of 01_main_results did not finish (a cell raised KeyboardInterrupt): run `cpdagthink book "
+            "--only 01` again, or pass --allow-partial") in error
+    assert not (tmp_path / "book" / "build_summary.md").exists()  # nothing published
+    summary = _rendered_without_sphinx(tmp_path, monkeypatch, allow_partial=True)
+    assert summary.startswith(r"**Chapters not counted here:** 01\_main\_results: its execution did not finish, "
+                              "a cell raised KeyboardInterrupt; run cpdagthink book --only 01 again")
+    assert "| 06\\_failure\\_gallery |" in summary and "| 01\\_main\\_results |" not in summary
+    cells = nbformat.read(tmp_path / "book" / "01_main_results.ipynb", as_version=4).cells
+    assert cells[1].source.startswith("**This chapter's execution did not finish** (a cell raised KeyboardInterrupt)")
+    _rendered_without_sphinx(tmp_path, monkeypatch, allow_partial=True)  # rendered again: one note, not two
+    assert sum("did not finish" in c.source for c in nbformat.read(tmp_path / "book" / "01_main_results.ipynb",
+                                                                   as_version=4).cells) == 1
+    assert build_summary({}, []) == "No chapter of this book has been executed yet: run `make book`."

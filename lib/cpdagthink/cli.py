@@ -199,7 +199,7 @@ def _book_overrides(args: argparse.Namespace) -> dict[str, Any]:
     """The notebook overrides the flags of ``book`` (and ``plan``) name; ``-p`` parameters apart."""
     overrides = {k: v for k, v in vars(args).items()
                  if k not in ("command", "handler", "only", "sample_variables", "parameter", "group", "execute",
-                              "no_build", "render_only") and v not in (None, [], "")}
+                              "no_build", "render_only", "allow_partial") and v not in (None, [], "")}
     if args.sample_variables:
         overrides["sample_variables"] = None if "all" in args.sample_variables else args.sample_variables
     return overrides
@@ -210,7 +210,7 @@ def cmd_book(args: argparse.Namespace) -> int:
 
     parameters = dict(args.parameter or [])
     index = build(_book_overrides(args), only=args.only, parameters=parameters,  # every notebook's values are checked first
-                  render_only=args.render_only, render_book=not args.no_build)
+                  render_only=args.render_only, render_book=not args.no_build, allow_partial=args.allow_partial)
     print(f"{'executed chapters' if args.no_build else 'book'}: {index}")
     return 0
 
@@ -241,7 +241,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 def cmd_render(args: argparse.Namespace) -> int:
     from .book.build import render
 
-    print(f"book: {render()}")
+    print(f"book: {render(allow_partial=args.allow_partial)}")
     return 0
 
 
@@ -364,6 +364,10 @@ def build_parser() -> argparse.ArgumentParser:
                                       "CPDAGTHINK_RENDER_ONLY=1)")
     parsers["book"].add_argument("--no-build", action="store_true", help="execute the chapters into book/ and "
                                  "stop (the workflow's chapter jobs; `cpdagthink render` builds the book)")
+    for command in ("book", "render"):
+        parsers[command].add_argument("--allow-partial", action="store_true",
+                                      help="publish the book even when a chapter's execution did not finish (its "
+                                           "page and the intro say so); without it that stops the build, exit 2")
     plan = parsers["plan"]
     plan.add_argument("--group", help="only this group's runs (one backend and model at one seed)")
     plan.add_argument("--execute", action="store_true", help="compute the runs that are not complete (exit 0 "
