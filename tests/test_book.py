@@ -540,3 +540,36 @@ def test_a_half_built_book_is_refused_unless_a_partial_book_is_asked_for(tmp_pat
     assert sum("did not finish" in c.source for c in nbformat.read(tmp_path / "book" / "01_main_results.ipynb",
                                                                    as_version=4).cells) == 1
     assert build_summary({}, []) == "No chapter of this book has been executed yet: run `make book`."
+
+
+@pytest.mark.slow
+def test_ctrl_c_during_a_chapter_prints_one_clear_line_and_no_kernel_traceback(test_csv, tmp_path):
+    """Ctrl-C (SIGINT to the foreground group) while a chapter's kernel runs: the console gets the command's
+    own line, while the kernel's log (its traceback as its sockets are torn down) goes to a file beside it."""
+    import signal
+    import subprocess
+    import sys
+    import textwrap
+    import time
+
+    _book_root(tmp_path)
+    script = tmp_path / "book_here.py"
+    script.write_text(textwrap.dedent(f"""
+        import functools, pathlib, sys
+        import cpdagthink.book.build as build
+        build.build = functools.partial(build.build, root=pathlib.Path({str(tmp_path)!r}))
+        from cpdagthink.cli import main
+        sys.exit(main(["book", "--only", "01", "--backend", "reference", "--limit", "40",
+                       "-p", "out_root={tmp_path / 'runs'}", "-p", "cache_dir={tmp_path / 'cache'}"]))
+    """))
+    book = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, env={**os.environ, "CORR2CAUSE_CSV": str(test_csv)},
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    assert book.stdout.readline().startswith("executing 01_main_results.ipynb")
+    time.sleep(6)  # the kernel is up and running the chapter's runs
+    os.killpg(book.pid, signal.SIGINT)
+    _, err = book.communicate(timeout=120)
+    assert book.returncode == 130, err
+    assert err.strip().splitlines() == [
+        "cpdagthink book: interrupted; every finished record is kept, run again to resume"]
+    assert (tmp_path / "book" / ".01_main_results.kernel.log").is_file()

@@ -76,6 +76,35 @@ def check_parameters(notebooks: list[Path], overrides: dict[str, Any]) -> None:
             drawn.add(sample)
 
 
+@contextlib.contextmanager
+def _kernel_log(path: Path) -> Iterator[None]:
+    """Send what is written to this process's standard error meanwhile, by the kernel it starts (which inherits
+    it) and by the notebook client, to ``path``: the kernel's own log, and the tracebacks an interruption
+    leaves when it tears the kernel's sockets down. The console keeps the command's own lines; a cell's
+    error is in the executed notebook and in the exception papermill raises."""
+    import logging
+
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with path.open("a", encoding="utf-8") as log:
+            os.dup2(log.fileno(), 2)
+            try:
+                yield
+            except BaseException:
+                # The client's task an interruption left unfinished reports itself when it is collected, as
+                # the process ends: asyncio's logger, from here on, writes to the log too.
+                quiet = logging.getLogger("asyncio")
+                quiet.addHandler(logging.FileHandler(path, encoding="utf-8"))
+                quiet.propagate = False
+                raise
+            finally:
+                sys.stderr.flush()
+                os.dup2(saved, 2)
+    finally:
+        os.close(saved)
+
+
 def execute(notebook: Path, overrides: dict[str, Any], output_dir: Path) -> Path:
     """Run one notebook with the overrides it accepts; the executed copy goes to ``output_dir``."""
     import papermill
@@ -87,8 +116,9 @@ def execute(notebook: Path, overrides: dict[str, Any], output_dir: Path) -> Path
     print(f"executing {notebook.name} with {json.dumps(parameters)}"
           + (f" (not a parameter here: {sorted(unknown)})" if unknown else ""), flush=True)
     try:
-        papermill.execute_notebook(str(notebook), str(output), parameters=parameters, cwd=str(PROJECT_ROOT),
-                                   kernel_name="python3", progress_bar=False, log_output=False)
+        with _kernel_log(output.with_name(f".{notebook.stem}.kernel.log")):
+            papermill.execute_notebook(str(notebook), str(output), parameters=parameters, cwd=str(PROJECT_ROOT),
+                                       kernel_name="python3", progress_bar=False, log_output=False)
     except papermill.PapermillExecutionError as error:
         from .experiments import RenderOnlyError
 
