@@ -118,7 +118,8 @@ BOOK_ARGS = $(call opt,--backend,BACKEND) $(call opt,--model,MODEL) $(call opts,
 
 # Not echoed: a value may hold a key (BASE_URL=http://user:KEY@host), which `cpdagthink book` keeps out of print.
 book: $(STAMP) browser
-	@PATH=$(call quote,$(abspath $(BIN))):"$$PATH" $(call quote,$(BIN)/cpdagthink) book $(BOOK_ARGS)
+	@PATH=$(call quote,$(abspath $(BIN))):"$$PATH" $(call quote,$(BIN)/cpdagthink) book $(BOOK_ARGS) \
+	  $(if $(value ALLOW_PARTIAL),--allow-partial)
 
 # The book's runs as a Snakemake grid (workflow/Snakefile): one job per backend x model x seed, then one per
 # chapter (from the records, no model), then the book. `make grid PROFILE=slurm` submits the jobs to SLURM

@@ -443,3 +443,159 @@ def test_render_only_fails_a_chapter_whose_runs_are_missing_in_one_line(test_csv
     assert error.startswith(f"cpdagthink book: error: 01_main_results: {tmp_path / 'outputs' / 'runs'}/")
     assert "\n" not in error and "does not hold this run yet (no run folder)" in error and "make grid" in error
     assert not (tmp_path / "outputs" / "runs").exists() and "CPDAGTHINK_RENDER_ONLY" not in os.environ
+
+
+HEADER3 = ("Premise: Suppose there is a closed system of 3 variables, A, B and C. All the statistical relations among "
+           "these 3 variables are as follows: ")
+# Rows `run` accepts and records without an answer to score against the oracle: a premise the oracle cannot
+# read, a hypothesis it cannot read, and a premise no DAG satisfies.
+ODD_ROWS = [HEADER3 + "A flies over B.\nHypothesis: A directly causes B.",
+            HEADER3 + "A correlates with C. B correlates with C. However, A is independent of B.\nHypothesis: A whispers to B.",
+            HEADER3 + "A correlates with C. B correlates with C. However, A is independent of B. A and B are independent "
+                      "given C.\nHypothesis: A directly causes C."]
+
+
+def odd_csv(test_csv, path):
+    """A valid CSV whose rows all have three variables (no bin the paper's rule keeps) and which holds each row
+    the oracle cannot label: a few real 3-variable rows, the split's positives among them, and :data:`ODD_ROWS`."""
+    import csv
+
+    rows = [r for r in csv.DictReader(test_csv.open(newline="", encoding="utf-8")) if r["num_variables"] == "3"]
+    kept = [r for r in rows if r["label"] == "1"][:3] + [r for r in rows if r["label"] == "0"][:7]
+    kept += [{"input": text, "label": "0", "num_variables": "3", "template": "parent"} for text in ODD_ROWS]
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=["input", "label", "num_variables", "template"])
+        writer.writeheader()
+        writer.writerows(kept)
+    return path
+
+
+@pytest.mark.slow
+def test_every_chapter_builds_on_rows_the_oracle_cannot_label_and_says_what_it_left_out(test_csv, tmp_path):
+    """Every chapter executes on a CSV of only three-variable rows holding an unreadable premise, an unreadable
+    hypothesis and a premise no DAG satisfies (all of which `run` records and goes on with); each page counts
+    the rows it left out, and chapter 06 counts them apart from its correct answers."""
+    data = odd_csv(test_csv, tmp_path / "odd.csv")
+    overrides = {"backend": "reference", "data": str(data), "limit": 0, "out_root": str(tmp_path / "runs"),
+                 "cache_dir": str(tmp_path / "cache")}
+    book = build(overrides, root=tmp_path, parameters={"n_resamples": 200}, render_book=False)
+    for name in CHAPTERS:
+        nb = nbformat.read(book / f"{name}.ipynb", as_version=4)
+        outputs = [o for c in nb.cells for o in c.get("outputs", [])]
+        assert not [o for o in outputs if o.output_type == "error"], name
+        # shown markdown, and glued phrases (stored under myst-nb's prefix, pasted where the prose asks)
+        text = " ".join(v for o in outputs for k, v in o.get("data", {}).items() if k.endswith("text/markdown"))
+        assert ("Left out: 3 rows of this sample have no oracle label (1 row: no DAG satisfies the premise; 2 rows: "
+                "text the oracle cannot read)") in text, name
+        if name == "05_audit":  # the split's own audit leaves the same rows out, and says so
+            assert "Left out: 3 rows of the split with no oracle label" in text
+            assert "Left out: 2 rows of the split with no oracle label (2 rows: text the oracle cannot read)" in text
+    gallery = nbformat.read(book / "06_failure_gallery.ipynb", as_version=4)
+    table = " ".join(o.get("data", {}).get("text/html", "") for c in gallery.cells for o in c.get("outputs", []))
+    assert re.search(r">no label</td>(\s*<td[^>]*>3</td>){3}", table)  # in each of its three conditions
+
+
+def _rendered_without_sphinx(root, monkeypatch, **options):
+    """:func:`render` on ``root`` with the two jupyter-book builds left out (what they are given is checked
+    elsewhere): the intro's account and the marks on the chapters, in seconds."""
+    monkeypatch.setattr("cpdagthink.book.build.build_html", lambda root: root / "_build" / "html" / "index.html")
+    monkeypatch.setattr("cpdagthink.book.build.build_single_file", lambda root: None)
+    render(root, **options)
+    return _unescaped((root / "book" / "build_summary.md").read_text())
+
+
+def _unescaped(source: str) -> str:
+    """Markdown source without its backslash escapes, so a test can read the words it states."""
+    return re.sub(r"\\(.)", r"\1", source)
+
+
+def test_render_reads_only_the_chapters_of_the_toc_and_names_a_notebook_it_cannot_read(tmp_path, monkeypatch):
+    _book_root(tmp_path, ("01_main_results", "04_probes"))
+    _executed(tmp_path / "book" / "01_main_results.ipynb", CONFIG)
+    _executed(tmp_path / "book" / "07_x.ipynb", {**CONFIG, "instances": 99})  # a stray notebook, in no toc
+    summary = _rendered_without_sphinx(tmp_path, monkeypatch)
+    assert summary.startswith("**One configuration for every chapter:**") and "07" not in summary
+    (tmp_path / "book" / "04_probes.ipynb").write_text("{not json")
+    with pytest.raises(ValueError, match=re.escape(str(tmp_path / "book" / "04_probes.ipynb")) + " is not a readable "
+                       "notebook .*cpdagthink book --only 04"):
+        render(tmp_path)
+
+
+def test_a_chapter_from_another_version_is_listed_as_such_not_a_crash(tmp_path, monkeypatch):
+    """A first screen without a key the intro reads (a notebook from another version of cpdagthink)."""
+    _book_root(tmp_path, ("01_main_results", "04_probes"))
+    _executed(tmp_path / "book" / "01_main_results.ipynb", CONFIG)
+    old = {k: v for k, v in CONFIG.items() if k != "decoding"}
+    _executed(tmp_path / "book" / "04_probes.ipynb", old)
+    summary = _rendered_without_sphinx(tmp_path, monkeypatch)
+    assert summary.startswith("**Chapters not counted here:** 04_probes: made by another version (its first "
+                              "screen's 'configuration' lacks 'decoding'); run `cpdagthink book --only 04` again")
+    assert "**One configuration for every chapter:**" in summary  # the readable chapter is still reported
+
+
+def _interrupted(path):
+    """An executed chapter whose kernel was interrupted after its first screen, as papermill leaves it: the
+    running cell shows the ``KeyboardInterrupt``, the later ones are pending."""
+    _executed(path, CONFIG)
+    nb = nbformat.read(path, as_version=4)
+    stopped = nbformat.v4.new_code_cell("ex.run(setup, 'structured')", metadata={"papermill": {"status": "failed"}})
+    stopped.outputs = [nbformat.v4.new_output("error", ename="KeyboardInterrupt", evalue="", traceback=[])]
+    nb.cells = [nbformat.v4.new_markdown_cell("# Main results"), *nb.cells, stopped,
+                nbformat.v4.new_code_cell("display(table)", metadata={"papermill": {"status": "pending"}})]
+    nbformat.write(nb, path)
+
+
+def test_a_half_built_book_is_refused_unless_a_partial_book_is_asked_for(tmp_path, monkeypatch, capsys):
+    _book_root(tmp_path, ("01_main_results", "06_failure_gallery"))
+    _interrupted(tmp_path / "book" / "01_main_results.ipynb")
+    _executed(tmp_path / "book" / "06_failure_gallery.ipynb", CONFIG)
+    monkeypatch.setattr("cpdagthink.book.build.render", functools.partial(render, root=tmp_path))
+    assert main(["render"]) == 2
+    error = capsys.readouterr().err
+    assert ("the execution of 01_main_results did not finish (a cell raised KeyboardInterrupt): run `cpdagthink book "
+            "--only 01` again, or pass --allow-partial") in error
+    assert not (tmp_path / "book" / "build_summary.md").exists()  # nothing published
+    summary = _rendered_without_sphinx(tmp_path, monkeypatch, allow_partial=True)
+    assert summary.startswith("**Chapters not counted here:** 01_main_results: its execution did not finish, "
+                              "a cell raised KeyboardInterrupt; run `cpdagthink book --only 01` again")
+    assert "| 06_failure_gallery |" in summary and "| 01_main_results |" not in summary
+    cells = nbformat.read(tmp_path / "book" / "01_main_results.ipynb", as_version=4).cells
+    assert _unescaped(cells[1].source).startswith(
+        "**This chapter's execution did not finish** (a cell raised KeyboardInterrupt)")
+    _rendered_without_sphinx(tmp_path, monkeypatch, allow_partial=True)  # rendered again: one note, not two
+    assert sum("did not finish" in c.source for c in nbformat.read(tmp_path / "book" / "01_main_results.ipynb",
+                                                                   as_version=4).cells) == 1
+    assert _unescaped(build_summary({}, []).source()) == "No chapter of this book has been executed yet: run `make book`."
+
+
+@pytest.mark.slow
+def test_ctrl_c_during_a_chapter_prints_one_clear_line_and_no_kernel_traceback(test_csv, tmp_path):
+    """Ctrl-C (SIGINT to the foreground group) while a chapter's kernel runs: the console gets the command's
+    own line, while the kernel's log (its traceback as its sockets are torn down) goes to a file beside it."""
+    import signal
+    import subprocess
+    import sys
+    import textwrap
+    import time
+
+    _book_root(tmp_path)
+    script = tmp_path / "book_here.py"
+    script.write_text(textwrap.dedent(f"""
+        import functools, pathlib, sys
+        import cpdagthink.book.build as build
+        build.build = functools.partial(build.build, root=pathlib.Path({str(tmp_path)!r}))
+        from cpdagthink.cli import main
+        sys.exit(main(["book", "--only", "01", "--backend", "reference", "--limit", "40",
+                       "-p", "out_root={tmp_path / 'runs'}", "-p", "cache_dir={tmp_path / 'cache'}"]))
+    """))
+    book = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, env={**os.environ, "CORR2CAUSE_CSV": str(test_csv)},
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    assert book.stdout.readline().startswith("executing 01_main_results.ipynb")
+    time.sleep(6)  # the kernel is up and running the chapter's runs
+    os.killpg(book.pid, signal.SIGINT)
+    _, err = book.communicate(timeout=120)
+    assert book.returncode == 130, err
+    assert err.strip().splitlines() == [
+        "cpdagthink book: interrupted; every finished record is kept, run again to resume"]
+    assert (tmp_path / "book" / ".01_main_results.kernel.log").is_file()

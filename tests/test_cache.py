@@ -103,14 +103,32 @@ def test_a_cache_folder_that_cannot_be_written_fails_before_any_call_naming_it(t
         assert str(folder) in str(raised.value) and reason in str(raised.value)
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into a read-only folder: the file cases above fail for root")
-def test_a_read_only_cache_folder_is_refused(tmp_path):
-    tmp_path.chmod(0o500)
-    try:
-        with pytest.raises(CacheError, match=f"{tmp_path} is not writable"):
-            CallCache(tmp_path)
-    finally:
-        tmp_path.chmod(0o700)
+def _read_only(monkeypatch, folder):
+    """``folder`` as a user without write permission sees it (this suite may run as root, who writes anyway)."""
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode, **kw: (not (mode & os.W_OK) or not str(path).startswith(
+        str(folder))) and real(path, mode, **kw))
+
+
+def test_a_read_only_cache_is_replayed_and_refuses_only_a_call_it_lacks(test_csv, tmp_path, monkeypatch):
+    from cpdagthink.backends.reference import ReferenceBackend
+    from cpdagthink.run.data import sample
+
+    instances = sample(read_csv(test_csv), 3, seed=0, min_positives=1)
+    cache = tmp_path / "cache"
+    made = run_condition(CONDITIONS["structured"], ReferenceBackend(), instances, tmp_path / "one",
+                         cache_dir=cache, progress=False)
+    entries = sorted(cache.rglob("*.json"))
+    _read_only(monkeypatch, cache)
+    assert not CallCache(cache).writable
+    again = run_condition(CONDITIONS["structured"], ReferenceBackend(), instances, tmp_path / "two",
+                          cache_dir=cache, progress=False)
+    assert again.model_calls == 0 and [r.answer for r in again.records] == [r.answer for r in made.records]
+    backend = RejectsUntilFixed()
+    with pytest.raises(CacheError, match=f"{cache} is not writable and does not hold every call of this run"):
+        run_condition(CONDITIONS["baseline_enhanced"], backend, instances, tmp_path / "three", cache_dir=cache,
+                      progress=False)
+    assert backend.calls == 0 and sorted(cache.rglob("*.json")) == entries  # nothing paid for, nothing written
 
 
 def test_a_run_with_an_unusable_cache_folder_stops_before_its_first_call(tmp_path):

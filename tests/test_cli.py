@@ -61,16 +61,17 @@ def test_book_passes_its_overrides_to_every_notebook(monkeypatch, capsys):
 
     seen = {}
     monkeypatch.setattr(cpdagthink.book.build, "build", lambda overrides, only=None, parameters=None, render_only=False,
-                        render_book=True: seen.update(overrides, only=only, parameters=parameters,
-                                                      render_only=render_only, render_book=render_book)
-                        or "index.html")
+                        render_book=True, allow_partial=False: seen.update(
+                            overrides, only=only, parameters=parameters, render_only=render_only,
+                            render_book=render_book, allow_partial=allow_partial) or "index.html")
     assert main(["book", "--backend", "openai", "--limit", "0", "--seeds", "0", "1", "--temperature", "0.7",
                  "--max-tokens-turn1", "8192", "--max-tokens-answer", "4096", "--only", "01",
                  "--sample-variables", "5", "6", "--api", "chat"]) == 0
     assert seen == {"backend": "openai", "limit": 0, "seeds": [0, 1], "temperature": 0.7, "max_tokens_turn1": 8192,
                     "max_tokens_answer": 4096, "only": ["01"], "sample_variables": [5, 6], "api": "chat",
-                    "parameters": {}, "render_only": False, "render_book": True}
+                    "parameters": {}, "render_only": False, "render_book": True, "allow_partial": False}
     assert main(["book", "--render-only", "--only", "01"]) == 0 and seen["render_only"] is True
+    assert main(["book", "--allow-partial", "--only", "01"]) == 0 and seen["allow_partial"] is True
     assert "book: index.html" in capsys.readouterr().out
     assert main(["book", "--no-build", "--only", "01"]) == 0 and seen["render_book"] is False
     assert main(["book", "--sample-variables", "all"]) == 0 and seen["sample_variables"] is None
@@ -378,3 +379,38 @@ def test_timeout_bounds_a_trickling_server(test_csv, tmp_path, monkeypatch, caps
                      "--timeout", "3", "--retries", "0", "--cache", str(tmp_path / "cache"), "--out", str(tmp_path / "run")])
         took = time.perf_counter() - start
     assert code != 0 and took < 8 and "did not answer within 3 s" in capsys.readouterr().err
+
+
+def test_generate_and_oracle_refuse_an_out_they_cannot_write_before_any_work(tmp_path):
+    """A folder, or a path under a file (a path no one can create, root included), is refused in one line."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    data = tmp_path / "rows.csv"
+    data.write_text("input,label,num_variables,template\n")
+    for out, said in ((tmp_path, "is a folder: name the file to write"),
+                      (blocker / "g.csv", f"cannot be written (not a folder: {blocker})"),
+                      (blocker / "deeper" / "g.csv", f"cannot be written (not a folder: {blocker})")):
+        for args in (["generate", "--family", "asia8", "--per-graph", "2"], ["oracle", "--data", str(data)],
+                     ["reference", "--data", str(data)]):
+            result = run(*args, "--out", str(out))
+            assert result.returncode == 2 and said in result.stderr and "Traceback" not in result.stderr, result.stderr
+
+
+def test_generate_refuses_a_csv_without_rows(tmp_path):
+    data = tmp_path / "header.csv"
+    data.write_text("input,label,num_variables,template\n")
+    result = run("generate", "--family", "paraphrase", "--data", str(data), "--out", str(tmp_path / "p.csv"))
+    assert result.returncode == 2 and f"{data} holds no rows (a header only)" in result.stderr, result.stderr
+    assert not (tmp_path / "p.csv").exists()
+
+
+def test_oracle_on_rows_it_labels_none_of_writes_them_and_ends_well(tmp_path):
+    header = ("Premise: Suppose there is a closed system of 3 variables, A, B and C. All the statistical relations "
+              "among these 3 variables are as follows: A correlates with C. B correlates with C. However, A is "
+              "independent of B. A and B are independent given C.\nHypothesis: A directly causes C.")
+    data = tmp_path / "unfaithful.csv"
+    data.write_text('input,label,num_variables,template\n"' + header + '",0,3,parent\n')
+    result = run("oracle", "--data", str(data), "--out", str(tmp_path / "o.jsonl"))
+    assert result.returncode == 0, result.stderr
+    assert "labelled 0/1 rows" in result.stdout and "no score, no row was labelled" in result.stdout
+    assert json.loads((tmp_path / "o.jsonl").read_text())["problem"].startswith("unfaithful premise")

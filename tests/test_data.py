@@ -182,3 +182,27 @@ def test_a_downloaded_split_keeps_the_fingerprint_of_its_first_download(test_csv
     _write_split(downloaded, flipped)
     with pytest.raises(DataError, match="positives"):
         load_split("perturbation_by_paraphrasing")
+
+
+def test_a_row_as_long_as_the_oracles_bound_admits_is_read(tmp_path):
+    """A premise of the oracle's bound of variables stating every independence (the longest there is) is past
+    Python's csv field limit; the loader reads it all the same."""
+    import csv as csv_module
+    from itertools import combinations
+
+    from cpdagthink.causal.oracle import MAX_VARIABLES
+    from cpdagthink.causal.premise import Facts, pair, verbalise_premise
+    from cpdagthink.run.data import FIELD_LIMIT, read_csv
+
+    names = tuple("ABCDEFGHIJKLMNOP"[:MAX_VARIABLES])
+    independencies = {pair(x, y): frozenset(frozenset(s) for k in range(MAX_VARIABLES - 1)
+                                            for s in combinations([v for v in names if v not in (x, y)], k))
+                      for x, y in combinations(names, 2)}
+    text = verbalise_premise(Facts(names, frozenset(), independencies)) + "\nHypothesis: A directly causes B."
+    assert 131_072 < len(text) < FIELD_LIMIT  # 131,072: the csv module's own limit
+    path = tmp_path / "long.csv"
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        csv_module.writer(handle).writerows([["input", "label", "num_variables", "template"],
+                                             [text, "0", str(MAX_VARIABLES), "parent"]])
+    [row] = read_csv(path)
+    assert row.text == text

@@ -351,3 +351,12 @@ def test_chapter_06_built_from_a_hostile_server_runs_no_payload(test_csv, browse
         finally:
             browser.send("Emulation.setEmulatedMedia", {"media": ""})
     assert (tmp_path / "_build" / "book.pdf").read_bytes()[:5] == b"%PDF-"
+
+
+def test_a_link_to_a_case_this_run_does_not_hold_says_so(gallery, browser, tmp_path):
+    url = explorer.write_page(gallery, tmp_path / "explorer.html").resolve().as_uri()
+    missing = reopen(browser, url + "#case=structured%3Anosuch")
+    assert missing["cases"] == []
+    assert missing["count"] == "the linked case is not in this run (show every case to see the others)"
+    browser.evaluate("document.querySelector('.cpx-all').click()")
+    assert browser.evaluate(STATE_OF)["count"] == f"{len(gallery)} of {len(gallery)} cases"

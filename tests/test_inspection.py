@@ -45,3 +45,28 @@ def test_refuses_turns_a_condition_does_not_have(test_csv):
         inspect_request(CONDITIONS["twoturn_prose_pc"], ReferenceBackend(), instance, 2, probe="drop_premise")
     with pytest.raises(ValueError, match="turn must be 1 or 2"):
         inspect_request(CONDITIONS["structured"], ReferenceBackend(), instance, 3)
+
+
+class ReasoningService(ReferenceBackend):
+    """The reference agent as the Responses API serves it: each answer carries reasoning items the next turn
+    sends back, and names its API in ``meta``."""
+
+    def complete(self, request):
+        out = super().complete(request)
+        out.reasoning_items = [{"type": "reasoning", "id": "rs_1", "encrypted_content": "opaque"}]
+        out.meta = {**out.meta, "api": "responses"}
+        return out
+
+
+def test_a_responses_api_turn_2_is_not_called_another_settings_request(test_csv, tmp_path):
+    """Its reasoning items are in the request the runner recorded, never in the record: rebuilt from the record,
+    turn 2 cannot match, which says nothing about the settings; turn 1 is still checked."""
+    from cpdagthink.run.inspection import recorded_requests
+
+    instances = sample(read_csv(test_csv), 2, seed=5)
+    decoding = Decoding(seed=7)
+    records = run_condition(CONDITIONS["structured"], ReasoningService(), instances, tmp_path / "run",
+                            decoding=decoding, cache_dir=tmp_path / "cache", progress=False).records
+    for record, instance in zip(records, instances):
+        assert [r.as_recorded for r in recorded_requests(record, instance, decoding)] == [True, None]
+        assert [r.as_recorded for r in recorded_requests(record, instance, Decoding(seed=8))][0] is False

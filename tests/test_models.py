@@ -174,3 +174,26 @@ def test_registered_models_carry_their_publishers_sampling_with_a_source():
     for spec in MODELS.values():  # in the ranges a Request takes
         rec = spec.recommended_sampling
         assert 0 < rec.temperature and 0 < rec.top_p <= 1 and rec.top_k >= 0 and 0 <= rec.min_p < 1
+
+
+def test_an_assembly_killed_midway_leaves_no_temporary_file_behind_the_next_one(tmp_path):
+    """``kill -9`` during an assembly leaves its temporary file (up to a whole model); the next assembly removes
+    it, and leaves alone the file of an assembly still running."""
+    parts = [tmp_path / "part1.bin", tmp_path / "part2.bin"]
+    for i, part in enumerate(parts):
+        part.write_bytes(bytes([i]) * 1000)
+    content = b"".join(p.read_bytes() for p in parts)
+    spec = models.ModelSpec(name="tiny", title="tiny", parts=(), version="0", sha256=hashlib.sha256(content).hexdigest(),
+                            size=len(content), filename="tiny.gguf", chat_format="")
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    target = cache / spec.filename
+    killed = cache / f".{target.name}.999999999.k1ll3d.tmp"  # its writer's pid no longer exists
+    older = cache / f".{target.name}.abcd1234.tmp"  # named without a pid, untouched for two hours
+    running = cache / f".{target.name}.{os.getpid()}.st1ll.tmp"  # a live writer's
+    for path in (killed, older, running):
+        path.write_bytes(content[:500])
+    os.utime(older, (older.stat().st_atime - 7200, older.stat().st_mtime - 7200))
+    models._concatenate(parts, target, spec, cache)
+    assert target.read_bytes() == content
+    assert not killed.exists() and not older.exists() and running.exists()

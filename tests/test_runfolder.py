@@ -227,3 +227,24 @@ def test_a_config_json_that_is_no_run_configuration_leaves_a_run_incomplete(made
         "its config.json is not a run configuration (Value error, unknown condition 'no_such_condition'")
     (folder / "config.json").unlink()
     assert completeness(folder, config, instances).missing == "no config.json"
+
+
+def test_a_record_whose_answer_was_edited_against_its_output_is_named_and_not_read(made):
+    """Every answer flipped by hand while each turn's text still says the opposite: the folder is not complete,
+    the message names the first such record, and no reader takes the flipped answers."""
+    config, instances, folder = made
+    flip = {"YES": "NO", "NO": "YES"}
+    records = read_records(folder)
+    assert records and all(r.answer in flip for r in records)
+    (folder / RECORDS).write_text("".join(r.model_copy(update={"answer": flip[r.answer]}).model_dump_json() + "\n"
+                                          for r in records))
+    missing = completeness(folder, config, instances).missing
+    first = records[0]
+    assert missing == (f"{RECORDS} line 1 does not hold what its model said (record {first.id}: its answer is "
+                       f"\"{flip[first.answer]}\" but its final turn's text reads \"{first.answer}\"), and "
+                       f"{len(records) - 1} more such line(s)")
+    assert read_records(folder) == []
+    held = RunFolder(folder)
+    with held.locked():
+        assert held.load_records() == []  # a resume sets them aside and asks again (from the cache)
+    assert len((folder / REJECTED_LINES).read_text().splitlines()) == len(records)

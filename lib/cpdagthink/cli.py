@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
 import sys
 from collections import defaultdict
 from pathlib import Path
-from typing import Callable
-
-from typing import Any
+from typing import Any, Callable, Iterator
 
 from .causal.instance import Instance
 from .errors import CpdagthinkError
@@ -29,19 +28,37 @@ def _instances(args: argparse.Namespace) -> list[Instance]:
 
 
 def _refuse_overwriting_input(args: argparse.Namespace) -> None:
-    """``--out`` must not be the CSV being read: writing it would destroy the input."""
+    """``--out`` must be a file that can be written (checked before any work), and not the CSV being read:
+    writing it would destroy the input."""
     split = getattr(args, "split", None)  # `generate` reads only --data
     inputs = [getattr(args, "data", None) or (os.environ.get(ENV_CSV) if split == "test" else None)]
     if any(i and Path(i).resolve() == Path(args.out).resolve() for i in inputs):
         raise ValueError(f"--out {args.out} is the input CSV; writing it would destroy the data: choose another path")
+    out = Path(args.out)
+    if out.is_dir():
+        raise ValueError(f"--out {out} is a folder: name the file to write, e.g. {out / 'out.csv'}")
+    folder = next((p for p in (out.parent, *out.parent.parents) if p.exists()), Path("."))  # nearest existing
+    if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK) or (out.exists() and not os.access(out, os.W_OK)):
+        why = f"not a folder: {folder}" if not folder.is_dir() else f"no permission in {folder}"
+        raise ValueError(f"--out {out} cannot be written ({why}): choose another path")
+
+
+@contextlib.contextmanager
+def _writing(out: str | Path) -> Iterator[None]:
+    """An ``OSError`` of writing ``out`` (a full disk, a folder made read-only meanwhile) as a one-line error."""
+    try:
+        yield
+    except OSError as error:
+        raise ValueError(f"--out {out} could not be written: {error.strerror or error}") from None
 
 
 def _write_jsonl(records: list[dict], out: str) -> None:
     path = Path(out)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", encoding="utf-8") as handle:
-        for record in records:
-            handle.write(json.dumps(record) + "\n")
+    with _writing(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("w", encoding="utf-8") as handle:
+            for record in records:
+                handle.write(json.dumps(record) + "\n")
 
 
 def cmd_oracle(args: argparse.Namespace) -> int:
@@ -71,11 +88,12 @@ def cmd_oracle(args: argparse.Namespace) -> int:
                 groups[key(instance)][0] += record["oracle_label"] == record["gold_label"]
                 groups[key(instance)][1] += 1
         print(f"agreement by {name}: " + ", ".join(f"{k}: {a}/{n}" for k, (a, n) in sorted(groups.items())))
-    scores = binary_scores([r["oracle_label"] for r in labelled], [r["gold_label"] for r in labelled])
-    print(
-        f"oracle YES vs gold: precision {scores.precision:.3f}, recall {scores.recall:.3f}, F1 {scores.f1:.3f} "
-        f"(tp {scores.tp}, fp {scores.fp}, fn {scores.fn}, tn {scores.tn})"
-    )
+    if labelled:  # no score of no rows: the file lists each row's problem
+        scores = binary_scores([r["oracle_label"] for r in labelled], [r["gold_label"] for r in labelled])
+        print(f"oracle YES vs gold: precision {scores.precision:.3f}, recall {scores.recall:.3f}, F1 {scores.f1:.3f} "
+              f"(tp {scores.tp}, fp {scores.fp}, fn {scores.fn}, tn {scores.tn})")
+    else:
+        print("oracle YES vs gold: no score, no row was labelled (each row's problem is in the file)")
     disagreements = [r for r in labelled if r["oracle_label"] != r["gold_label"]]
     print(f"disagreeing rows ({len(disagreements)}):")
     for record in disagreements:
@@ -116,7 +134,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
     _refuse_overwriting_input(args)
     rows = generate(args.family, seed=args.seed, graphs=args.graphs, per_graph=args.per_graph, data=args.data)
-    write_rows(rows, args.out)
+    with _writing(args.out):
+        write_rows(rows, args.out)
     positives = sum(r.label for r in rows)
     print(f"wrote {len(rows)} rows ({positives} positive) of family {args.family} (seed {args.seed}) to {args.out}")
     return 0
@@ -199,7 +218,7 @@ def _book_overrides(args: argparse.Namespace) -> dict[str, Any]:
     """The notebook overrides the flags of ``book`` (and ``plan``) name; ``-p`` parameters apart."""
     overrides = {k: v for k, v in vars(args).items()
                  if k not in ("command", "handler", "only", "sample_variables", "parameter", "group", "execute",
-                              "no_build", "render_only") and v not in (None, [], "")}
+                              "no_build", "render_only", "allow_partial") and v not in (None, [], "")}
     if args.sample_variables:
         overrides["sample_variables"] = None if "all" in args.sample_variables else args.sample_variables
     return overrides
@@ -210,7 +229,7 @@ def cmd_book(args: argparse.Namespace) -> int:
 
     parameters = dict(args.parameter or [])
     index = build(_book_overrides(args), only=args.only, parameters=parameters,  # every notebook's values are checked first
-                  render_only=args.render_only, render_book=not args.no_build)
+                  render_only=args.render_only, render_book=not args.no_build, allow_partial=args.allow_partial)
     print(f"{'executed chapters' if args.no_build else 'book'}: {index}")
     return 0
 
@@ -241,7 +260,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 def cmd_render(args: argparse.Namespace) -> int:
     from .book.build import render
 
-    print(f"book: {render()}")
+    print(f"book: {render(allow_partial=args.allow_partial)}")
     return 0
 
 
@@ -366,6 +385,10 @@ def build_parser() -> argparse.ArgumentParser:
                                       "CPDAGTHINK_RENDER_ONLY=1)")
     parsers["book"].add_argument("--no-build", action="store_true", help="execute the chapters into book/ and "
                                  "stop (the workflow's chapter jobs; `cpdagthink render` builds the book)")
+    for command in ("book", "render"):
+        parsers[command].add_argument("--allow-partial", action="store_true",
+                                      help="publish the book even when a chapter's execution did not finish (its "
+                                           "page and the intro say so); without it that stops the build, exit 2")
     plan = parsers["plan"]
     plan.add_argument("--group", help="only this group's runs (one backend and model at one seed)")
     plan.add_argument("--execute", action="store_true", help="compute the runs that are not complete (exit 0 "

@@ -22,8 +22,8 @@ from typing import Any
 import pandas as pd
 
 from ..causal.instance import Instance
-from ..causal.oracle import analyse_premise, label_text
-from ..causal.premise import Relation, pair, parse_hypothesis, parse_premise
+from ..causal.oracle import UnfaithfulFactsError, analyse_premise, readable_label
+from ..causal.premise import PremiseError, Relation, pair, parse_hypothesis, parse_premise
 from ..method.schema import CausalAnalysis
 from ..method.validate import ViolationKind, violations
 from ..run.records import RunRecord
@@ -122,6 +122,26 @@ def audit_record(record: RunRecord, reference: CausalAnalysis) -> dict[str, Any]
         correct_corrected=None if oracle is None else int(record.says_yes) == oracle,
     )
     return row
+
+
+def reference_analysis(instance: Instance) -> CausalAnalysis | None:
+    """The oracle's CPDAG of an instance's premise as a :class:`CausalAnalysis`; None when it has none (a
+    premise no DAG satisfies, one too large for the oracle, or one it cannot read)."""
+    try:
+        return CausalAnalysis.from_cpdag(analyse_premise(instance.premise).cpdag)
+    except (UnfaithfulFactsError, PremiseError):
+        return None
+
+
+def label_gaps(instances: Iterable[Instance]) -> dict[str, int]:
+    """How many instances have no oracle label, by why (:attr:`OracleLabel.gap`, in its alphabetical order;
+    absent reasons are left out)."""
+    gaps: dict[str, int] = {}
+    for instance in instances:
+        gap = readable_label(instance.text).gap
+        if gap is not None:
+            gaps[gap] = gaps.get(gap, 0) + 1
+    return dict(sorted(gaps.items()))
 
 
 def audit_records(records: Iterable[RunRecord], reference_for: Callable[[str], CausalAnalysis]) -> pd.DataFrame:
@@ -225,11 +245,11 @@ def _edges_text(cpdag) -> tuple[str, str]:
 def gold_errors(instances: Sequence[Instance]) -> pd.DataFrame:
     """Every row whose oracle label (``label_text``) differs from gold, with its equivalence class.
 
-    Rows the oracle cannot label (unfaithful premises) are not disagreements and are left out.
+    Rows the oracle cannot label (:func:`label_gaps` counts them) are not disagreements and are left out.
     """
     rows = []
     for index, instance in enumerate(instances):
-        verdict = label_text(instance.text)
+        verdict = readable_label(instance.text)
         if verdict.label is None or verdict.label == instance.label:
             continue
         analysis = analyse_premise(instance.premise)
@@ -251,16 +271,23 @@ def gold_errors(instances: Sequence[Instance]) -> pd.DataFrame:
 
 
 def later_causes_earlier(instance: Instance) -> bool:
-    """A direct or indirect causal hypothesis whose cause is declared after its effect in the premise."""
-    variables = parse_premise(instance.premise).variables
-    query = parse_hypothesis(instance.hypothesis, variables)
+    """A direct or indirect causal hypothesis whose cause is declared after its effect in the premise (False
+    for a row whose premise or hypothesis the oracle cannot read)."""
+    try:
+        variables = parse_premise(instance.premise).variables
+        query = parse_hypothesis(instance.hypothesis, variables)
+    except PremiseError:
+        return False
     if query.relation not in (Relation.DIRECT_CAUSE, Relation.INDIRECT_CAUSE):
         return False
     return variables.index(query.x) > variables.index(query.y)
 
 
 def _is_causal(instance: Instance) -> bool:
-    query = parse_hypothesis(instance.hypothesis)
+    try:
+        query = parse_hypothesis(instance.hypothesis)
+    except PremiseError:
+        return False
     return query.relation in (Relation.DIRECT_CAUSE, Relation.INDIRECT_CAUSE)
 
 
@@ -305,8 +332,10 @@ __all__ = [
     "field_sets",
     "gold_errors",
     "graph_quality",
+    "label_gaps",
     "later_causes_earlier",
     "quality_frame",
+    "reference_analysis",
     "shortcut_table",
     "summary_frame",
     "violation_counts",

@@ -28,7 +28,7 @@ import pandas as pd
 
 from ..causal.dag import holds
 from ..causal.instance import Instance
-from ..causal.oracle import PremiseAnalysis, UnfaithfulFactsError, analyse_premise, label_text
+from ..causal.oracle import PremiseAnalysis, UnfaithfulFactsError, analyse_premise, readable_label
 from ..causal.premise import PremiseError, Query, parse_hypothesis
 from ..method.schema import CausalAnalysis
 from ..run.records import RunRecord
@@ -81,8 +81,9 @@ def _reference(instance: Instance) -> tuple[PremiseAnalysis, Query] | None:
 def diagnose(record: RunRecord, instance: Instance) -> Diagnosis:
     """Classify one record; precedence, first match wins:
 
-    1. not classifiable (``kind=None``): the instance was not posed (``record.problem``), or its premise has
-       no corrected label (unfaithful premises, generated data only): nothing to localise against.
+    1. not classifiable (``kind=None``): the instance was not posed (``record.problem``), or it has no
+       corrected label (a premise no DAG satisfies, or a premise or hypothesis the oracle cannot read):
+       nothing to localise against.
     2. correct (``kind=None``): the prediction as scored (:attr:`RunRecord.says_yes`; a missing answer is
        NO, as every score counts it) equals the corrected label.
     3. no answer: ``REJECTED`` when the service refused a call (:attr:`RunRecord.rejected`), else
@@ -107,7 +108,7 @@ def diagnose(record: RunRecord, instance: Instance) -> Diagnosis:
     graph = record.shown if tool else None  # already a validated CausalAnalysis, or None
     oracle = record.oracle_label
     if oracle is None and record.problem is None:
-        oracle = label_text(instance.text).label
+        oracle = readable_label(instance.text).label
     blank = Diagnosis(None, oracle, prediction, tool, None, None, None, None, None, _json(graph))
     if oracle is None or int(record.says_yes) == oracle:
         return blank
@@ -164,24 +165,28 @@ def instances_by_id(instances: Iterable[Instance] | Mapping[str, Instance]) -> M
     return instances if isinstance(instances, Mapping) else {i.id: i for i in instances}
 
 
-COUNT_COLUMNS = ["n", "correct", "errors", "unparsed", "rejected", "cut off"]
+COUNT_COLUMNS = ["n", "correct", "errors", "no label", "unparsed", "rejected", "cut off"]
 
 
 def failure_counts(records: Records, instances: Iterable[Instance] | Mapping[str, Instance]) -> pd.DataFrame:
     """Rows: runs (the record's condition, or the names of a ``{name: records}`` mapping); columns:
     :data:`COUNT_COLUMNS` (``unparsed``, ``rejected`` and ``cut off`` count every record so marked, as chapter
     01's count table does, whether or not scoring its missing answer as NO made it an error) and one count
-    per :class:`FailureKind` (its value), in enum order; the kinds add up to ``errors``."""
+    per :class:`FailureKind` (its value), in enum order; the kinds add up to ``errors``. ``no label`` counts
+    the records with no corrected label (:func:`diagnose`, rule 1), which are neither correct nor errors."""
     found = instances_by_id(instances)
     table: dict[str, dict[str, int]] = {}
     for name, record in named_records(records):
         row = table.setdefault(name, dict.fromkeys([*COUNT_COLUMNS, *(k.value for k in KIND_ORDER)], 0))
-        kind = classify(record, found[record.id])
+        diagnosis = diagnose(record, found[record.id])
+        kind = diagnosis.kind
         row["n"] += 1
         row["unparsed"] += record.unparsed
         row["rejected"] += record.rejected
         row["cut off"] += record.cut_off
-        if kind is None:
+        if diagnosis.corrected_label is None:
+            row["no label"] += 1
+        elif kind is None:
             row["correct"] += 1
         else:
             row["errors"] += 1

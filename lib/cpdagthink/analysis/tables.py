@@ -266,6 +266,8 @@ def bin_gain_frame(runs: Runs, target: str, baseline: str, labels: str = "gold",
         omitted.update({n: OmittedGroup(n, len(gold), sum(gold), f"n = {n} omitted by the paper's rule "
                                         f"(fewer than {min_variables} variables)") for n, gold in small.items()})
         kept = [i for i, r in enumerate(records) if r.num_variables >= min_variables]
+        if not kept:  # every bin omitted by the paper's rule (listed above): no gain to compute
+            continue
         pred_a, truth = _columns([records[i] for i in kept], labels)
         pred_b, _ = _columns([runs[(target, seed)][i] for i in kept], labels)
         groups = [records[i].num_variables for i in kept]

@@ -25,6 +25,7 @@ import json
 import os
 import shutil
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -232,10 +233,37 @@ def _part_paths(spec: ModelSpec) -> list[Path]:
     return paths
 
 
+_STALE_AFTER_S = 3600  # a temporary file without a writer's pid, untouched this long, is a dead assembly's
+
+
+def _remove_stale_temporaries(target: Path) -> None:
+    """Remove the temporary files of assemblies of ``target`` that were killed (``kill -9`` leaves up to a
+    whole model file): those whose writer's pid (in the name) is gone, or without a pid and untouched for an
+    hour. A live assembly's file is left alone."""
+    for path in target.parent.glob(f".{target.name}.*.tmp"):
+        pid = path.name[len(target.name) + 2:].split(".", 1)[0]
+        try:
+            if pid.isdigit():
+                try:
+                    os.kill(int(pid), 0)
+                    continue  # its writer is alive
+                except ProcessLookupError:
+                    pass
+                except PermissionError:
+                    continue  # alive, another user's
+            elif time.time() - path.stat().st_mtime < _STALE_AFTER_S:
+                continue
+            path.unlink()
+        except (OSError, OverflowError):
+            continue  # gone meanwhile, or not ours to remove
+
+
 def _concatenate(parts: list[Path], target: Path, spec: ModelSpec, cache_dir: Path) -> None:
-    """Write the parts into ``target`` atomically (temp file + rename), checking size and hash on the way."""
+    """Write the parts into ``target`` atomically (temp file + rename), checking size and hash on the way;
+    the temporary files of killed assemblies are removed first."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    _remove_stale_temporaries(target)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.{os.getpid()}.", suffix=".tmp")
     digest = hashlib.sha256()
     size = 0
     try:

@@ -12,10 +12,12 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 from ..analysis.markup import Markdown, bullets, code, emphasis, paragraphs, strong
+from ..errors import CpdagthinkError
 from ..paths import PROJECT_ROOT
 
 NOTEBOOKS = PROJECT_ROOT / "notebooks"
@@ -75,6 +77,35 @@ def check_parameters(notebooks: list[Path], overrides: dict[str, Any]) -> None:
             drawn.add(sample)
 
 
+@contextlib.contextmanager
+def _kernel_log(path: Path) -> Iterator[None]:
+    """Send what is written to this process's standard error meanwhile, by the kernel it starts (which inherits
+    it) and by the notebook client, to ``path``: the kernel's own log, and the tracebacks an interruption
+    leaves when it tears the kernel's sockets down. The console keeps the command's own lines; a cell's
+    error is in the executed notebook and in the exception papermill raises."""
+    import logging
+
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with path.open("a", encoding="utf-8") as log:
+            os.dup2(log.fileno(), 2)
+            try:
+                yield
+            except BaseException:
+                # The client's task an interruption left unfinished reports itself when it is collected, as
+                # the process ends: asyncio's logger, from here on, writes to the log too.
+                quiet = logging.getLogger("asyncio")
+                quiet.addHandler(logging.FileHandler(path, encoding="utf-8"))
+                quiet.propagate = False
+                raise
+            finally:
+                sys.stderr.flush()
+                os.dup2(saved, 2)
+    finally:
+        os.close(saved)
+
+
 def execute(notebook: Path, overrides: dict[str, Any], output_dir: Path) -> Path:
     """Run one notebook with the overrides it accepts; the executed copy goes to ``output_dir``."""
     import papermill
@@ -86,8 +117,9 @@ def execute(notebook: Path, overrides: dict[str, Any], output_dir: Path) -> Path
     print(f"executing {notebook.name} with {json.dumps(parameters)}"
           + (f" (not a parameter here: {sorted(unknown)})" if unknown else ""), flush=True)
     try:
-        papermill.execute_notebook(str(notebook), str(output), parameters=parameters, cwd=str(PROJECT_ROOT),
-                                   kernel_name="python3", progress_bar=False, log_output=False)
+        with _kernel_log(output.with_name(f".{notebook.stem}.kernel.log")):
+            papermill.execute_notebook(str(notebook), str(output), parameters=parameters, cwd=str(PROJECT_ROOT),
+                                       kernel_name="python3", progress_bar=False, log_output=False)
     except papermill.PapermillExecutionError as error:
         from .experiments import RenderOnlyError
 
@@ -111,33 +143,128 @@ def hide_injected_parameters(path: Path) -> None:
 
 
 SUMMARY = "build_summary.md"  # written by render() into book/, included by the intro
+UNFINISHED_TAG = "cpdagthink-unfinished"  # the note render() puts atop a chapter whose execution did not finish
+# What the intro reads from each chapter's first screen (readings.first_screen writes them).
+RECORD_KEYS = {"command": (), "headline": ("figure", "paper", "value", "ci_low", "ci_high", "verdict"),
+               "configuration": ("backend", "model", "data", "sample", "instances", "positives", "negatives",
+                                 "seeds", "budgets", "decoding", "tool choice")}
+
+
+class PartialBookError(CpdagthinkError):
+    """A chapter's execution did not finish: the book is not published unless a partial book is asked for."""
+
+
+@dataclass(frozen=True)
+class Chapter:
+    """An executed chapter as :func:`render` reads it: its first screen's record (None: it has none, or one
+    this version cannot read, ``stale`` says why) and why its execution did not finish (None: it finished)."""
+
+    name: str
+    record: dict[str, Any] | None
+    unfinished: str | None = None
+    stale: str | None = None
+
+
+def toc_chapters(root: Path) -> list[str] | None:
+    """The stems of the notebooks ``root/_toc.yml`` lists under ``book/`` (None: no table of contents)."""
+    import yaml
+
+    toc = root / "_toc.yml"
+    if not toc.is_file():
+        return None
+    files: list[str] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if isinstance(node.get("file"), str):
+                files.append(node["file"])
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(yaml.safe_load(toc.read_text(encoding="utf-8")))
+    return [Path(f).with_suffix("").name for f in files if Path(f).parent.name == "book"]
+
+
+def executed_chapters(book: Path) -> list[Path]:
+    """The executed chapter notebooks of ``book``: those the table of contents beside it lists (a stray
+    notebook it does not list is no chapter of the book), or every ``NN_*.ipynb`` without one."""
+    listed = toc_chapters(book.parent)
+    found = sorted(book.glob("[0-9][0-9]_*.ipynb"))
+    return found if listed is None else [path for path in found if path.stem in listed]
+
+
+def _read_notebook(path: Path) -> Any:
+    import nbformat
+
+    try:
+        return nbformat.read(path, as_version=4)
+    except Exception as error:  # nbformat raises JSON, validation and reader errors of several types
+        raise ValueError(f"{path} is not a readable notebook ({type(error).__name__}: {error}); execute it again "
+                         f"(`cpdagthink book --only {path.stem.split('_')[0]}`) or move it away") from None
+
+
+def unfinished_reason(nb: Any) -> str | None:
+    """Why a notebook's execution did not finish, or None: a cell that raised (an interruption shows as its
+    ``KeyboardInterrupt``), or cells papermill left pending or running (its process was killed)."""
+    for cell in nb.cells:
+        errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+        if errors:
+            return f"a cell raised {errors[0].get('ename', 'an error')}"
+        status = cell.get("metadata", {}).get("papermill", {}).get("status")
+        if status in ("pending", "running"):
+            return f"a cell was left {status}: its kernel was stopped"
+    return None
+
+
+def _stale(record: dict[str, Any]) -> str | None:
+    """What a first-screen record lacks that the intro reads (a notebook from another version), or None."""
+    for key, inner in RECORD_KEYS.items():
+        if key not in record:
+            return f"its first screen records no {key!r}"
+        absent = [k for k in inner if not isinstance(record[key], dict) or k not in record[key]]
+        if absent:
+            return f"its first screen's {key!r} lacks {absent[0]!r}"
+    return None
+
+
+def read_chapter(path: Path) -> Chapter:
+    """One executed chapter (:class:`Chapter`); a file that is not a notebook raises ValueError naming it."""
+    from .readings import METADATA_KEY
+
+    nb = _read_notebook(path)
+    outputs = (o for c in nb.cells for o in c.get("outputs", []))
+    record = next((o["metadata"][METADATA_KEY] for o in outputs if METADATA_KEY in o.get("metadata", {})), None)
+    stale = None if record is None else _stale(record) if isinstance(record, dict) else "its first screen is not a record"
+    return Chapter(path.stem, None if stale else record, unfinished_reason(nb), stale)
 
 
 def chapter_records(book: Path) -> dict[str, dict[str, Any]]:
-    """Per executed chapter in ``book``, what its first screen recorded (configuration, headline, command),
-    read from the output metadata that :func:`readings.first_screen` writes."""
-    import nbformat
-
-    from .readings import METADATA_KEY
-
-    found = {}
-    for path in sorted(book.glob("[0-9][0-9]_*.ipynb")):
-        outputs = (o for c in nbformat.read(path, as_version=4).cells for o in c.get("outputs", []))
-        record = next((o["metadata"][METADATA_KEY] for o in outputs if METADATA_KEY in o.get("metadata", {})), None)
-        if record is not None:
-            found[path.stem] = record
-    return found
+    """Per executed chapter in ``book`` (:func:`executed_chapters`), what its first screen recorded
+    (configuration, headline, command), read from the output metadata that :func:`readings.first_screen`
+    writes; chapters without a readable record are left out (:func:`read_chapter` says why)."""
+    chapters = (read_chapter(path) for path in executed_chapters(book))
+    return {c.name: c.record for c in chapters if c.record is not None}
 
 
-def build_summary(records: dict[str, dict[str, Any]]) -> Markdown:
+def build_summary(records: dict[str, dict[str, Any]], others: Sequence[Chapter] = ()) -> Markdown:
     """The intro's account of this build: whether every chapter ran with one configuration (or the book is
-    mixed), each chapter's configuration, and each chapter's key figure beside the paper's."""
+    mixed), each chapter's configuration, each chapter's key figure beside the paper's, and ``others``: the
+    chapters whose execution did not finish or whose first screen this version cannot read, each with why."""
     import pandas as pd
 
     from ..analysis.tables import markdown_table
 
+    left = [Markdown(strong("Chapters not counted here:"), " ", Markdown("; ").join(
+        Markdown(c.name, ": ", "its execution did not finish, " + c.unfinished if c.unfinished else
+                 f"made by another version ({c.stale})", "; run ", code(f"cpdagthink book --only {c.name.split('_')[0]}"),
+                 " again")
+        for c in others))] if others else []
     if not records:
-        return Markdown("No chapter of this book has been executed yet: run ", code("make book"), ".")
+        return paragraphs(*left) if left else Markdown(
+            "No chapter of this book has been executed yet: run ", code("make book"), ".")
     shared = ("backend", "model", "data", "sample", "instances", "positives", "seeds", "budgets", "decoding",
               "tool choice")
     configs = {name: {k: r["configuration"][k] for k in shared} for name, r in records.items()}
@@ -174,7 +301,7 @@ def build_summary(records: dict[str, dict[str, Any]]) -> Markdown:
             for (name, c), r in zip(configs.items(), records.values())]
     commands = bullets(Markdown(name, ": ", code(r["command"])) for name, r in records.items())
     return paragraphs(
-        head,
+        *left, head,
         emphasis("Key figures, this build beside the paper's (pp; the paper's figures are from ",
                  code("data/paper_reported.csv"), ", measured on Qwen3.5-27B and the full splits)."),
         markdown_table(headlines),
@@ -182,20 +309,49 @@ def build_summary(records: dict[str, dict[str, Any]]) -> Markdown:
         "Each chapter re-executes with:", commands)
 
 
-def render(root: Path = PROJECT_ROOT) -> Path:
+def render(root: Path = PROJECT_ROOT, allow_partial: bool = False) -> Path:
     """Build the book from the notebooks already executed into ``root/book`` (by ``cpdagthink book`` or by
-    papermill), executing nothing: hide papermill's parameters cell, write the intro's account of the
-    build's configurations and key figures, then the HTML book and its single-file print."""
+    papermill; those ``root/_toc.yml`` lists), executing nothing: hide papermill's parameters cell, write the
+    intro's account of the build's configurations and key figures, then the HTML book and its single-file
+    print. A chapter whose execution did not finish (:func:`unfinished_reason`) stops the build with
+    :class:`PartialBookError`, unless ``allow_partial``: then its page and the intro say so."""
     book = root / "book"
-    executed = sorted(book.glob("[0-9][0-9]_*.ipynb"))
+    executed = executed_chapters(book)
     if not executed:
         raise ValueError(f"no executed chapter in {book}: run `cpdagthink book` (or papermill) first")
-    for path in executed:
+    chapters = [read_chapter(path) for path in executed]
+    unfinished = [c for c in chapters if c.unfinished]
+    if unfinished and not allow_partial:
+        raise PartialBookError(
+            "the execution of " + "; ".join(f"{c.name} did not finish ({c.unfinished})" for c in unfinished)
+            + ": run `cpdagthink book --only " + " ".join(c.name.split("_")[0] for c in unfinished)
+            + "` again, or pass --allow-partial to publish the book with them marked")
+    for path, chapter in zip(executed, chapters):
         hide_injected_parameters(path)
-    (book / SUMMARY).write_text(build_summary(chapter_records(book)).source() + "\n", encoding="utf-8")
+        if chapter.unfinished:
+            mark_unfinished(path, chapter.unfinished)
+    records = {c.name: c.record for c in chapters if c.record is not None and not c.unfinished}
+    others = [c for c in chapters if c.unfinished or c.stale]
+    (book / SUMMARY).write_text(build_summary(records, others).source() + "\n", encoding="utf-8")
     index = build_html(root)
     build_single_file(root)
     return index
+
+
+def mark_unfinished(path: Path, reason: str) -> None:
+    """Put a note atop a chapter whose execution did not finish (once): its numbers are partial or missing."""
+    import nbformat
+
+    nb = nbformat.read(path, as_version=4)
+    if any(UNFINISHED_TAG in c.metadata.get("tags", []) for c in nb.cells):
+        return
+    note = nbformat.v4.new_markdown_cell(
+        Markdown(strong("This chapter's execution did not finish"), f" ({reason}): what follows is partial. Run ",
+                 code(f"cpdagthink book --only {path.stem.split('_')[0]}"), " again to complete it.").source(),
+        metadata={"tags": [UNFINISHED_TAG]})
+    heading = next((k for k, c in enumerate(nb.cells) if c.cell_type == "markdown" and c.source.startswith("# ")), -1)
+    nb.cells.insert(heading + 1, note)
+    nbformat.write(nb, path)
 
 
 def build_html(root: Path = PROJECT_ROOT) -> Path:
@@ -311,7 +467,8 @@ def selected(overrides: dict[str, Any], only: list[str] | None = None,
 
 
 def build(overrides: dict[str, Any], only: list[str] | None = None, root: Path = PROJECT_ROOT,
-          parameters: dict[str, Any] | None = None, render_only: bool = False, render_book: bool = True) -> Path:
+          parameters: dict[str, Any] | None = None, render_only: bool = False, render_book: bool = True,
+          allow_partial: bool = False) -> Path:
     """Execute the notebooks (all, or those whose names start with an entry of ``only``) into ``root/book``
     and build the book at ``root`` (which holds ``_config.yml`` and ``_toc.yml``) with :func:`render`; other
     chapters already executed in ``root/book`` are left as they are. ``parameters`` (``-p name=value``) are
@@ -319,7 +476,7 @@ def build(overrides: dict[str, Any], only: list[str] | None = None, root: Path =
     ``render_only``: the notebooks' kernels get ``CPDAGTHINK_RENDER_ONLY=1``, so every page is made from
     complete run folders and a run that is not complete fails its chapter, naming the run folder.
     ``render_book=False`` stops after the notebooks (each workflow chapter job; its book job renders once) and
-    returns ``root/book``."""
+    returns ``root/book``; ``allow_partial``: :func:`render`'s."""
     notebooks, overrides = selected(overrides, only, parameters)
     check_parameters(notebooks, overrides)  # papermill would fail deep inside a notebook
     book = root / "book"
@@ -333,4 +490,4 @@ def build(overrides: dict[str, Any], only: list[str] | None = None, root: Path =
             execute(notebook, overrides, book)
             timings[notebook.name] = round(time.perf_counter() - start, 1)
     print(f"notebook times (s): {json.dumps(timings)}")
-    return render(root) if render_book else book
+    return render(root, allow_partial) if render_book else book

@@ -341,7 +341,8 @@ SCRIPT = """
       if (q && text(c).indexOf(q) < 0) return false;
       return filters.every(function (name) { var v = selects[name].value; return !v || String(c[name]) === v; });
     });
-    count.textContent = (only !== null ? 'one linked case' : matching.length + ' of ' + cases.length + ' cases') +
+    count.textContent = (only === null ? matching.length + ' of ' + cases.length + ' cases' : matching.length ?
+      'one linked case' : 'the linked case is not in this run (show every case to see the others)') +
       (matching.length > shown ? ' (first ' + shown + ' shown)' : '');
     viewLink.href = href(state());
     all.style.display = only !== null ? '' : 'none';

@@ -15,22 +15,19 @@ from typing import Iterable, Mapping
 
 import pandas as pd
 
+from ..analysis.audit import reference_analysis
 from ..analysis.failures import Records, diagnose, instances_by_id, named_records
 from ..causal.instance import Instance
-from ..causal.oracle import UnfaithfulFactsError, analyse_premise
-from ..causal.premise import PremiseError
 from ..method.decoding import Decoding
 from ..method.schema import TOOL_NAME, CausalAnalysis
-from ..run.inspection import recorded_requests
+from ..run.inspection import Inspected, recorded_requests
 
 CORRECT = "correct"  # the ``kind`` of a correct case (``include_correct``), shown for contrast
 
 
 def _reference_json(instance: Instance) -> str | None:
-    try:
-        return CausalAnalysis.from_cpdag(analyse_premise(instance.premise).cpdag).model_dump_json()
-    except (UnfaithfulFactsError, PremiseError):
-        return None
+    reference = reference_analysis(instance)
+    return None if reference is None else reference.model_dump_json()
 
 
 GALLERY_COLUMNS = [
@@ -39,6 +36,13 @@ GALLERY_COLUMNS = [
     "turn1_arguments", "emitted_error", "reasoning", "answer_text", "intervention_note",
     "emitted_analysis", "shown_analysis", "reference_analysis", "turn1_messages", "turn2_messages", "as_recorded",
 ]
+
+
+def _as_recorded(requests: list[Inspected]) -> bool | None:
+    """Whether every rebuilt turn is the request recorded: False when one is not, None when one cannot be
+    checked (or none was rebuilt), else True."""
+    found = [r.as_recorded for r in requests]
+    return False if False in found else None if None in found or not found else True
 
 
 def _messages(inspected) -> str:
@@ -58,7 +62,7 @@ def gallery_rows(records: Records, instances: Iterable[Instance] | Mapping[str, 
     intermediate of the prose control), ``reasoning`` the final turn's thinking trace. With ``decodings``
     (run name to the run's :class:`Decoding`), ``turn1_messages``/``turn2_messages`` hold the messages each
     turn sent as ``cpdagthink prompt`` prints them, rebuilt from the record, and ``as_recorded`` whether their
-    digests equal the recorded ones."""
+    digests equal the recorded ones (None where that cannot be checked, :func:`recorded_requests`)."""
     found = instances_by_id(instances)
     rows = []
     diagnosed = [(name, record, diagnose(record, found[record.id])) for name, record in named_records(records)]
@@ -101,7 +105,7 @@ def gallery_rows(records: Records, instances: Iterable[Instance] | Mapping[str, 
             "reference_analysis": _reference_json(instance),
             "turn1_messages": _messages(requests[0]) if requests else None,
             "turn2_messages": _messages(requests[1]) if len(requests) > 1 else None,
-            "as_recorded": all(r.as_recorded for r in requests) if requests else None,
+            "as_recorded": _as_recorded(requests),
         })
     return pd.DataFrame(rows, columns=GALLERY_COLUMNS)
 

@@ -21,6 +21,7 @@ from ..analysis import tables
 from ..analysis.markup import Markdown, code, emphasis, strong
 from ..analysis.metrics import OmittedGroup, counted
 from ..causal.instance import Instance
+from ..causal.oracle import GAPS, UNREADABLE
 from ..run.config import RunConfig
 from ..run.records import RunRecord
 from . import experiments as ex
@@ -194,6 +195,25 @@ def first_screen(setup: RunConfig, instances: Sequence[Instance], seeds: Sequenc
     display(text, metadata={METADATA_KEY: {
         "chapter": chapter, "command": command, "headline": headline.record(),
         "configuration": ex.configuration(setup, instances, seeds, conditions, probes)}})
+    gaps = label_gaps_note(instances)
+    if gaps:
+        display(Markdown(gaps))
+
+
+def label_gaps_note(instances: Sequence[Instance]) -> str:
+    """What the page leaves out of its oracle-based views and why: the sample's rows without an oracle label,
+    counted by reason (empty when every row has one). Counts and fixed words only: no row's text or id."""
+    from ..analysis import audit
+
+    gaps = audit.label_gaps(instances)
+    if not gaps:
+        return ""
+    reasons = "; ".join(f"{counted(n, 'row')}: {why}" for why, n in gaps.items())
+    return (f"Left out: {counted(sum(gaps.values()), 'row')} of this sample {'has' if sum(gaps.values()) == 1 else 'have'} "
+            f"no oracle label ({reasons}). A premise no DAG satisfies, or one too large for the oracle, is not "
+            "posed to the model; text the oracle cannot read is posed. Scores against the corrected labels take "
+            "these rows at their published label, the failure gallery does not localise them, and the graph "
+            "audit leaves out a row without a reference CPDAG.")
 
 
 def show_figure(figure, caption: str) -> None:
@@ -621,24 +641,22 @@ def probes_reading(table: pd.DataFrame, agent: str, probes: Sequence[str], insta
 
 
 def audit_runs(runs: Mapping[tuple[str, int], Sequence[RunRecord]], instances: Sequence[Instance]) -> pd.DataFrame:
-    """Every emitted object of every run, audited against the oracle's CPDAG of its premise."""
+    """Every emitted object of every run, audited against the oracle's CPDAG of its premise; records whose
+    premise has no reference CPDAG are left out (the first screen counts those rows, :func:`label_gaps_note`)."""
     from ..analysis import audit
-    from ..causal.oracle import analyse_premise
-    from ..method.schema import CausalAnalysis
 
-    by_id = {i.id: i for i in instances}
-
-    def reference_for(record_id: str) -> CausalAnalysis:
-        return CausalAnalysis.from_cpdag(analyse_premise(by_id[record_id].premise).cpdag)
-
-    return pd.concat([audit.audit_records(records, reference_for).assign(seed=seed)
+    references = {i.id: audit.reference_analysis(i) for i in instances}
+    return pd.concat([audit.audit_records([r for r in records if references.get(r.id) is not None],
+                                          references.__getitem__).assign(seed=seed)
                       for (_, seed), records in runs.items()], ignore_index=True)
 
 
 def audit_reading(summary: pd.DataFrame, errors: pd.DataFrame, split: str, shortcut_count: int,
-                  instances: Sequence[Instance], seeds: Sequence[int]) -> Reading:
+                  instances: Sequence[Instance], seeds: Sequence[int], gaps: Mapping[str, int] | None = None
+                  ) -> Reading:
     """Chapter 05: the structured condition's field scores and violation rate, the split's gold errors and
-    its alphabetical-order shortcut."""
+    its alphabetical-order shortcut; ``gaps`` (:func:`audit.label_gaps` of the split) are the split's rows
+    the oracle gives no label, which neither compares."""
     s = summary.loc[TARGET] if TARGET in summary.index else pd.Series(dtype=float)
     numbers = {name: float(s.get(column, math.nan)) for name, column in
                [("skeleton_f1", "skeleton_f1"), ("vstructure_f1", "v_structures_f1"), ("directed_f1", "directed_f1")]}
@@ -650,12 +668,21 @@ def audit_reading(summary: pd.DataFrame, errors: pd.DataFrame, split: str, short
         "gold_errors": (Markdown("The oracle disagrees with gold on ", strong(len(errors)), " rows of the ", code(split),
                                  f" split ({int((errors.gold == 0).sum())} gold 0 / oracle 1, "
                                  f"{int((errors.gold == 1).sum())} gold 1 / oracle 0).") if len(errors) else
-                        Markdown("The oracle agrees with gold on every row of the ", code(split), " split.")),
+                        Markdown("The oracle agrees with gold on every row of the ", code(split), " split.")) + _gaps_clause(gaps),
         "shortcut": (f"In the whole split, {counted(shortcut_count, 'causal hypothesis', 'causal hypotheses')} "
                      f"{'names' if shortcut_count == 1 else 'name'} a cause declared after its effect; all are "
-                     "labelled 0, so answering NO to them is free accuracy that says nothing about causal reasoning."),
+                     "labelled 0, so answering NO to them is free accuracy that says nothing about causal reasoning."
+                     + _gaps_clause({why: n for why, n in (gaps or {}).items() if why == GAPS[UNREADABLE]})),
     }
     return Reading(numbers, phrases)
+
+
+def _gaps_clause(gaps: Mapping[str, int] | None) -> str:
+    """The split's rows without an oracle label, left out of a comparison (empty when there are none)."""
+    if not gaps:
+        return ""
+    return (f" Left out: {counted(sum(gaps.values()), 'row')} of the split with no oracle label ("
+            + "; ".join(f"{counted(n, 'row')}: {why}" for why, n in gaps.items()) + ").")
 
 
 def show_violations(audited: pd.DataFrame, instances: Sequence[Instance], seeds: Sequence[int]) -> None:

@@ -24,7 +24,8 @@ import networkx as nx
 
 from ..errors import CpdagthinkError
 from .dag import d_separated, holds, independence_facts
-from .premise import Facts, Pair, Query, Relation, pair, parse_hypothesis, parse_premise, split_input
+from .premise import (Facts, Pair, PremiseError, Query, Relation, pair, parse_hypothesis, parse_premise,
+                      split_input)
 
 
 # Whether x and y are independent given a conditioning set: a premise's stated facts, or a DAG's d-separation.
@@ -483,6 +484,22 @@ class OracleLabel:
     problem: str | None = None
     query: Query | None = None
 
+    @property
+    def gap(self) -> str | None:
+        """Why there is no label, in words a page can count by (None: there is one): ``no DAG satisfies the
+        premise``, ``premise too large for the oracle``, ``text the oracle cannot read`` or ``no verdict``."""
+        if self.label is not None:
+            return None
+        for start, words in GAPS.items():
+            if (self.problem or "").startswith(start):
+                return words
+        return "no verdict"
+
+
+REFUSED, UNFAITHFUL, UNREADABLE = "premise refused", "unfaithful premise", "unreadable"  # problems start so
+GAPS = {UNFAITHFUL: "no DAG satisfies the premise", REFUSED: "premise too large for the oracle",
+        UNREADABLE: "text the oracle cannot read"}
+
 
 def label_text(text: str) -> OracleLabel:
     """Label a Corr2Cause ``input`` cell; unfaithful or oversized premises get ``label=None`` and a ``problem``."""
@@ -490,8 +507,20 @@ def label_text(text: str) -> OracleLabel:
     try:
         analysis = analyse_premise(premise)
     except OversizedPremiseError as error:
-        return OracleLabel(None, f"premise refused: {error}")
+        return OracleLabel(None, f"{REFUSED}: {error}")
     except UnfaithfulFactsError as error:
-        return OracleLabel(None, f"unfaithful premise: {error}")
+        return OracleLabel(None, f"{UNFAITHFUL}: {error}")
     query = parse_hypothesis(hypothesis, analysis.facts.variables)
     return OracleLabel(int(entailed(analysis, query)), None, query)
+
+
+
+@functools.lru_cache(maxsize=8192)
+def readable_label(text: str) -> OracleLabel:
+    """:func:`label_text` for any ``input`` cell: text the oracle cannot read (a premise or hypothesis in a
+    wording it does not know) gets ``label=None`` too, its ``problem`` starting with :data:`UNREADABLE`, where
+    :func:`label_text` raises. A row's verdict is asked by several pages, so it is kept (the text decides it)."""
+    try:
+        return label_text(text)
+    except PremiseError as error:
+        return OracleLabel(None, f"{UNREADABLE}: {error}")

@@ -3,9 +3,10 @@
 A cache entry that cannot be read back as a completion (empty, truncated, not JSON, wrong shape, wrong
 types, nested past the parser's depth limit, binary) is never fatal: it is reported with its path, moved
 aside next to where it was (``<key>.json.bad-<time>``) so it can be inspected, and treated as a miss, so the
-call is made again and the entry rewritten. The folder is checked writable when the cache is opened, before
-any model call is paid for; a write that fails (a full disk) leaves no temporary file and stops with the
-entry's path.
+call is made again and the entry rewritten. A folder that cannot be written (a read-only copy) is replayed:
+every call it holds is read from it, and a call it does not hold stops the run before that call is paid for
+(:meth:`CallCache.require_writable`); a write that fails (a full disk) leaves no temporary file and stops
+with the entry's path.
 """
 
 from __future__ import annotations
@@ -38,17 +39,15 @@ class CorruptCacheEntryWarning(UserWarning):
     """A cache entry could not be read; it was moved aside and will be recomputed."""
 
 
-def _writable_folder(directory: Path) -> Path:
-    """``directory``, created when missing and checked writable, or :class:`CacheError` naming it: a run then
-    fails before its first model call rather than after it, with the call paid for and lost."""
+def _folder(directory: Path) -> Path:
+    """``directory``, created when missing, or :class:`CacheError` naming it (a file in its place, or a folder
+    that cannot be made): a run then fails before its first model call rather than after it."""
     if directory.exists() and not directory.is_dir():
         raise CacheError(f"the cache folder {directory} is a file, not a folder: choose another cache folder")
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise CacheError(f"cannot create the cache folder {directory}: {error.strerror or error}") from None
-    if not os.access(directory, os.W_OK | os.X_OK):
-        raise CacheError(f"the cache folder {directory} is not writable")
     return directory
 
 
@@ -62,10 +61,21 @@ def _first_problem(error: ValidationError) -> str:
 class CallCache:
     """A content-addressed store of completions: ``<dir>/<key[:2]>/<key>.json``.
 
-    Opening it creates the folder and checks it is writable (:class:`CacheError` otherwise)."""
+    Opening it creates the folder (:class:`CacheError` when it cannot); a folder it cannot write is read only
+    (``writable`` False): its entries are replayed, and :meth:`require_writable` refuses to pay for a call it
+    could not keep."""
 
     def __init__(self, directory: str | Path = DEFAULT_CACHE):
-        self.directory = _writable_folder(Path(directory))
+        self.directory = _folder(Path(directory))
+        self.writable = os.access(self.directory, os.W_OK | os.X_OK)
+
+    def require_writable(self, missing: int) -> None:
+        """Before ``missing`` calls are made: :class:`CacheError` when the folder is read only (the answers
+        would be paid for and lost)."""
+        if missing and not self.writable:
+            raise CacheError(f"the cache folder {self.directory} is not writable and does not hold every call of "
+                             f"this run ({missing} of the batch at hand missing): make it writable or choose another "
+                             "cache folder (every call it holds is replayed from it)")
 
     def path(self, key: str) -> Path:
         """Where the entry for ``key`` lives."""
@@ -79,7 +89,8 @@ class CallCache:
         try:
             return _ENTRY.validate_json(path.read_bytes(), strict=True)
         except ValidationError as error:
-            self._set_aside(path, error)
+            if self.writable:
+                self._set_aside(path, error)
             return None
 
     def put(self, key: str, completion: Completion) -> None:

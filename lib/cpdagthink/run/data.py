@@ -66,6 +66,10 @@ class DataError(CpdagthinkError, RuntimeError):
 
 
 _COLUMNS = ("input", "label", "num_variables", "template")
+# The longest cell a row the oracle labels can hold: a premise of the oracle's bound of variables stating every
+# independence (10 variables with no edge: 517,041 characters) and its hypothesis, with room to spare; Python's
+# csv module stops at 131,072 unless told otherwise.
+FIELD_LIMIT = 1 << 20
 
 
 def read_csv(path: str | Path, split: str | None = None, source: str | None = None) -> list[Instance]:
@@ -82,6 +86,8 @@ def read_csv(path: str | Path, split: str | None = None, source: str | None = No
         raise DataError(f"no such file: {path}")
     split = split or path.stem
     instances = []
+    if csv.field_size_limit() < FIELD_LIMIT:
+        csv.field_size_limit(FIELD_LIMIT)
     with path.open(newline="", encoding="utf-8-sig") as handle:
         reader = csv.DictReader(handle)
         done = 0  # rows read so far; the one being read is row done + 1

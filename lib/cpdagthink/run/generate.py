@@ -268,7 +268,10 @@ def generate(family: str, *, seed: int = 0, graphs: int | None = None, per_graph
     if family in ("refactor", "paraphrase"):
         if data is None:
             raise ValueError(f"--family {family} perturbs an existing split: pass --data PATH")
-        return perturb(read_csv(data), family, seed)
+        instances = read_csv(data)
+        if not instances:
+            raise ValueError(f"{data} holds no rows (a header only): family {family} would write no rows")
+        return perturb(instances, family, seed)
     size = stress_size(family, graphs, per_graph)
     graphs, per_graph = size.graphs, size.per_graph
     for flag, value in (("--graphs", graphs), ("--per-graph", per_graph)):

@@ -31,7 +31,8 @@ class Inspected:
     request: Request
     probe: str | None = None
     given: Turn2Input | None = None
-    as_recorded: bool | None = None  # rebuilt from a record: the request's digest equals the one recorded
+    # Rebuilt from a record: the request's digest equals the one recorded (None: not checked, or not checkable)
+    as_recorded: bool | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The request as sent (messages, tools, tool choice, constraint, decoding), then the probe apart:
@@ -69,14 +70,18 @@ def _second(condition: Condition, instance: Instance, decoding: Decoding, turn1:
 def recorded_requests(record: RunRecord, instance: Instance, decoding: Decoding) -> list[Inspected]:
     """The request of each of a finished record's turns, built as :func:`inspect_request` builds them but
     from the record's own turn-1 output (no model call). ``decoding`` is the run's; each result says whether
-    its digest equals the one the runner recorded (False: the record was made under other settings)."""
+    its digest equals the one the runner recorded (False: the record was made under other settings). A turn 2
+    after a Responses API turn 1 carried the service's reasoning items, which records never keep: rebuilt
+    without them it cannot match, so a differing digest there is None (not checkable), not False."""
     condition = get_condition(record.condition)
     probe = record.intervention.name if record.intervention is not None else None
     built = [Inspected(first_request(condition, instance, decoding))]
     if len(record.turns) > 1:
         built.append(_second(condition, instance, decoding, _completion(record.turns[0]), probe))
-    return [replace(b, as_recorded=json_sha256(b.request.to_json()) == t.request_sha256)
-            for b, t in zip(built, record.turns)]
+    carried = record.turns[0].meta.get("api") == "responses"  # its reasoning items went into turn 2 unrecorded
+    return [replace(b, as_recorded=True if json_sha256(b.request.to_json()) == t.request_sha256
+                    else None if k == 1 and carried else False)
+            for k, (b, t) in enumerate(zip(built, record.turns))]
 
 
 def _completion(turn: TurnRecord) -> Completion:

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ValidationError
 
 from ..errors import CpdagthinkError
 from ..files import write_atomic
+from ..method.conditions import parse_answer
 from .records import SCHEMA_VERSION, RunRecord, RunSummary
 
 if TYPE_CHECKING:
@@ -61,10 +62,24 @@ class BadLine:
     line: int
     text: str
     error: str
+    record_id: str | None = None  # a record whose answer disagrees with its output (:func:`answer_mismatch`)
+
+
+def answer_mismatch(record: RunRecord) -> str | None:
+    """Why a record's ``answer`` is not what its recorded output says (an edited record), or None: the answer
+    of a posed record is :func:`~cpdagthink.method.conditions.parse_answer` of its final turn's text."""
+    if record.problem is not None or not record.turns:
+        return None
+    said = parse_answer(record.last_text)
+    if record.answer == said:
+        return None
+    return (f"record {record.id}: its answer is {json.dumps(record.answer)} but its final turn's text reads "
+            f"{json.dumps(said)}")
 
 
 def parse_records(text: str) -> tuple[list[RunRecord], list[BadLine]]:
-    """Every valid record of a records file (first of each id) and every bad line; a torn last line is bad too."""
+    """Every valid record of a records file (first of each id) and every bad line; a torn last line is bad
+    too, and so is a record whose answer disagrees with its recorded output (:func:`answer_mismatch`)."""
     records, bad, seen = [], [], set()
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
@@ -73,6 +88,9 @@ def parse_records(text: str) -> tuple[list[RunRecord], list[BadLine]]:
             record = RunRecord.model_validate_json(line)
         except ValidationError as error:
             bad.append(BadLine(number, line, str(error).splitlines()[0]))
+            continue
+        if (mismatch := answer_mismatch(record)) is not None:
+            bad.append(BadLine(number, line, mismatch, record.id))
             continue
         if record.id not in seen:
             seen.add(record.id)
@@ -171,7 +189,13 @@ def _missing(path: Path, config: "RunConfig", instances: Sequence["Instance"]) -
             return f"made with another {key} ({difference(value, metadata.get(key), key)})", []
     if metadata.get("thinking_supported") is None:
         return "its metadata.json does not say whether the model has a thinking mode (written before it did)", []
-    records = {r.id: r for r in read_records(path)}
+    found, bad = parse_records((path / RECORDS).read_text(encoding="utf-8", errors="replace")
+                               if (path / RECORDS).is_file() else "")
+    edited = [line for line in bad if line.record_id is not None]
+    if edited:
+        return (f"{RECORDS} line {edited[0].line} does not hold what its model said ({edited[0].error})"
+                + (f", and {len(edited) - 1} more such line(s)" if len(edited) > 1 else "")), []
+    records = {r.id: r for r in found}
     absent = [i.id for i in instances if i.id not in records]
     if absent:
         return f"{len(absent)} of {len(instances)} asked instances have no record (first: {absent[0]})", []

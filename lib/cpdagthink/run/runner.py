@@ -81,6 +81,7 @@ class CachedBackend:
         keys = [r.cache_key(identity) for r in requests]
         found = [self.cache.get(k) for k in keys]
         missing = [i for i, c in enumerate(found) if c is None]
+        self.cache.require_writable(len(missing))
         if missing:
             try:
                 fresh = self.backend.complete_batch([requests[i] for i in missing])
