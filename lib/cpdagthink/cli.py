@@ -205,6 +205,16 @@ def _book_overrides(args: argparse.Namespace) -> dict[str, Any]:
     return overrides
 
 
+def book_papermill_parameters(argv: list[str]) -> dict[str, dict[str, Any]]:
+    """What ``cpdagthink book ARGV`` gives papermill, by chapter it executes (the workflow compares it with
+    what an executed notebook was given)."""
+    from .book.build import papermill_parameters, selected
+
+    args = build_parser().parse_args(["book", *argv])
+    notebooks, overrides = selected(_book_overrides(args), args.only, dict(args.parameter or []))
+    return {n.stem: papermill_parameters(n, overrides) for n in notebooks}
+
+
 def cmd_book(args: argparse.Namespace) -> int:
     from .book.build import build
 
