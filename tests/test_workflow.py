@@ -62,7 +62,7 @@ def test_a_chapter_job_passes_hostile_values_to_the_shell_as_data(tmp_path):
     assert not list(tmp_path.iterdir())
 
 
-def test_the_grid_has_a_job_per_group_sized_until_complete_and_drops_a_stale_marker(tmp_path, test_csv, monkeypatch):
+def test_the_grid_has_a_job_per_group_sized_until_complete_and_marks_a_stale_output_in_its_plan_file(tmp_path, test_csv, monkeypatch):
     from cpdagthink.book.plan import execute, plan_book
 
     monkeypatch.setenv("CORR2CAUSE_CSV", str(test_csv))
@@ -84,8 +84,20 @@ def test_the_grid_has_a_job_per_group_sized_until_complete_and_drops_a_stale_mar
         (tmp_path / "plan" / f"{key}.done").touch()
     grid = plan_grid(config)
     assert grid.groups[reference].complete and not grid.groups[api].complete
-    assert grid.remove_stale_markers() == [tmp_path / "plan" / f"{api}.done"]  # its runs are still to compute
-    assert [p.name for p in (tmp_path / "plan").iterdir()] == [f"{reference}.done"]
+    book = tmp_path / "book"
+    files = [tmp_path / "plan" / "groups" / f"{api}.json", tmp_path / "plan" / "groups" / f"{reference}.json",
+             tmp_path / "plan" / "chapters" / "01_main_results.json"]
+    assert sorted(grid.write_plan_files(book)) == sorted(files)
+    plans = [json.loads(f.read_text()) for f in files]
+    assert "not complete" in plans[0]["stale"] and "stale" not in plans[1]  # the api group's marker is stale
+    assert plans[2]["parameters"] == {k: 4 if k == "limit" else v for k, v in config.items() if k != "only"}
+    assert len(plans[2]["runs"]) == 5
+    texts = [f.read_text() for f in files]
+    # Planned again: the stale marker's plan file changes again (until its group runs), the others stay as they are
+    assert plan_grid(config).write_plan_files(book) == [files[0]]
+    assert [f.read_text() for f in files[1:]] == texts[1:] and files[0].read_text() != texts[0]
+    (tmp_path / "plan" / f"{api}.done").unlink()
+    assert plan_grid(config).write_plan_files(book) == []  # no marker: the group runs as its output is missing
 
 
 def test_make_grid_hands_each_value_to_snakemake_as_one_config_entry(make_argv):
