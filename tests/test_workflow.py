@@ -372,3 +372,46 @@ def test_a_run_folder_removed_by_hand_is_computed_again_and_its_chapter_executed
     assert answers == [(json.loads(line)["id"], json.loads(line)["prediction"])
                        for line in records[folders[1]].decode().splitlines()]  # the reference agent answers alike
     assert_every_instance_once(plan_of(project, config))
+
+
+def group_processes(root: Path) -> list[int]:
+    """The pids of the group jobs (`cpdagthink plan ... --execute`) running in the project copy ``root``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            words = (entry / "cmdline").read_bytes().split(b"\0")
+            if b"--execute" in words and Path(os.readlink(entry / "cwd")) == root:
+                found.append(int(entry.name))
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+@pytest.mark.slow
+def test_a_group_job_ends_with_its_killed_snakemake_and_the_next_grid_is_not_locked_out(project, tmp_path):
+    """`kill -9` of Snakemake mid-group: the group job stops within seconds (its run interrupted, every finished
+    record kept) instead of running on as an orphan, and the next grid releases the dead Snakemake's lock and
+    computes the rest."""
+    log = tmp_path / "snakemake.log"
+    with ReasoningAPIServer(latency_s=1.0) as server:
+        config = ["backend=openai", "model=gpt-5.4-mini", "reasoning_effort=low", f"base_url={server.url}",
+                  "limit=40", "only=[01]", "conditions=[\"structured\"]", "include_reference=false"]
+        command = snakemake(project, "local", "runs", "--config", *config)
+        with log.open("ab") as sink:
+            first = subprocess.Popen(command, cwd=project, stdout=sink, stderr=subprocess.STDOUT)
+        wait_for(lambda: len(server.requests) >= 5, 300, "the group job's first requests")
+        (job,) = group_processes(project)
+        os.kill(first.pid, signal.SIGKILL)
+        first.wait()
+        wait_for(lambda: not group_processes(project), 20, "the orphaned group job to end")
+        assert list((project / ".snakemake" / "locks").glob("*.lock"))  # the dead Snakemake's lock is left
+        (run,) = plan_of(project, config)
+        folder = Path(run["folder"])
+        assert json.loads((folder / "summary.json").read_text())["status"] == "interrupted"
+        kept = len(records_of(folder))
+        assert kept < 40
+
+        again = run_snakemake(project, command, log)
+        assert again.returncode == 0, log.read_text()[-3000:]
+    assert "a lock of a Snakemake that is no longer running" in log.read_text()
+    assert_every_instance_once(plan_of(project, config))

@@ -227,6 +227,7 @@ def cmd_book(args: argparse.Namespace) -> int:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     from .book.plan import execute, groups, plan_book
+    from .workflow import stop_with_scheduler
 
     def planned() -> list:
         runs = plan_book(_book_overrides(args), only=args.only, parameters=dict(args.parameter or []))
@@ -241,6 +242,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if not args.execute:
         print(json.dumps([r.model_dump(mode="json") for r in runs], indent=2))
         return 0
+    stop_with_scheduler()  # a grid's group job: it ends with the Snakemake that started it
     execute(runs)
     left = [r.folder for r in planned() if not r.complete]
     if left:
