@@ -25,6 +25,7 @@ import os
 import select
 import shlex
 import signal
+import socket
 import threading
 import time
 from dataclasses import dataclass, field
@@ -280,26 +281,36 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def release_stale_locks(snakemake_dir: Path) -> list[Path]:
-    """Hold this workflow's own lock (an exclusive ``flock`` in ``snakemake_dir``, released by the kernel when
-    the process ends, however it ends) for the life of this process, and, when it is free, remove Snakemake's
-    locks (``locks/``, what ``snakemake --unlock`` removes): every main Snakemake of this workflow holds the
-    flock while it runs, so locks found with the flock free belong to a Snakemake that was killed. Returns the
-    locks removed (none when another Snakemake holds the flock: its locks are live and Snakemake refuses as
-    usual)."""
+def release_stale_locks(snakemake_dir: Path) -> tuple[list[Path], str | None]:
+    """Hold this workflow's own lock (an exclusive ``flock`` on a file in ``snakemake_dir``, released by the
+    kernel when the process ends, however it ends) for the life of this process, and, when it is free, remove
+    Snakemake's locks (``locks/``, what ``snakemake --unlock`` removes): every main Snakemake of this workflow
+    holds the flock while it runs, so locks found with it free belong to a Snakemake that was killed. The file
+    names the host and pid of its last holder; a lock taken on another host is left (a file system may not share
+    ``flock`` across hosts). Returns the locks removed (none when another Snakemake holds the flock: its locks
+    are live, and Snakemake refuses as usual) and, for a lock left from another host, what to do about it."""
     global _held
     snakemake_dir.mkdir(parents=True, exist_ok=True)
-    handle = (snakemake_dir / _GRID_LOCK).open("a")
+    handle = (snakemake_dir / _GRID_LOCK).open("a+", encoding="utf-8")
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         handle.close()
-        return []
+        return [], None
     _held = handle  # kept open, so held, until the process ends
+    handle.seek(0)
+    host, _, _ = handle.read().partition(" ")
     stale = sorted((snakemake_dir / "locks").glob("*.lock"))
+    if stale and host and host != socket.gethostname():
+        return [], (f"{snakemake_dir}/locks is held by a Snakemake started on {host}: if none runs there any more, "
+                    "release it with `make grid SNAKEMAKE_ARGS=--unlock` (snakemake --unlock)")
+    handle.seek(0)
+    handle.truncate()
+    handle.write(f"{socket.gethostname()} {os.getpid()}\n")
+    handle.flush()
     for path in stale:
         path.unlink(missing_ok=True)
-    return stale
+    return stale, None
 
 
 _held: Any = None
