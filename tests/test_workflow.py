@@ -382,9 +382,12 @@ def papermill_parameters_of(notebook: Path) -> dict:
     return json.loads(notebook.read_text())["metadata"]["papermill"]["parameters"]
 
 
-def test_a_book_made_since_with_other_parameters_is_executed_again_and_a_second_pass_does_nothing(project, tmp_path):
+@pytest.mark.slow
+def test_a_book_of_other_parameters_or_a_removed_run_is_made_again_and_a_second_pass_does_nothing(project, tmp_path):
     """`make grid` after a `make book` of other parameters executes the chapter again with the grid's own (its
-    parameters are an input Snakemake sees); the same parameters again leave everything as it is."""
+    parameters are an input Snakemake sees); after a run folder is removed by hand, the next pass computes
+    exactly that run (the others' records stay byte for byte) and executes the chapter again; the same
+    parameters once more leave everything as it is."""
     log = tmp_path / "snakemake.log"
     config = ["backend=reference", "limit=4", "only=[01]"]
     command = snakemake(project, "local", "--cores", "2", chapter_target(project), "--config", *config)
@@ -396,28 +399,12 @@ def test_a_book_made_since_with_other_parameters_is_executed_again_and_a_second_
             "--limit", "3"]
     subprocess.run(book, cwd=project, check=True, capture_output=True)
     assert papermill_parameters_of(notebook)["limit"] == 3  # the book of other parameters, newer than every input
-
     assert run_snakemake(project, command, log).returncode == 0, log.read_text()[-3000:]
     assert papermill_parameters_of(notebook)["limit"] == 4
-    made = notebook.stat().st_mtime_ns
-    assert run_snakemake(project, [*command, "--dry-run"], log).returncode == 0
-    assert "Nothing to be done" in log.read_text().rsplit("Building DAG", 1)[-1]
-    assert run_snakemake(project, command, log).returncode == 0
-    assert notebook.stat().st_mtime_ns == made
 
-
-def test_a_run_folder_removed_by_hand_is_computed_again_and_its_chapter_executed_again(project, tmp_path):
-    """A run folder removed after a grid: the next pass computes exactly that run (the others' records stay
-    byte for byte) and executes again the chapter that reads it."""
-    log = tmp_path / "snakemake.log"
-    config = ["backend=reference", "limit=4", "only=[01]"]
-    command = snakemake(project, "local", "--cores", "2", chapter_target(project), "--config", *config)
-    assert run_snakemake(project, command, log).returncode == 0, log.read_text()[-3000:]
     folders = [Path(r["folder"]) for r in plan_of(project, config)]
     records = {f: (f / "records.jsonl").read_bytes() for f in folders}
-    notebook = Path(chapter_target(project))
     made = notebook.stat().st_mtime_ns
-
     shutil.rmtree(folders[1])
     assert run_snakemake(project, command, log).returncode == 0, log.read_text()[-3000:]
     assert notebook.stat().st_mtime_ns > made
@@ -428,6 +415,12 @@ def test_a_run_folder_removed_by_hand_is_computed_again_and_its_chapter_executed
     assert answers == [(json.loads(line)["id"], json.loads(line)["prediction"])
                        for line in records[folders[1]].decode().splitlines()]  # the reference agent answers alike
     assert_every_instance_once(plan_of(project, config))
+
+    made = notebook.stat().st_mtime_ns
+    assert run_snakemake(project, [*command, "--dry-run"], log).returncode == 0
+    assert "Nothing to be done" in log.read_text().rsplit("Building DAG", 1)[-1]
+    assert run_snakemake(project, command, log).returncode == 0
+    assert notebook.stat().st_mtime_ns == made
 
 
 def group_processes(root: Path) -> list[int]:
