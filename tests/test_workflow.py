@@ -99,6 +99,19 @@ def test_the_grid_has_a_job_per_group_sized_until_complete_and_marks_a_stale_out
     (tmp_path / "plan" / f"{api}.done").unlink()
     assert plan_grid(config).write_plan_files(book) == []  # no marker: the group runs as its output is missing
 
+    # A chapter in book/ executed with other parameters (a `make book` since) is stale; with the grid's, it is not
+    from cpdagthink.cli import book_papermill_parameters
+
+    given = book_papermill_parameters(grid.chapters["01_main_results"].arguments())["01_main_results"]
+    assert given["limit"] == 4 and given["base_url"] == ["http://127.0.0.1:9/v1"]  # as `book` passes it on
+    book.mkdir()
+    executed = book / "01_main_results.ipynb"
+    executed.write_text(json.dumps({"metadata": {"papermill": {"parameters": {**given, "limit": 3}}}}))
+    assert plan_grid(config).write_plan_files(book) == [files[2]]
+    assert "other parameters" in json.loads(files[2].read_text())["stale"]
+    executed.write_text(json.dumps({"metadata": {"papermill": {"parameters": given}}}))
+    assert plan_grid(config).write_plan_files(book) == []
+
 
 def test_make_grid_hands_each_value_to_snakemake_as_one_config_entry(make_argv):
     """`make grid` passes the book variables as `--config name=value` words (a list as a YAML list), the
