@@ -62,7 +62,8 @@ def test_a_chapter_job_passes_hostile_values_to_the_shell_as_data(tmp_path):
     assert not list(tmp_path.iterdir())
 
 
-def test_the_grid_has_a_job_per_group_sized_until_complete_and_marks_a_stale_output_in_its_plan_file(tmp_path, test_csv, monkeypatch):
+def test_the_grid_sizes_a_job_per_group_until_complete_and_marks_a_stale_output_in_its_plan_file(tmp_path, test_csv,
+                                                                                                monkeypatch):
     from cpdagthink.book.plan import execute, plan_book
 
     monkeypatch.setenv("CORR2CAUSE_CSV", str(test_csv))
