@@ -65,7 +65,8 @@ def test_a_chapter_job_passes_hostile_values_to_the_shell_as_data(tmp_path):
     assert not list(tmp_path.iterdir())
 
 
-def test_the_grid_has_a_job_per_group_sized_until_complete_and_drops_a_stale_marker(tmp_path, test_csv, monkeypatch):
+def test_the_grid_sizes_a_job_per_group_until_complete_and_marks_a_stale_output_in_its_plan_file(tmp_path, test_csv,
+                                                                                                monkeypatch):
     from cpdagthink.book.plan import execute, plan_book
 
     monkeypatch.setenv("CORR2CAUSE_CSV", str(test_csv))
@@ -87,8 +88,33 @@ def test_the_grid_has_a_job_per_group_sized_until_complete_and_drops_a_stale_mar
         (tmp_path / "plan" / f"{key}.done").touch()
     grid = plan_grid(config)
     assert grid.groups[reference].complete and not grid.groups[api].complete
-    assert grid.remove_stale_markers() == [tmp_path / "plan" / f"{api}.done"]  # its runs are still to compute
-    assert [p.name for p in (tmp_path / "plan").iterdir()] == [f"{reference}.done"]
+    book = tmp_path / "book"
+    files = [tmp_path / "plan" / "groups" / f"{api}.json", tmp_path / "plan" / "groups" / f"{reference}.json",
+             tmp_path / "plan" / "chapters" / "01_main_results.json"]
+    assert sorted(grid.write_plan_files(book)) == sorted(files)
+    plans = [json.loads(f.read_text()) for f in files]
+    assert "not complete" in plans[0]["stale"] and "stale" not in plans[1]  # the api group's marker is stale
+    assert plans[2]["parameters"] == {k: 4 if k == "limit" else v for k, v in config.items() if k != "only"}
+    assert len(plans[2]["runs"]) == 5
+    texts = [f.read_text() for f in files]
+    # Planned again: the stale marker's plan file changes again (until its group runs), the others stay as they are
+    assert plan_grid(config).write_plan_files(book) == [files[0]]
+    assert [f.read_text() for f in files[1:]] == texts[1:] and files[0].read_text() != texts[0]
+    (tmp_path / "plan" / f"{api}.done").unlink()
+    assert plan_grid(config).write_plan_files(book) == []  # no marker: the group runs as its output is missing
+
+    # A chapter in book/ executed with other parameters (a `make book` since) is stale; with the grid's, it is not
+    from cpdagthink.cli import book_papermill_parameters
+
+    given = book_papermill_parameters(grid.chapters["01_main_results"].arguments())["01_main_results"]
+    assert given["limit"] == 4 and given["base_url"] == ["http://127.0.0.1:9/v1"]  # as `book` passes it on
+    book.mkdir()
+    executed = book / "01_main_results.ipynb"
+    executed.write_text(json.dumps({"metadata": {"papermill": {"parameters": {**given, "limit": 3}}}}))
+    assert plan_grid(config).write_plan_files(book) == [files[2]]
+    assert "other parameters" in json.loads(files[2].read_text())["stale"]
+    executed.write_text(json.dumps({"metadata": {"papermill": {"parameters": given}}}))
+    assert plan_grid(config).write_plan_files(book) == []
 
 
 def test_make_grid_hands_each_value_to_snakemake_as_one_config_entry(make_argv):
@@ -101,6 +127,55 @@ def test_make_grid_hands_each_value_to_snakemake_as_one_config_entry(make_argv):
     assert argv == ["--profile", "workflow/profiles/slurm", "--config", f"model={values['MODEL']}", "seeds=[0,1]",
                     "only=[01,04]", "sample_variables=null", f"revision={values['REVISION']}",
                     f"timeout={values['TIMEOUT']}"]
+
+
+def _release(snakemake_dir: Path, hold: bool = False) -> subprocess.Popen:
+    """release_stale_locks in its own process (which holds the workflow's flock while it lives), printing its
+    result as JSON; with ``hold`` it then sleeps, as a running Snakemake would."""
+    code = ("import json, sys, time; from pathlib import Path; from cpdagthink.workflow import release_stale_locks; "
+            "released, elsewhere = release_stale_locks(Path(sys.argv[1])); "
+            "print(json.dumps([[p.name for p in released], elsewhere]), flush=True); "
+            "time.sleep(60 if sys.argv[2] == 'hold' else 0)")
+    return subprocess.Popen([sys.executable, "-c", code, str(snakemake_dir), "hold" if hold else "-"],
+                            stdout=subprocess.PIPE, text=True)
+
+
+def test_a_lock_of_a_killed_snakemake_is_released_and_a_live_ones_or_another_hosts_is_not(tmp_path):
+    state = tmp_path / ".snakemake"
+    (state / "locks").mkdir(parents=True)
+    lock = state / "locks" / "0.input.lock"
+    lock.write_text("/some/file\n")
+    live = _release(state, hold=True)
+    assert json.loads(live.stdout.readline()) == [["0.input.lock"], None]  # no Snakemake held it: released
+    lock.write_text("/some/file\n")  # the lock of the Snakemake that runs
+    assert json.loads(_release(state).communicate(timeout=60)[0]) == [[], None]
+    assert lock.is_file()
+    live.kill()  # kill -9: the kernel frees the flock, Snakemake's lock stays
+    live.wait()
+    assert json.loads(_release(state).communicate(timeout=60)[0]) == [["0.input.lock"], None]
+    assert not lock.exists()
+    lock.write_text("/some/file\n")
+    (state / "cpdagthink-grid.lock").write_text("another-host 4242\n")  # left by a Snakemake on another host
+    released, elsewhere = json.loads(_release(state).communicate(timeout=60)[0])
+    assert released == [] and "another-host" in elsewhere and "make grid SNAKEMAKE_ARGS=--unlock" in elsewhere
+    assert lock.is_file()
+
+
+def test_a_group_job_stops_as_on_sigterm_when_its_scheduler_ends(tmp_path):
+    """stop_with_scheduler: the process named by $CPDAGTHINK_SCHEDULER_PID ends (SIGKILL), and the job gets
+    SIGTERM within a second, whatever else it is doing."""
+    scheduler = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    code = ("import signal, sys, time; from cpdagthink.workflow import stop_with_scheduler; "
+            "signal.signal(signal.SIGTERM, lambda *_: (print('SIGTERM', flush=True), sys.exit(143))); "
+            "stop_with_scheduler(); print('watching', flush=True); time.sleep(60)")
+    job = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                           env={**os.environ, "CPDAGTHINK_SCHEDULER_PID": str(scheduler.pid)})
+    assert job.stdout.readline().strip() == "watching"
+    start = time.monotonic()
+    scheduler.kill()
+    scheduler.wait()
+    assert job.wait(timeout=10) == 143 and job.stdout.read().strip() == "SIGTERM"
+    assert time.monotonic() - start < 3
 
 
 def _simulated(*args: str, state: Path) -> str:
@@ -292,18 +367,117 @@ def test_a_duplicated_group_job_is_refused_by_the_run_lock_and_two_runs_share_on
     assert assert_cache_intact(cache) == len({t["request_sha256"] for r in a + b for t in r["turns"]})
 
 
+# A small split of every variable count: the proof is of scheduling (a job per group, chapters from records two
+# at a time, the book once, a second pass idle), not of scale; `benchmarks/` and the README time the full split.
+SMALL_SPLIT = ["backend=reference", "limit=24", "sample_variables=null"]
+
+
 @pytest.mark.slow
-def test_snakemake_with_two_cores_builds_the_book_on_the_reference_backend_over_the_full_split(project, tmp_path):
-    """The issue's proof: `snakemake --cores 2` on the reference backend, whole split, builds the book; a second
-    pass has nothing to do."""
+def test_snakemake_with_two_cores_builds_the_book_on_the_reference_backend_over_a_small_split(project, tmp_path):
+    """`snakemake --cores 2` on the reference backend (24 rows of every variable count) builds the whole book:
+    every chapter executed from records, every planned instance once; a second pass has nothing to do."""
     log = tmp_path / "snakemake.log"
-    command = snakemake(project, "local", "--cores", "2", "--config", "backend=reference", "limit=0")
+    command = snakemake(project, "local", "--cores", "2", "--config", *SMALL_SPLIT)
     start = time.perf_counter()
-    assert run_snakemake(project, command, log, timeout=3600).returncode == 0, log.read_text()[-3000:]
-    print(f"reference book, whole split, --cores 2: {time.perf_counter() - start:.0f} s")
+    assert run_snakemake(project, command, log, timeout=1800).returncode == 0, log.read_text()[-3000:]
+    print(f"reference book, small split, --cores 2: {time.perf_counter() - start:.0f} s")
     assert (project / "_build" / "html" / "index.html").is_file()
     assert sorted(p.stem for p in (project / "book").glob("*.ipynb")) == sorted(
         p.stem for p in (project / "notebooks").glob("*.ipynb"))
-    assert_every_instance_once(plan_of(project, ["backend=reference", "limit=0"]))
+    plan = plan_of(project, SMALL_SPLIT)
+    assert {r["instances"]["count"] for r in plan if r["instances"]["source"] == plan[0]["instances"]["source"]} == {24}
+    assert_every_instance_once(plan)
     again = run_snakemake(project, [*command, "--dry-run"], log)
     assert again.returncode == 0 and "Nothing to be done" in log.read_text().rsplit("Building DAG", 1)[-1]
+
+
+def chapter_target(root: Path, chapter: str = "01_main_results") -> str:
+    return str(root / "book" / f"{chapter}.ipynb")
+
+
+def papermill_parameters_of(notebook: Path) -> dict:
+    return json.loads(notebook.read_text())["metadata"]["papermill"]["parameters"]
+
+
+@pytest.mark.slow
+def test_a_book_of_other_parameters_or_a_removed_run_is_made_again_and_a_second_pass_does_nothing(project, tmp_path):
+    """`make grid` after a `make book` of other parameters executes the chapter again with the grid's own (its
+    parameters are an input Snakemake sees); after a run folder is removed by hand, the next pass computes
+    exactly that run (the others' records stay byte for byte) and executes the chapter again; the same
+    parameters once more leave everything as it is."""
+    log = tmp_path / "snakemake.log"
+    config = ["backend=reference", "limit=4", "only=[01]"]
+    command = snakemake(project, "local", "--cores", "2", chapter_target(project), "--config", *config)
+    assert run_snakemake(project, command, log).returncode == 0, log.read_text()[-3000:]
+    notebook = Path(chapter_target(project))
+    assert papermill_parameters_of(notebook)["limit"] == 4
+
+    book = [sys.executable, "-m", "cpdagthink", "book", "--only", "01", "--no-build", "--backend", "reference",
+            "--limit", "3"]
+    subprocess.run(book, cwd=project, check=True, capture_output=True)
+    assert papermill_parameters_of(notebook)["limit"] == 3  # the book of other parameters, newer than every input
+    assert run_snakemake(project, command, log).returncode == 0, log.read_text()[-3000:]
+    assert papermill_parameters_of(notebook)["limit"] == 4
+
+    folders = [Path(r["folder"]) for r in plan_of(project, config)]
+    records = {f: (f / "records.jsonl").read_bytes() for f in folders}
+    made = notebook.stat().st_mtime_ns
+    shutil.rmtree(folders[1])
+    assert run_snakemake(project, command, log).returncode == 0, log.read_text()[-3000:]
+    assert notebook.stat().st_mtime_ns > made
+    assert [f for f in folders if (f / "records.jsonl").stat().st_mtime_ns > made] == [folders[1]]
+    assert {f: (f / "records.jsonl").read_bytes() for f in folders if f != folders[1]} == {
+        f: text for f, text in records.items() if f != folders[1]}
+    answers = [(r["id"], r["prediction"]) for r in records_of(folders[1])]
+    assert answers == [(json.loads(line)["id"], json.loads(line)["prediction"])
+                       for line in records[folders[1]].decode().splitlines()]  # the reference agent answers alike
+    assert_every_instance_once(plan_of(project, config))
+
+    made = notebook.stat().st_mtime_ns
+    assert run_snakemake(project, [*command, "--dry-run"], log).returncode == 0
+    assert "Nothing to be done" in log.read_text().rsplit("Building DAG", 1)[-1]
+    assert run_snakemake(project, command, log).returncode == 0
+    assert notebook.stat().st_mtime_ns == made
+
+
+def group_processes(root: Path) -> list[int]:
+    """The pids of the group jobs (`cpdagthink plan ... --execute`) running in the project copy ``root``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            words = (entry / "cmdline").read_bytes().split(b"\0")
+            if b"--execute" in words and Path(os.readlink(entry / "cwd")) == root:
+                found.append(int(entry.name))
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+@pytest.mark.slow
+def test_a_group_job_ends_with_its_killed_snakemake_and_the_next_grid_is_not_locked_out(project, tmp_path):
+    """`kill -9` of Snakemake mid-group: the group job stops within seconds (its run interrupted, every finished
+    record kept) instead of running on as an orphan, and the next grid releases the dead Snakemake's lock and
+    computes the rest."""
+    log = tmp_path / "snakemake.log"
+    with ReasoningAPIServer(latency_s=1.0) as server:
+        config = ["backend=openai", "model=gpt-5.4-mini", "reasoning_effort=low", f"base_url={server.url}",
+                  "limit=40", "only=[01]", "conditions=[\"structured\"]", "include_reference=false"]
+        command = snakemake(project, "local", "runs", "--config", *config)
+        with log.open("ab") as sink:
+            first = subprocess.Popen(command, cwd=project, stdout=sink, stderr=subprocess.STDOUT)
+        wait_for(lambda: len(server.requests) >= 5, 300, "the group job's first requests")
+        (job,) = group_processes(project)
+        os.kill(first.pid, signal.SIGKILL)
+        first.wait()
+        wait_for(lambda: not group_processes(project), 20, "the orphaned group job to end")
+        assert list((project / ".snakemake" / "locks").glob("*.lock"))  # the dead Snakemake's lock is left
+        (run,) = plan_of(project, config)
+        folder = Path(run["folder"])
+        assert json.loads((folder / "summary.json").read_text())["status"] == "interrupted"
+        kept = len(records_of(folder))
+        assert kept < 40
+
+        again = run_snakemake(project, command, log)
+        assert again.returncode == 0, log.read_text()[-3000:]
+    assert "a lock of a Snakemake that is no longer running" in log.read_text()
+    assert_every_instance_once(plan_of(project, config))

@@ -224,6 +224,16 @@ def _book_overrides(args: argparse.Namespace) -> dict[str, Any]:
     return overrides
 
 
+def book_papermill_parameters(argv: list[str]) -> dict[str, dict[str, Any]]:
+    """What ``cpdagthink book ARGV`` gives papermill, by chapter it executes (the workflow compares it with
+    what an executed notebook was given)."""
+    from .book.build import papermill_parameters, selected
+
+    args = build_parser().parse_args(["book", *argv])
+    notebooks, overrides = selected(_book_overrides(args), args.only, dict(args.parameter or []))
+    return {n.stem: papermill_parameters(n, overrides) for n in notebooks}
+
+
 def cmd_book(args: argparse.Namespace) -> int:
     from .book.build import build
 
@@ -236,6 +246,7 @@ def cmd_book(args: argparse.Namespace) -> int:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     from .book.plan import execute, groups, plan_book
+    from .workflow import stop_with_scheduler
 
     def planned() -> list:
         runs = plan_book(_book_overrides(args), only=args.only, parameters=dict(args.parameter or []))
@@ -250,6 +261,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if not args.execute:
         print(json.dumps([r.model_dump(mode="json") for r in runs], indent=2))
         return 0
+    stop_with_scheduler()  # a grid's group job: it ends with the Snakemake that started it
     execute(runs)
     left = [r.folder for r in planned() if not r.complete]
     if left:

@@ -8,25 +8,40 @@ book. A group whose runs are all complete asks for no resource and its job loads
 compute and writes its marker), so a book whose runs were computed elsewhere (a cluster, ``outputs/`` copied
 back) renders without any model or GPU.
 
-A group job's marker (``outputs/plan/<group>.done``) says it finished; a marker whose group the plan finds
-incomplete (a run folder removed, other parameters) is stale and removed when the grid is planned, so the group
-runs again and the chapters that read it after it.
+A group job's marker (``outputs/plan/<group>.done``) says it finished. Each job's input is a plan file
+beside the markers (``groups/<group>.json``: its runs; ``chapters/<chapter>.json``: its parameters and runs;
+a chapter also reads its groups' markers), written when the grid is planned where its content changes or its
+output is stale (a group marked done whose runs are no longer all complete, a run folder or a record removed;
+a chapter executed with other parameters, by ``make book`` or for another backend): new parameters or a lost
+run always run what they need, and a second pass runs nothing.
 """
 
 from __future__ import annotations
 
+import fcntl
 import inspect
 import json
+import os
+import select
 import shlex
+import signal
+import socket
+import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
 from .errors import CpdagthinkError
+from .files import write_atomic
 from .paths import OUTPUTS_ROOT
 from .run.parameters import json_or_text
 
 MARKERS = OUTPUTS_ROOT / "plan"
+# The Snakemake process that runs a group job's shell (set by the Snakefile in every Snakemake that reads it):
+# the job ends with it (:func:`stop_with_scheduler`).
+ENV_SCHEDULER = "CPDAGTHINK_SCHEDULER_PID"
+_GRID_LOCK = "cpdagthink-grid.lock"  # in .snakemake/: held by every main Snakemake of this workflow while it lives
 
 # The backend option that sizes a job, and the Snakemake resource it becomes: vLLM's tensor-parallel GPUs,
 # llama.cpp's CPU threads; an API job holds one of the profile's ``api_slots`` (each sends up to its
@@ -39,6 +54,30 @@ class WorkflowConfigError(CpdagthinkError, ValueError):
     """A ``--config`` value the workflow cannot pass on (a key in a URL)."""
 
 
+Runs = tuple[tuple[str, str], ...]  # a job's runs: each run folder with its rows' digest
+
+
+def _plan(kind: str, name: str, runs: Runs, **fields: Any) -> dict[str, Any]:
+    """What a job's plan file holds (see :meth:`Grid.write_plan_files`), as its JSON reads back."""
+    return json.loads(json.dumps({kind: name, **fields, "runs": [{"folder": f, "rows_sha256": r} for f, r in runs]}))
+
+
+def _update_plan_file(path: Path, plan: dict[str, Any], stale: str | None) -> bool:
+    """Write ``plan`` to ``path`` unless it holds it already; when the job's output is ``stale`` (the reason),
+    write it with that reason and the time, so its content differs from what Snakemake recorded when the job
+    last ran (Snakemake takes an input newer than the output but of the same checksum as unchanged). Returns
+    whether it wrote."""
+    try:
+        before = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        before = None
+    if stale is None and isinstance(before, dict) and {k: v for k, v in before.items() if k != "stale"} == plan:
+        return False
+    record = {**plan, **({"stale": f"{stale} (planned at {time.time_ns()} ns)"} if stale else {})}
+    write_atomic(path, json.dumps(record, indent=1, sort_keys=True) + "\n")
+    return True
+
+
 @dataclass(frozen=True)
 class GroupJob:
     """One Snakemake job: the runs of one plan group, with the resources its backend takes (none once every
@@ -49,24 +88,53 @@ class GroupJob:
     threads: int = 1
     gpu: int = 0
     api_slots: int = 0
+    runs: Runs = ()
 
     @property
     def marker(self) -> Path:
+        """The job's output: written when every run of the group is complete."""
         return MARKERS / f"{self.key}.done"
+
+    @property
+    def plan_file(self) -> Path:
+        """The job's input: the runs it computes (:meth:`Grid.write_plan_files`)."""
+        return MARKERS / "groups" / f"{self.key}.json"
+
+    def plan(self) -> dict[str, Any]:
+        return _plan("group", self.key, self.runs)
 
 
 @dataclass(frozen=True)
 class ChapterJob:
-    """One chapter executed from records: its notebook's name, the groups whose runs it reads and the ``-p``
-    parameters it declares."""
+    """One chapter executed from records: its notebook's name, the groups whose runs it reads, the ``-p``
+    parameters it declares and the runs it reads."""
 
     name: str
     groups: tuple[str, ...]
     parameters: dict[str, Any] = field(default_factory=dict)
+    runs: Runs = ()
 
     def arguments(self) -> list[str]:
         """``cpdagthink book`` arguments that execute this chapter only, from its runs' records."""
         return ["--only", self.name, "--render-only", "--no-build", *parameter_flags(self.parameters)]
+
+    @property
+    def plan_file(self) -> Path:
+        """The job's input besides its groups' markers: its parameters and runs (:meth:`Grid.write_plan_files`)."""
+        return MARKERS / "chapters" / f"{self.name}.json"
+
+    def plan(self) -> dict[str, Any]:
+        return _plan("chapter", self.name, self.runs, parameters=self.parameters)
+
+    def executed_otherwise(self, book: Path) -> bool:
+        """Whether ``book`` holds this chapter executed with other parameters than this job gives it (a
+        ``make book`` since, a book of another backend)."""
+        from .book.build import executed_parameters
+        from .cli import book_papermill_parameters
+
+        executed = book / f"{self.name}.ipynb"
+        return executed.is_file() and executed_parameters(executed) != book_papermill_parameters(
+            self.arguments())[self.name]
 
 
 @dataclass(frozen=True)
@@ -82,12 +150,18 @@ class Grid:
         """``cpdagthink plan`` arguments that compute the group ``key``'s runs (what its job calls)."""
         return ["--only", *self.only, *parameter_flags(self.parameters), "--group", key, "--execute"]
 
-    def remove_stale_markers(self) -> list[Path]:
-        """Remove the marker of each group that has runs to compute again; returns what was removed."""
-        stale = [job.marker for job in self.groups.values() if not job.complete and job.marker.is_file()]
-        for path in stale:
-            path.unlink()
-        return stale
+    def write_plan_files(self, book: Path) -> list[Path]:
+        """Write each job's plan file (its input, beside the groups' markers) where its content differs, and
+        where its output is stale: a group marked done whose runs are no longer all complete (a run folder or a
+        record removed), a chapter in ``book`` executed with other parameters. Snakemake runs again a job whose
+        input changed (an input that is missing while the output exists is not enough), and each job after it;
+        a file left as it is keeps its content and time, so a second pass does nothing. Returns the files
+        written."""
+        jobs = [*((job, "a run is not complete though the group is marked done"
+                   if not job.complete and job.marker.is_file() else None) for job in self.groups.values()),
+                *((job, "the executed chapter was given other parameters"
+                   if job.executed_otherwise(book) else None) for job in self.chapters.values())]
+        return [job.plan_file for job, stale in jobs if _update_plan_file(job.plan_file, job.plan(), stale)]
 
 
 def _plain(value: Any) -> Any:
@@ -143,6 +217,11 @@ def job_resources(config: Any) -> dict[str, int]:
     return resources
 
 
+def _runs(planned: list[Any]) -> Runs:
+    """Each planned run (:class:`cpdagthink.book.plan.PlannedRun`) as its folder and rows' digest."""
+    return tuple((r.folder, r.instances.sha256) for r in planned)
+
+
 def plan_grid(config: Mapping[str, Any]) -> Grid:
     """The jobs of the book that ``config`` describes (every chapter, or those ``only`` selects)."""
     from .book.build import notebook_parameters, select_notebooks
@@ -156,11 +235,84 @@ def plan_grid(config: Mapping[str, Any]) -> Grid:
     for key, members in plan_groups(runs).items():
         complete = all(r.complete for r in members)
         resources = {} if complete else job_resources(members[0].config)
-        groups[key] = GroupJob(key, complete, **resources)
+        groups[key] = GroupJob(key, complete, **resources, runs=_runs(members))
     chapters = {}
     for notebook in notebooks:
         declared = notebook_parameters(notebook)
-        waits = sorted({r.group for r in runs if notebook.stem in r.chapters})
-        chapters[notebook.stem] = ChapterJob(notebook.stem, tuple(waits),
-                                             {k: v for k, v in parameters.items() if k in declared})
+        reads = [r for r in runs if notebook.stem in r.chapters]
+        chapters[notebook.stem] = ChapterJob(notebook.stem, tuple(sorted({r.group for r in reads})),
+                                             {k: v for k, v in parameters.items() if k in declared},
+                                             _runs(reads))
     return Grid([n.stem for n in notebooks], parameters, groups, chapters)
+
+
+def stop_with_scheduler() -> None:
+    """End this process as on SIGTERM (its run stops within seconds, every finished record kept) when the
+    Snakemake process named by ``$CPDAGTHINK_SCHEDULER_PID`` ends: a group job whose Snakemake was killed (even
+    ``kill -9``, which lets it stop nothing) does not run on as an orphan holding its run folders and the
+    directory. Nothing when the variable is unset (a job run by hand)."""
+    pid = os.environ.get(ENV_SCHEDULER, "")
+    if not pid.isdigit():
+        return
+    try:
+        handle = os.pidfd_open(int(pid))  # Linux: readable once the process has ended, whatever reuses its pid
+    except ProcessLookupError:
+        os.kill(os.getpid(), signal.SIGTERM)
+        return
+    except (AttributeError, OSError):  # no pidfd: ask once a second whether the process still exists
+        handle = None
+
+    def watch() -> None:
+        if handle is not None:
+            select.select([handle], [], [])
+        else:
+            while _alive(int(pid)):
+                time.sleep(1)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="stop-with-scheduler", daemon=True).start()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def release_stale_locks(snakemake_dir: Path) -> tuple[list[Path], str | None]:
+    """Hold this workflow's own lock (an exclusive ``flock`` on a file in ``snakemake_dir``, released by the
+    kernel when the process ends, however it ends) for the life of this process, and, when it is free, remove
+    Snakemake's locks (``locks/``, what ``snakemake --unlock`` removes): every main Snakemake of this workflow
+    holds the flock while it runs, so locks found with it free belong to a Snakemake that was killed. The file
+    names the host and pid of its last holder; a lock taken on another host is left (a file system may not share
+    ``flock`` across hosts). Returns the locks removed (none when another Snakemake holds the flock: its locks
+    are live, and Snakemake refuses as usual) and, for a lock left from another host, what to do about it."""
+    global _held
+    snakemake_dir.mkdir(parents=True, exist_ok=True)
+    handle = (snakemake_dir / _GRID_LOCK).open("a+", encoding="utf-8")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        return [], None
+    _held = handle  # kept open, so held, until the process ends
+    handle.seek(0)
+    host, _, _ = handle.read().partition(" ")
+    stale = sorted((snakemake_dir / "locks").glob("*.lock"))
+    if stale and host and host != socket.gethostname():
+        return [], (f"{snakemake_dir}/locks is held by a Snakemake started on {host}: if none runs there any more, "
+                    "release it with `make grid SNAKEMAKE_ARGS=--unlock` (snakemake --unlock)")
+    handle.seek(0)
+    handle.truncate()
+    handle.write(f"{socket.gethostname()} {os.getpid()}\n")
+    handle.flush()
+    for path in stale:
+        path.unlink(missing_ok=True)
+    return stale, None
+
+
+_held: Any = None

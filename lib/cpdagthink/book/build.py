@@ -106,13 +106,30 @@ def _kernel_log(path: Path) -> Iterator[None]:
         os.close(saved)
 
 
+def papermill_parameters(notebook: Path, overrides: dict[str, Any]) -> dict[str, Any]:
+    """What papermill gives ``notebook`` for these overrides: those it declares, with live widgets off unless
+    asked (a headless kernel cannot run them; notebooks that declare this show static views instead)."""
+    accepted = notebook_parameters(notebook)
+    return {k: v for k, v in {"interactive_widgets": False, **overrides}.items() if k in accepted}
+
+
+def executed_parameters(path: Path) -> dict[str, Any] | None:
+    """The parameters papermill gave the executed notebook ``path`` (its ``metadata.papermill``); None for a
+    notebook papermill did not execute or that cannot be read."""
+    try:
+        parameters = json.loads(path.read_text(encoding="utf-8"))["metadata"]["papermill"]["parameters"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return parameters if isinstance(parameters, dict) else None
+
+
 def execute(notebook: Path, overrides: dict[str, Any], output_dir: Path) -> Path:
-    """Run one notebook with the overrides it accepts; the executed copy goes to ``output_dir``."""
+    """Run one notebook with the overrides it accepts (:func:`papermill_parameters`); the executed copy goes
+    to ``output_dir``."""
     import papermill
 
-    accepted = notebook_parameters(notebook)
-    unknown = set(overrides) - accepted
-    parameters = {k: v for k, v in overrides.items() if k in accepted}
+    unknown = set(overrides) - notebook_parameters(notebook)
+    parameters = papermill_parameters(notebook, overrides)
     output = output_dir / notebook.name
     print(f"executing {notebook.name} with {json.dumps(parameters)}"
           + (f" (not a parameter here: {sorted(unknown)})" if unknown else ""), flush=True)
@@ -481,8 +498,6 @@ def build(overrides: dict[str, Any], only: list[str] | None = None, root: Path =
     check_parameters(notebooks, overrides)  # papermill would fail deep inside a notebook
     book = root / "book"
     book.mkdir(exist_ok=True)
-    # A headless kernel cannot run live widgets; notebooks that declare this show static views instead.
-    overrides = {"interactive_widgets": False, **overrides}
     timings = {}
     with _kernel_environment(render_only):
         for notebook in notebooks:
