@@ -2,7 +2,8 @@
 nothing runs and every name reads literally.
 
 A CSV's file name (its rows' ids are ``<stem>-NNNNN``), a model name (the openai backend takes any), an OOD
-split's file name, a CSV column (``template``) and the model's output carry live markup; each payload sets
+split's file name, a CSV column (``template``), a premise and a hypothesis of the sampled rows (posed to the model,
+counted on the pages as rows the oracle cannot read) and the model's output carry live markup; each payload sets
 ``window.pwned`` when it runs. Every chapter is built (a served model of four rows, a few seconds a chapter).
 """
 
@@ -19,19 +20,33 @@ from failure_cases import hostile_server
 NAME = '<img src=x onerror="window.pwned=\'{}\'">'
 MODEL = "o4-mini" + NAME.format("model")  # an always-reasoning family: chapter 03 names it where it refuses no_thinking
 COLUMN = '<script>window.pwned="column"</script>'
+PREMISE = ' <img src=x onerror="window.pwned=\'premise\'">.'  # appended: the row is unparsable, and still posed
+HYPOTHESIS = ' <svg onload="window.pwned=\'hypothesis\'">'
 OUTPUT = '<script>window.pwned = "script"</script>'  # failure_cases.HOSTILE, appended to each text the model writes
 PWNED = "new Promise(r => setTimeout(() => r(window.pwned === undefined ? null : String(window.pwned)), 300))"
 LIVE = "document.querySelectorAll('img[src=\"x\"], iframe, [onerror]').length"
 
 
-def hostile_csv(source, path) -> None:
-    """The rows of ``source`` with :data:`COLUMN` before each template, written to ``path``."""
+def hostile_csv(source, path, premise_row: int = -1, hypothesis_row: int = -1) -> None:
+    """The rows of ``source`` with :data:`COLUMN` before each template, :data:`PREMISE` after the premise of
+    row ``premise_row`` and :data:`HYPOTHESIS` after the hypothesis of ``hypothesis_row``, written to ``path``."""
     with open(source, newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
+    rows[premise_row]["input"] = rows[premise_row]["input"].replace("\nHypothesis:", PREMISE + "\nHypothesis:")
+    rows[hypothesis_row]["input"] += HYPOTHESIS
     with open(path, "w", newline="", encoding="utf-8") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows({**row, "template": COLUMN + row["template"]} for row in rows)
+
+
+def sampled_rows(csv_path, limit: int) -> list[int]:
+    """The row numbers of the sample the book draws from ``csv_path`` at ``limit`` (its notebooks' defaults):
+    the sample depends on labels and variable counts only, so a row's text can be changed and stay drawn."""
+    from cpdagthink.run.config import RunConfig
+
+    drawn = RunConfig(data=str(csv_path), limit=limit, sample_variables=(5,), sample_min_positives=2).instances()
+    return [int(i.id.rpartition("-")[2]) for i in drawn]
 
 
 @pytest.mark.slow
@@ -41,7 +56,8 @@ def test_every_chapter_built_from_hostile_names_and_texts_runs_nothing(test_csv,
 
     data, ood = tmp_path / "data" / (NAME.format("file") + ".csv"), tmp_path / "data" / (NAME.format("split") + ".csv")
     data.parent.mkdir()
-    hostile_csv(test_csv, data)
+    drawn = sampled_rows(test_csv, 4)
+    hostile_csv(test_csv, data, premise_row=drawn[0], hypothesis_row=drawn[1])
     hostile_csv(test_csv, ood)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     for name in ("_config.yml", "_toc.yml", "_static", "data/paper_reported.csv", "book/intro.md",
@@ -62,7 +78,8 @@ def test_every_chapter_built_from_hostile_names_and_texts_runs_nothing(test_csv,
         "03_ablations": [model, f"{MODEL} (o-series) reasons on every request"],  # the thinking note
         "04_probes": [model, f"{file}-"],  # the probe example's row id
         "05_audit": [model, f"of the {data} split"],
-        "06_failure_gallery": [model, file, OUTPUT, COLUMN],
+        # the rows of the hostile premise and hypothesis cannot be read, so the pages count them as left out
+        "06_failure_gallery": [model, file, OUTPUT, COLUMN, "Left out: 2 rows of this sample have no oracle label"],
     }
     shown = {(pages / f"{name}.html", ""): texts for name, texts in expected.items()}
     shown[(tmp_path / "_build" / "singlehtml" / "index.html", "print")] = sorted({t for ts in expected.values() for t in ts})
