@@ -62,7 +62,27 @@ def test_main_reading_averages_gains_and_keeps_each_seeds_interval(grid):
     summary = reading.tables["summary_table"]
     assert summary.loc["singleturn_structured", "paper Qwen3.6-27B"] == 74.53
     assert summary.loc["baseline_enhanced", "paper Qwen3.6-27B"] == 75.92
-    assert math.isnan(summary.loc["singleturn_structured", "paper Qwen3.5-27B"])
+    assert math.isnan(summary.loc["singleturn_structured", readings.PRIMARY_SEED])
+
+
+def test_table_1_compares_seed_0_with_the_primary_seed_and_the_mean_with_three_seeds(grid):
+    """Like with like: seed 0 beside 86.36 / 73.01, the mean ± sd over seeds beside 85.57 ± 1.70 / 77.49 ± 4.07."""
+    scores = tables.scores_frame(grid)
+    gold = scores[scores["labels"] == "gold"].set_index(["condition", "seed"])["F1"]
+    paired = tables.paired_frame(grid, "structured", ["baseline_enhanced"], n_resamples=100)
+    summary = readings.main_results(scores, paired, instances(GOLD), [0, 1]).tables["summary_table"]
+    assert list(summary.columns) == ["this run, seed 0", readings.PRIMARY_SEED, "paper Qwen3.6-27B",
+                                     "this run, mean of 2 seeds", "sd", readings.THREE_SEEDS, "paper sd"]
+    for condition in ("structured", "baseline_enhanced"):
+        assert summary.loc[condition, "this run, seed 0"] == pytest.approx(gold[(condition, 0)])
+        assert summary.loc[condition, "this run, mean of 2 seeds"] == pytest.approx(
+            (gold[(condition, 0)] + gold[(condition, 1)]) / 2)
+    assert gold[("structured", 0)] != gold[("structured", 1)]  # the two comparisons differ on this grid
+    assert (summary.loc["structured", readings.PRIMARY_SEED], summary.loc["baseline_enhanced", readings.PRIMARY_SEED]) == (86.36, 73.01)
+    assert tuple(summary.loc["structured", [readings.THREE_SEEDS, "paper sd"]]) == (85.57, 1.70)
+    assert tuple(summary.loc["baseline_enhanced", [readings.THREE_SEEDS, "paper sd"]]) == (77.49, 4.07)
+    later = readings.main_results(scores, paired, instances(GOLD), [1, 0]).tables["summary_table"]
+    assert later.loc["structured", "this run, seed 1"] == pytest.approx(gold[("structured", 1)])
 
 
 def test_single_seed_reading_says_there_is_no_spread(grid):
@@ -70,7 +90,8 @@ def test_single_seed_reading_says_there_is_no_spread(grid):
     reading = readings.main_results(tables.scores_frame(one), tables.paired_frame(one, "structured",
                                     ["baseline_enhanced"], n_resamples=100), instances(GOLD), [0])
     assert reading.phrases["seed_spread"] == "a single seed, so no spread across seeds"
-    assert reading.tables["summary_table"]["sd"].isna().all()  # a dash on the page, not a spread of 0
+    summary = reading.tables["summary_table"]  # one seed: nothing to set beside the paper's three-seed mean
+    assert list(summary.columns) == ["this run, seed 0", readings.PRIMARY_SEED, "paper Qwen3.6-27B"]
     assert reading.phrases["seed_count"] == "1 seed"
 
 

@@ -238,16 +238,28 @@ MAIN_CONDITIONS = {"structured": "structured", "baseline": BASELINE, "prose": "t
                    "singleturn": "singleturn_structured", "reference": REFERENCE}
 
 
-def main_summary_table(seeds_f1: pd.DataFrame) -> pd.DataFrame:
-    """This run's F1 (mean and sd over seeds) beside the paper's, each paper figure in its own model's
-    column: Qwen3.5-27B for the main rows, Qwen3.6-27B for the single-turn diagnostic and its own baseline."""
-    paper = tables.paper(["main_f1_baseline", "main_f1_structured", "prose_f1", "baseline_qwen36",
-                          "singleturn_qwen36"])
-    ours = seeds_f1.set_index("condition")
-    # One seed has no spread: its sd shows as a dash, not as 0.
-    frame = pd.DataFrame({"this run F1": ours["F1 mean"], "sd": ours["F1 sd"].where(ours["seeds"] > 1)})
-    for model, part in paper.groupby("model", sort=False):
-        frame = frame.join(part.set_index("condition")["value"].rename(f"paper {model}"), how="outer")
+PRIMARY_SEED = "paper Qwen3.5-27B, primary seed"
+THREE_SEEDS = "paper Qwen3.5-27B, mean of 3 seeds"
+
+
+def main_summary_table(scores: pd.DataFrame, seeds: Sequence[int]) -> pd.DataFrame:
+    """Table 1 compared like with like: this run's first seed (its primary run) beside the paper's primary
+    seed, and, with several seeds, this run's mean and sd over them beside the paper's three-seed mean and sd
+    (§4.2). Each paper figure sits in its own model's column: Qwen3.5-27B for the main rows, Qwen3.6-27B for
+    the single-turn diagnostic and its own baseline."""
+    gold = scores[scores["labels"] == "gold"]
+    first = gold[gold["seed"] == seeds[0]].set_index("condition")["F1"]
+    frame = pd.DataFrame({f"this run, seed {seeds[0]}": first})
+    primary = tables.paper(["main_f1_baseline", "main_f1_structured", "prose_f1", "baseline_qwen36", "singleturn_qwen36"])
+    for model, part in primary.groupby("model", sort=False):
+        name = PRIMARY_SEED if model == "Qwen3.5-27B" else f"paper {model}"
+        frame = frame.join(part.set_index("condition")["value"].rename(name), how="outer")
+    if len(seeds) > 1:
+        over = tables.seed_frame(scores, "gold").set_index("condition")
+        three = tables.paper(["seeds_f1_baseline", "seeds_f1_structured"]).set_index("condition")["value"]
+        spread = tables.paper(["seeds_f1_baseline_sd", "seeds_f1_structured_sd"]).set_index("condition")["value"]
+        frame = frame.join(pd.DataFrame({f"this run, mean of {len(seeds)} seeds": over["F1 mean"], "sd": over["F1 sd"],
+                                         THREE_SEEDS: three, "paper sd": spread}), how="outer")
     order = [BASELINE, TARGET, "twoturn_prose_pc", "singleturn_structured", REFERENCE]
     return frame.reindex(sorted(frame.index, key=lambda c: order.index(c) if c in order else len(order)))
 
@@ -299,9 +311,10 @@ def main_results(scores: pd.DataFrame, paired: pd.DataFrame, instances: Sequence
     }
     headline = paired_headline(paired, comparison, "the gain of Structured Thinking over BaselineEnhanced",
                                "main_delta")
-    summary = main_summary_table(tables.seed_frame(scores, "gold"))
-    summary.loc["always YES (this sample)", "this run F1"] = \
-        tables.trivial_predictors([i.label for i in instances])["always-YES F1"]
+    summary = main_summary_table(scores, seeds)
+    always_yes = tables.trivial_predictors([i.label for i in instances])["always-YES F1"]
+    for column in (c for c in summary.columns if c.startswith("this run")):  # the same sample under every seed
+        summary.loc["always YES (this sample)", column] = always_yes
     return Reading(numbers, phrases, {"summary_table": summary}, headline)
 
 
