@@ -304,3 +304,21 @@ def test_probe_grid_reads_each_seeds_unprobed_and_probed_runs(grid):
     assert list(zip(table["probe"], table["seed"])) == [("scramble_full", 0), ("scramble_full", 1)]
     assert set(table["agent"]) == {"m"} and example == {"scramble_full": runs[("scramble_full", 0)]}
     assert set(paired["comparison"]) == {"unprobed vs scramble_full"} and list(paired["seed"]) == [0, 1]
+
+
+def test_the_stress_table_gives_each_sets_positives_and_says_what_prevalence_and_the_papers_n_mean(grid):
+    """A stress set about half positive beside the test split's 15.5%; the paper's N where stated (the ASIA 9B
+    row's 40), and the 27B ASIA baseline's 9.30, which no set of 40 can give."""
+    stress = readings.stress_table({"asia8": grid})  # ten rows, five gold positives
+    assert stress.loc[("asia8", "structured"), "positives"] == sum(GOLD) == 5
+    assert stress.loc[("asia8", "structured"), "n"] == len(GOLD)
+    text = readings.stress_caveats(stress)
+    assert "asia8 5 of 10 (50%) gold positives, against 15.5% in the test split (180 of 1162)" in text
+    assert "N only for its ASIA-derived 9B row (40)" in text
+    assert "baseline F1 of 9.30 cannot come from 40 or fewer instances (it needs at least 41)" in text
+    assert "this run's ASIA set of 10 is smaller than the set the 27B figures beside it come from" in text
+    assert readings.stress_caveats(readings.stress_table({})) == ""  # nothing ran: nothing to qualify
+    reading = readings.complexity(*tables.bin_gain_frame(grid, "structured", "baseline_enhanced", min_positives=2,
+                                                         n_resamples=50, min_variables=0), 2, instances(GOLD), [0, 1],
+                                  None, None, stress)
+    assert reading.phrases["stress_caveats"] == text

@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 
 from ..analysis import tables
-from ..analysis.metrics import OmittedGroup, counted
+from ..analysis.metrics import OmittedGroup, counted, min_instances_for_f1
 from ..causal.instance import Instance
 from ..run.config import RunConfig
 from ..run.records import RunRecord
@@ -391,13 +391,43 @@ def stress_table(runs_by_family: Mapping[str, Mapping]) -> pd.DataFrame:
     for family, runs in runs_by_family.items():
         scores = tables.scores_frame(runs)
         for condition, group in scores[scores["labels"] == "gold"].groupby("condition", sort=False):
-            rows.append({"family": family, "condition": condition, "n": int(group["n"].iloc[0]),
-                         "this run F1": group["F1"].mean()})
-    ours = pd.DataFrame(rows, columns=["family", "condition", "n", "this run F1"])
+            first = group.iloc[0]  # every seed answers the same rows
+            rows.append({"family": family, "condition": condition, "n": int(first["n"]),
+                         "positives": int(first["tp"] + first["fn"]), "this run F1": group["F1"].mean()})
+    ours = pd.DataFrame(rows, columns=["family", "condition", "n", "positives", "this run F1"])
     paper = tables.paper([f"{f}_{c}" for f in ("random7", "alarm7", "asia8") for c in ("baseline", "structured")])
     paper = paper.assign(family=paper["key"].str.split("_").str[0]).rename(columns={"value": "paper F1"})
     return paper[["family", "condition", "paper F1"]].merge(ours, on=["family", "condition"], how="left") \
-        .set_index(["family", "condition"])[["n", "this run F1", "paper F1"]]
+        .set_index(["family", "condition"])[["n", "positives", "this run F1", "paper F1"]]
+
+
+def stress_caveats(stress: pd.DataFrame) -> str:
+    """What the stress table's reader must know (empty when no set ran): F1(YES) depends on prevalence, and
+    these sets are far more positive than the test split; the paper states N only for its ASIA-derived 9B
+    row, and its 27B ASIA baseline figure needs more instances than that row's N."""
+    from ..run.data import FINGERPRINTS
+
+    ran = stress.dropna(subset=["this run F1"]) if len(stress) else stress
+    if ran.empty:
+        return ""
+    split = FINGERPRINTS["test"]
+    sets = ran.groupby(level="family", sort=False)[["n", "positives"]].first()
+    shares = "; ".join(f"{family} {int(r['positives'])} of {int(r['n'])} ({100 * r['positives'] / r['n']:.0f}%)"
+                       for family, r in sets.iterrows())
+    text = (f"F1(YES) depends on prevalence: this run's stress sets hold {shares} gold positives, against "
+            f"{100 * split.positives / split.rows:.1f}% in the test split ({split.positives} of {split.rows}), so "
+            "their F1 is not on the test split's scale.")
+    asia_n = tables.paper(["asia8_9b_n"])["value"].iloc[0]
+    baseline = tables.paper(["asia8_baseline"])["value"].iloc[0]
+    needed = min_instances_for_f1(baseline)
+    text += (f" The paper states N only for its ASIA-derived 9B row ({asia_n:.0f}); its 27B rows give none, and "
+             f"its 27B ASIA-derived baseline F1 of {baseline:.2f} cannot come from {asia_n:.0f} or fewer "
+             f"instances (it needs at least {needed})")
+    ours = int(sets.loc["asia8", "n"]) if "asia8" in sets.index else None
+    if ours is not None and needed is not None and ours < needed:
+        size = f"{ours}, the 9B row's size," if ours == asia_n else f"{ours}"
+        text += f", so this run's ASIA set of {size} is smaller than the set the 27B figures beside it come from"
+    return text + "."
 
 
 def counted_stress(stress: pd.DataFrame) -> str:
@@ -432,6 +462,7 @@ def complexity(bin_gains: pd.DataFrame, omitted: Sequence[OmittedGroup], min_pos
         "bin_gains": bin_gains_sentence(bin_gains),
         "ood": ood,
         "stress": stress_text,
+        "stress_caveats": stress_caveats(stress),
     }
     numbers = paper_numbers(["gain_n5_id", "gain_n6_id", "gain_n5_ood", "gain_n6_ood", "gain_paraphrase",
                              "split_size_ood", "random7_baseline", "random7_structured", "alarm7_baseline",
