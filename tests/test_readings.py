@@ -322,3 +322,43 @@ def test_the_stress_table_gives_each_sets_positives_and_says_what_prevalence_and
                                                          n_resamples=50, min_variables=0), 2, instances(GOLD), [0, 1],
                                   None, None, stress)
     assert reading.phrases["stress_caveats"] == text
+
+
+def test_the_graph_audit_is_the_primary_runs_and_the_pooled_one_an_extra_labelled_as_such():
+    """The paper audits its primary run: the first seed's objects, never every seed's pooled, unless asked."""
+    from analyses import make, run_record
+    from cpdagthink.causal.premise import verbalise_premise
+    from cpdagthink.causal.dag import independence_facts
+    import networkx as nx
+
+    dag = nx.DiGraph([("A", "C"), ("B", "C")])
+    premise = verbalise_premise(independence_facts(dag, ("A", "B", "C")))
+    row = Instance(id="r0", premise=premise, hypothesis="A directly causes C.", label=1, num_variables=3,
+                   template="parent", split="test", source="test")
+    exact = make("ABC", directed=[("A", "C"), ("B", "C")], v=[("A", "C", "B")])
+    wrong = make("ABC", undirected=[("A", "C"), ("B", "C")])
+    runs = {("structured", 0): [run_record("r0", emitted=exact)], ("structured", 1): [run_record("r0", emitted=wrong)],
+            ("structured", 2): [run_record("r0", emitted=wrong)]}
+    scopes = readings.audit_scopes(runs, [row], [0, 1, 2])
+    assert list(scopes) == ["primary run (seed 0)", "pooled over 3 seeds"]
+    primary, pooled = scopes.values()
+    assert list(primary["seed"]) == [0] and bool(primary["exact_match"].iloc[0])
+    assert sorted(pooled["seed"]) == [0, 1, 2]
+    table = readings.pooled_summary(scopes, ["structured"])
+    assert list(table.columns) == ["Structured Thinking, primary run (seed 0)", "Structured Thinking, pooled over 3 seeds"]
+    assert table.loc["exact_match_rate"].tolist() == pytest.approx([1.0, 1 / 3])
+    assert list(readings.audit_scopes(runs, [row], [1])) == ["primary run (seed 1)"]
+
+
+def test_the_gallery_counts_errors_against_both_label_sets():
+    """Chapter 01 scores against the published labels, the gallery localises against the corrected ones: an
+    agent right on every row by the oracle has no gallery error, yet errs wherever a published label is wrong."""
+    from analyses import run_record
+
+    rows = instances([1, 0, 0])
+    right = [run_record(f"r{i}", answer="YES" if oracle else "NO", gold_label=gold, oracle_label=oracle)
+             for i, (gold, oracle) in enumerate([(1, 1), (0, 1), (0, 0)])]  # r1: a wrong published label
+    counts = pd.DataFrame({"errors": [0]}, index=pd.Index(["reference agent"], name="condition"))
+    reading = readings.gallery_reading(counts, rows, [0], {"reference agent": right})
+    assert reading.phrases["errors"] == "reference agent: 0 errors"
+    assert reading.phrases["published_errors"] == "reference agent: 1 error"

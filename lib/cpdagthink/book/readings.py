@@ -684,6 +684,36 @@ def audit_runs(runs: Mapping[tuple[str, int], Sequence[RunRecord]], instances: S
                       for (_, seed), records in runs.items()], ignore_index=True)
 
 
+def audit_scopes(runs: Mapping[tuple[str, int], Sequence[RunRecord]], instances: Sequence[Instance],
+                 seeds: Sequence[int]) -> dict[str, pd.DataFrame]:
+    """The graph audit by scope: first the primary run (the first seed; the paper audits its primary run),
+    then, with several seeds, every seed's objects pooled, labelled as such."""
+    first = {key: records for key, records in runs.items() if key[1] == seeds[0]}
+    scopes = {f"primary run (seed {seeds[0]})": audit_runs(first, instances)}
+    if len(seeds) > 1:
+        scopes[f"pooled over {counted(len(seeds), 'seed')}"] = audit_runs(runs, instances)
+    return scopes
+
+
+def show_pooled_audit(scopes: Mapping[str, pd.DataFrame], conditions: Sequence[str]) -> None:
+    """The audit's rates pooled over every seed (an extra beside the primary run's), or one sentence."""
+    from IPython.display import Markdown, display
+
+    if len(scopes) < 2:
+        display(Markdown("One seed ran, so the pooled audit is the primary run's, above."))
+        return
+    display(tables.show(pooled_summary(scopes, conditions), 3))
+
+
+def pooled_summary(scopes: Mapping[str, pd.DataFrame], conditions: Sequence[str]) -> pd.DataFrame:
+    """:func:`audit.summary_frame` of each scope side by side, one column per condition and scope, named
+    by both (``Structured Thinking, pooled over 3 seeds``)."""
+    from ..analysis import audit
+
+    return pd.concat([audit.summary_frame(frame, conditions).rename(columns=lambda c: f"{tables.label(c)}, {scope}")
+                      for scope, frame in scopes.items()], axis=1)
+
+
 def audit_reading(summary: pd.DataFrame, errors: pd.DataFrame, split: str, shortcut_count: int,
                   instances: Sequence[Instance], seeds: Sequence[int]) -> Reading:
     """Chapter 05: the structured condition's field scores and violation rate, the split's gold errors and
@@ -759,7 +789,12 @@ def gallery_headline(counts: pd.DataFrame) -> Headline:
         "automatically, where the paper hand-labels a diagnostic sample of 32."))
 
 
-def gallery_reading(counts: pd.DataFrame, instances: Sequence[Instance], seeds: Sequence[int]) -> Reading:
-    """Chapter 06: errors per condition, counted with their nouns."""
+def gallery_reading(counts: pd.DataFrame, instances: Sequence[Instance], seeds: Sequence[int],
+                    records: Mapping[str, Sequence[RunRecord]] | None = None) -> Reading:
+    """Chapter 06: errors per condition against the corrected labels (those the gallery localises), and,
+    given the ``records``, against the published labels too, as chapter 01 counts them."""
     errors = ", ".join(f"{c}: {counted(int(n), 'error')}" for c, n in counts["errors"].items()) or "none"
-    return Reading(paper_numbers(["gallery_cases"]), sample_phrases(instances, seeds) | {"errors": errors})
+    published = ", ".join(f"{c}: {counted(sum(int(r.says_yes) != r.gold_label for r in rs), 'error')}"
+                          for c, rs in (records or {}).items()) or "none"
+    return Reading(paper_numbers(["gallery_cases"]), sample_phrases(instances, seeds) | {
+        "errors": errors, "published_errors": published})
