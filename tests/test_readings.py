@@ -362,3 +362,13 @@ def test_the_gallery_counts_errors_against_both_label_sets():
     reading = readings.gallery_reading(counts, rows, [0], {"reference agent": right})
     assert reading.phrases["errors"] == "reference agent: 0 errors"
     assert reading.phrases["published_errors"] == "reference agent: 1 error"
+
+
+def test_the_audit_says_what_its_violation_rate_counts_beside_the_papers():
+    from cpdagthink.method.validate import ViolationKind
+
+    reading = readings.audit_reading(pd.DataFrame(), pd.DataFrame({"gold": []}), "test", 0, instances([1]), [0])
+    caveat = reading.phrases["violation_caveat"]
+    assert "not one measure" in caveat and "graph-consistency violations" in caveat
+    for kind in ViolationKind:  # every kind the audit checks is named; the premise checks are not part of it
+        assert (f"`{kind.value}`" in caveat) is (not kind.value.startswith("facts_")), kind
