@@ -14,14 +14,10 @@ import pytest
 
 from cpdagthink.run import data
 
-ROOT = Path(__file__).resolve().parents[1]
-SHARED_CSV = ROOT.parent / "shared" / "corr2cause" / "test.csv"
-
-
 def local_test_csv() -> Path | None:
-    """``$CORR2CAUSE_CSV`` when set, else the workspace copy; None when that file is absent."""
-    candidate = Path(os.environ.get(data.ENV_CSV) or SHARED_CSV)
-    return candidate if candidate.is_file() else None
+    """The local copy the commands use (:func:`data.local_test_csv`); None when there is none or it is absent."""
+    found = data.local_test_csv()
+    return Path(found) if found and Path(found).is_file() else None
 
 
 def in_ci() -> bool:
@@ -37,7 +33,7 @@ def locate_test_split() -> Path:
     try:
         return data.download_split("test")
     except data.DataError as error:
-        message = f"the Corr2Cause test split is neither local (${data.ENV_CSV}, {SHARED_CSV}) nor downloadable: {error}"
+        message = f"the Corr2Cause test split is neither local (${data.ENV_CSV}, {data.WORKSPACE_CSV}) nor downloadable: {error}"
         if in_ci():
             pytest.fail(message, pytrace=False)
         pytest.skip(message)

@@ -3,6 +3,7 @@ and the alphabetical-order shortcut on the real split."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import networkx as nx
@@ -102,6 +103,31 @@ def test_audit_rows(audited):
     assert list(df["correct"]) == [True, False, True, True, False]
     assert list(df["correct_corrected"]) == [True, True, True, False, False]
     assert {"skeleton_f1", "v_structures_f1", "directed_f1", "undirected_f1", "exact_match", "condition"} <= set(df.columns)
+
+
+def test_objects_no_cpdag_has_are_parsed_and_audited_as_violations():
+    """A self-loop, a name the premise lacks and a variable declared twice: turn 1's call parses, turn 2
+    shows the object as emitted, and the audit counts it under the violation that names it."""
+    from cpdagthink.method.chat import Completion, ToolCall
+    from cpdagthink.method.conditions import read_emitted
+    from cpdagthink.method.schema import TOOL_NAME
+
+    base = REFERENCE.model_dump()
+    cases = {
+        "self-loop": ({**base, "undirected_edges": [["D", "D"]]}, "skeleton_mismatch"),
+        "foreign": (json.loads(json.dumps(base).replace('"D"', '"E"')), "unknown_variable"),
+        "repeated": ({**base, "variables": ["A", "B", "C", "D", "A"]}, "unknown_variable"),
+    }
+    rows = {}
+    for rid, (data, kind) in cases.items():
+        emitted = read_emitted(Completion(text="", tool_calls=[ToolCall(TOOL_NAME, json.dumps(data))]))
+        assert emitted.error is None and emitted.analysis.model_dump() == CausalAnalysis.model_validate(data).model_dump()
+        rows[rid] = audit.audit_record(record(rid, emitted.analysis, 1, 1, 1), REFERENCE)
+        assert rows[rid]["parsed"] and rows[rid]["valid"] is False and rows[rid]["graph_quality"] != "unparsed"
+        assert kind in rows[rid]["violation_kinds"], (rid, rows[rid]["violation_kinds"])
+    assert rows["self-loop"]["graph_quality"] == rows["foreign"]["graph_quality"] == "violations"
+    assert rows["repeated"]["graph_quality"] == "exact"  # its four fields are the reference's; its list is not
+    assert audit_summary(pd.DataFrame(rows.values()))["violation_rate"] == 1.0
 
 
 def test_audit_summary(audited):

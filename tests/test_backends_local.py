@@ -21,7 +21,7 @@ from cpdagthink.backends.toolcalls import (
     split_reasoning,
 )
 from cpdagthink.method.chat import Constraint, Request, ToolCall
-from cpdagthink.method.schema import TOOL_NAME, analysis_regex, parse_analysis, tool_definition
+from cpdagthink.method.schema import TOOL_NAME, analysis_regex, instance_model, parse_analysis, tool_definition
 
 VARS = ["A", "B"]
 SYSTEM = "You analyse causal structure. Answer with the requested tool call."
@@ -150,7 +150,8 @@ def test_constrained_tool_call_matches_regex_and_parses(smol):
     assert re.fullmatch(rx, out.raw), out.raw  # only possible if the constraint is active
     assert out.finish_reason == "stop"
     assert len(out.tool_calls) == 1 and out.tool_calls[0].name == TOOL_NAME
-    analysis = parse_analysis(out.tool_calls[0].arguments, VARS)
+    analysis = parse_analysis(out.tool_calls[0].arguments)
+    instance_model(tuple(VARS)).model_validate_json(out.tool_calls[0].arguments)  # the constraint's names
     assert set(analysis.variables) <= set(VARS)
     assert out.meta["thinking"] == "unsupported"  # requested (default True) but SmolLM2 cannot think
 
@@ -237,6 +238,6 @@ def test_qwen_forced_tool_call_under_constraint_parses():
         out = backend.complete(analysis_request(max_tokens=250))
         assert re.fullmatch(envelope_regex(TOOL_NAME, analysis_regex(VARS)), out.raw), out.raw
         assert out.tool_calls[0].name == TOOL_NAME
-        parse_analysis(out.tool_calls[0].arguments, VARS)
+        instance_model(tuple(VARS)).model_validate_json(out.tool_calls[0].arguments)
     finally:
         backend.close()

@@ -180,7 +180,7 @@ def real_turns(test_csv):
 def test_a_probed_turn2_differs_from_the_unprobed_one_only_in_the_object(name, real_turns):
     changed = 0
     for instance, decoding, turn1 in real_turns:
-        emitted = read_emitted(turn1, instance).analysis
+        emitted = read_emitted(turn1).analysis
         given = intervene(PROBES[name], instance, emitted, decoding.seed)
         assert given.note  # recorded, never shown
         assert given.include_premise is (name != "drop_premise")
@@ -195,9 +195,9 @@ def test_a_probed_turn2_differs_from_the_unprobed_one_only_in_the_object(name, r
 
 def test_malformed_and_truncated_json_is_recorded_not_raised():
     truncated = Completion(text="", tool_calls=[ToolCall("record_causal_analysis", '{"variables": ["A", "B"')])
-    emitted = read_emitted(truncated, INSTANCE)
+    emitted = read_emitted(truncated)
     assert emitted.analysis is None and "JSONDecodeError" in emitted.error
-    none = read_emitted(Completion(text="I think yes"), INSTANCE)
+    none = read_emitted(Completion(text="I think yes"))
     assert none.analysis is None and "no record_causal_analysis" in none.error
     request = second_request(CONDITIONS["structured"], INSTANCE, Decoding(), truncated)
     assert "not usable" in request.messages[-1]["content"]
@@ -210,3 +210,16 @@ def test_malformed_and_truncated_json_is_recorded_not_raised():
 )
 def test_answers_are_parsed_strictly(text, answer):
     assert parse_answer(text) == answer
+
+
+def test_an_object_with_a_self_loop_and_a_foreign_name_goes_to_turn2_as_emitted():
+    """INSTANCE declares A, B, C: the object names D and loops B on itself, yet parses and is shown."""
+    arguments = ('{"variables":["A","B","C","D"],"skeleton":[["B","B"],["C","D"]],"separating_sets":[],'
+                 '"v_structures":[],"directed_edges":[["C","D"]],"undirected_edges":[["B","B"]]}')
+    turn1 = Completion(text="", tool_calls=[ToolCall("record_causal_analysis", arguments)])
+    emitted = read_emitted(turn1)
+    assert emitted.error is None and emitted.analysis.undirected_edges == [("B", "B")]
+    request = second_request(CONDITIONS["structured"], INSTANCE, Decoding(), turn1)
+    result = request.messages[-1]["content"]
+    assert "not usable" not in result and "C -> D;" in result and "B -> B [dir=none];" in result
+    assert json.loads(request.messages[-2]["tool_calls"][0]["function"]["arguments"]) == json.loads(arguments)

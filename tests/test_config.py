@@ -221,3 +221,32 @@ def test_a_long_model_name_still_names_a_folder_that_can_be_created(test_csv, tm
     other = RunParameters(backend="openai", model=long + "x", data=str(test_csv), limit=2,
                           out_root=str(tmp_path)).to_config()
     assert other.folder(other.instances()) != folder
+
+
+def test_thinking_off_conditions_sample_at_the_non_thinking_recommendation():
+    """Qwen3.5's card recommends 1.0/0.95/20 with thinking and 0.7/0.8/20 without: each condition its mode's."""
+    from cpdagthink.causal.instance import Instance
+    from cpdagthink.method.conditions import CONDITIONS, first_request
+
+    premise = ("Premise: Suppose there is a closed system of 3 variables, A, B and C. All the statistical relations "
+               "among these 3 variables are as follows: A correlates with C. B correlates with C. However, A is "
+               "independent of B.")
+    instance = Instance(id="t-0", premise=premise, hypothesis="A directly causes C.", num_variables=3,
+                        template="parent", label=1, split="t", source="test")
+
+    def sampled(config):
+        return config.decoding.temperature, config.decoding.top_p, config.decoding.top_k
+
+    setup = RunParameters(backend="vllm", model="Qwen/Qwen3.5-27B", seeds=[0, 1]).to_config()
+    assert sampled(setup.for_run("structured", 1)) == (1.0, 0.95, 20)
+    for name in ("no_thinking", "baseline_no_thinking"):
+        run = setup.for_run(name, 1)
+        assert sampled(run) == (0.7, 0.8, 20) and run.decoding.seed == 1
+        request = first_request(CONDITIONS[name], instance, run.decoding)
+        assert (request.thinking, request.temperature, request.top_p) == (False, 0.7, 0.8)
+    direct = RunParameters(backend="vllm", model="Qwen/Qwen3.5-27B", condition="no_thinking").to_config()
+    assert sampled(direct) == (0.7, 0.8, 20) and sampled(direct.for_run("structured")) == (1.0, 0.95, 20)
+    chosen = RunParameters(backend="vllm", model="Qwen/Qwen3.5-27B", seeds=[0, 1], temperature=0.6).to_config()
+    assert chosen.for_run("no_thinking").decoding.temperature == 0.6  # a chosen sampling is kept
+    local = RunParameters(seeds=[0, 1]).to_config()  # one recommendation only: the same for every condition
+    assert sampled(local.for_run("no_thinking")) == sampled(local.for_run("structured"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+from pathlib import Path
 
 import pytest
 
@@ -206,3 +207,18 @@ def test_a_row_as_long_as_the_oracles_bound_admits_is_read(tmp_path):
                                              [text, "0", str(MAX_VARIABLES), "parent"]])
     [row] = read_csv(path)
     assert row.text == text
+
+
+def test_the_test_split_is_found_as_the_makefile_finds_it(monkeypatch, tmp_path, test_csv):
+    """$CORR2CAUSE_CSV when set, else the workspace copy beside the checkout, else the hub: offline, a command
+    run without the variable reads the workspace copy, as `make` would."""
+    assert data.WORKSPACE_CSV == data.PROJECT_ROOT.parent / "shared" / "corr2cause" / "test.csv"  # beside the checkout
+    copy = tmp_path / "shared" / "corr2cause" / "test.csv"
+    copy.parent.mkdir(parents=True)
+    copy.write_bytes(Path(test_csv).read_bytes())
+    monkeypatch.setattr(data, "WORKSPACE_CSV", copy)
+    monkeypatch.delenv(data.ENV_CSV, raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert data.local_test_csv() == str(copy) and len(data.load_split("test")) == 1162
+    monkeypatch.setenv(data.ENV_CSV, str(test_csv))
+    assert data.local_test_csv() == str(test_csv)  # the variable wins, as in the Makefile

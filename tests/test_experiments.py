@@ -125,3 +125,38 @@ def test_render_only_refuses_a_run_not_yet_computed_naming_its_folder(setup, mon
     monkeypatch.setenv(ex.ENV_RENDER_ONLY, "1")
     _refuse_backends(monkeypatch)
     assert ex.run(setup, "structured", 0, instances, progress=False) == made
+
+
+@pytest.mark.slow
+def test_the_printed_reproduce_command_runs_as_printed_from_a_fresh_shell_offline(tmp_path, test_csv):
+    """A checkout with the workspace copy beside it (as this project is laid out), no $CORR2CAUSE_CSV, no hub:
+    the command a page prints builds that page."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from cpdagthink.book.build import NOTEBOOKS, notebook_defaults
+    from cpdagthink.paths import PROJECT_ROOT
+
+    checkout, shared = tmp_path / "project", tmp_path / "shared" / "corr2cause"
+    shared.mkdir(parents=True)
+    shutil.copyfile(test_csv, shared / "test.csv")
+    checkout.mkdir()
+    shutil.copytree(PROJECT_ROOT / "lib", checkout / "lib", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("notebooks", "prompts", "data", "_static", "_config.yml", "_toc.yml", "README.md", "pyproject.toml"):
+        (checkout / name).symlink_to(PROJECT_ROOT / name)
+    (checkout / "book").mkdir()
+    for page in (PROJECT_ROOT / "book").glob("*.md"):
+        shutil.copyfile(page, checkout / "book" / page.name)
+    command = ex.reproduce_command("06_failure_gallery",
+                                   notebook_defaults(NOTEBOOKS / "06_failure_gallery.ipynb") | {"backend": "reference"})
+    assert command == "cpdagthink book --only 06 -p backend=reference"
+    env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": str(tmp_path / "home"),
+           "PYTHONPATH": str(checkout / "lib"), "CPDAGTHINK_OUTPUTS": str(tmp_path / "outputs"), "HF_HUB_OFFLINE": "1",
+           **{k: os.environ[k] for k in ("CPDAGTHINK_MODEL_CACHE", "CHROME_BIN", "CPDAGTHINK_CHROMIUM") if k in os.environ}}
+    done = subprocess.run(["bash", "-c", command], cwd=checkout, env=env, capture_output=True, text=True, timeout=1200)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    page = (checkout / "book" / "06_failure_gallery.ipynb").read_text()
+    assert "Reproduce this page" in page and str(shared / "test.csv") not in page

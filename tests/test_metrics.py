@@ -322,3 +322,12 @@ def test_scores_table_percentages():
 def test_input_validation(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_a_reported_f1_bounds_the_number_of_instances_it_was_measured_on():
+    from cpdagthink.analysis.metrics import binary_scores, min_instances_for_f1
+
+    assert min_instances_for_f1(9.30) == 41  # 2 true positives and 39 errors: 4 / 43
+    assert round(100 * binary_scores([1, 1] + [1] * 20 + [0] * 19, [1, 1] + [0] * 20 + [1] * 19).f1, 2) == 9.30
+    assert min_instances_for_f1(100.0) == 1 and min_instances_for_f1(0.0) == 1
+    assert min_instances_for_f1(60.0) == 7  # 3 true positives and 4 errors: 6 / 10

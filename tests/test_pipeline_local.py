@@ -8,7 +8,7 @@ import pytest
 
 from cpdagthink.method.conditions import CONDITIONS, Flow, first_request
 from cpdagthink.method.decoding import Decoding
-from cpdagthink.method.schema import parse_analysis
+from cpdagthink.method.schema import instance_model
 from cpdagthink.run.data import read_csv
 from cpdagthink.run.runner import run_condition
 
@@ -60,7 +60,8 @@ def test_every_condition_end_to_end(runs, small_items):
             if condition.flow is Flow.TOOL and condition.constrained:
                 turn1 = record.turns[0]
                 assert re.fullmatch(output_regex(first_request(condition, instance, DECODING)), turn1.raw), turn1.raw
-                assert parse_analysis(turn1.tool_calls[0].arguments, ("A", "B", "C"))
+                # the constraint kept the names the instance's (the parser alone would not refuse others)
+                assert instance_model(("A", "B", "C")).model_validate_json(turn1.tool_calls[0].arguments)
                 assert record.emitted is not None and record.emitted_error is None
 
 

@@ -110,3 +110,25 @@ def test_recommended_sampling_by_mode():
     assert recommended_sampling("Qwen/Qwen2.5-7B-Instruct", thinking=True).top_p == 0.8  # its only mode
     assert "Mistral-Small-3.1" in recommended_sampling("mistralai/Mistral-Small-3.1-24B-Instruct-2503").source
     assert recommended_sampling("gpt-5-mini") is None
+
+
+def test_a_recommended_parameter_no_request_sends_is_said_to_be_not_sent():
+    """A penalty a card recommends is not part of any request (``Sampling`` has no penalty field): where a
+    source names one, in the profiles and in the README's family table, it says it is not sent."""
+    import re
+    from pathlib import Path
+
+    from cpdagthink.method.decoding import Sampling
+
+    penalty = re.compile(r"\b(\w+_penalty)\b")
+    for profile in PROFILES:
+        for mode, sampling in profile.recommended.items():
+            for name in penalty.findall(sampling.source):
+                assert name not in Sampling.model_fields, name
+                assert re.search(rf"{name} [\d.]+ is not sent", sampling.source), (profile.family, mode, sampling.source)
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    rows = [line for line in readme.splitlines() if line.startswith("| `Qwen") or line.startswith("| `mistral")]
+    assert rows
+    for row in rows:
+        for name in set(penalty.findall(row)):
+            assert re.search(rf"{name} [\d.]+ is not sent", row), row

@@ -64,7 +64,27 @@ def test_main_reading_averages_gains_and_keeps_each_seeds_interval(grid):
     summary = reading.tables["summary_table"]
     assert summary.loc["singleturn_structured", "paper Qwen3.6-27B"] == 74.53
     assert summary.loc["baseline_enhanced", "paper Qwen3.6-27B"] == 75.92
-    assert math.isnan(summary.loc["singleturn_structured", "paper Qwen3.5-27B"])
+    assert math.isnan(summary.loc["singleturn_structured", readings.PRIMARY_SEED])
+
+
+def test_table_1_compares_seed_0_with_the_primary_seed_and_the_mean_with_three_seeds(grid):
+    """Like with like: seed 0 beside 86.36 / 73.01, the mean ± sd over seeds beside 85.57 ± 1.70 / 77.49 ± 4.07."""
+    scores = tables.scores_frame(grid)
+    gold = scores[scores["labels"] == "gold"].set_index(["condition", "seed"])["F1"]
+    paired = tables.paired_frame(grid, "structured", ["baseline_enhanced"], n_resamples=100)
+    summary = readings.main_results(scores, paired, instances(GOLD), [0, 1]).tables["summary_table"]
+    assert list(summary.columns) == ["this run, seed 0", readings.PRIMARY_SEED, "paper Qwen3.6-27B",
+                                     "this run, mean of 2 seeds", "sd", readings.THREE_SEEDS, "paper sd"]
+    for condition in ("structured", "baseline_enhanced"):
+        assert summary.loc[condition, "this run, seed 0"] == pytest.approx(gold[(condition, 0)])
+        assert summary.loc[condition, "this run, mean of 2 seeds"] == pytest.approx(
+            (gold[(condition, 0)] + gold[(condition, 1)]) / 2)
+    assert gold[("structured", 0)] != gold[("structured", 1)]  # the two comparisons differ on this grid
+    assert (summary.loc["structured", readings.PRIMARY_SEED], summary.loc["baseline_enhanced", readings.PRIMARY_SEED]) == (86.36, 73.01)
+    assert tuple(summary.loc["structured", [readings.THREE_SEEDS, "paper sd"]]) == (85.57, 1.70)
+    assert tuple(summary.loc["baseline_enhanced", [readings.THREE_SEEDS, "paper sd"]]) == (77.49, 4.07)
+    later = readings.main_results(scores, paired, instances(GOLD), [1, 0]).tables["summary_table"]
+    assert later.loc["structured", "this run, seed 1"] == pytest.approx(gold[("structured", 1)])
 
 
 def test_single_seed_reading_says_there_is_no_spread(grid):
@@ -72,7 +92,8 @@ def test_single_seed_reading_says_there_is_no_spread(grid):
     reading = readings.main_results(tables.scores_frame(one), tables.paired_frame(one, "structured",
                                     ["baseline_enhanced"], n_resamples=100), instances(GOLD), [0])
     assert reading.phrases["seed_spread"] == "a single seed, so no spread across seeds"
-    assert reading.tables["summary_table"]["sd"].isna().all()  # a dash on the page, not a spread of 0
+    summary = reading.tables["summary_table"]  # one seed: nothing to set beside the paper's three-seed mean
+    assert list(summary.columns) == ["this run, seed 0", readings.PRIMARY_SEED, "paper Qwen3.6-27B"]
     assert reading.phrases["seed_count"] == "1 seed"
 
 
@@ -297,3 +318,71 @@ def test_probe_grid_reads_each_seeds_unprobed_and_probed_runs(grid):
     assert list(zip(table["probe"], table["seed"])) == [("scramble_full", 0), ("scramble_full", 1)]
     assert set(table["agent"]) == {"m"} and example == {"scramble_full": runs[("scramble_full", 0)]}
     assert set(paired["comparison"]) == {"unprobed vs scramble_full"} and list(paired["seed"]) == [0, 1]
+
+
+def test_the_stress_table_gives_each_sets_positives_and_says_what_prevalence_and_the_papers_n_mean(grid):
+    """A stress set about half positive beside the test split's 15.5%; the paper's N where stated (the ASIA 9B
+    row's 40), and the 27B ASIA baseline's 9.30, which no set of 40 can give."""
+    stress = readings.stress_table({"asia8": grid})  # ten rows, five gold positives
+    assert stress.loc[("asia8", "structured"), "positives"] == sum(GOLD) == 5
+    assert stress.loc[("asia8", "structured"), "n"] == len(GOLD)
+    text = readings.stress_caveats(stress)
+    assert "asia8 5 of 10 (50%) gold positives, against 15.5% in the test split (180 of 1162)" in text
+    assert "N only for its ASIA-derived 9B row (40)" in text
+    assert "baseline F1 of 9.30 cannot come from 40 or fewer instances (it needs at least 41)" in text
+    assert "this run's ASIA set of 10 is smaller than the set the 27B figures beside it come from" in text
+    assert readings.stress_caveats(readings.stress_table({})) == ""  # nothing ran: nothing to qualify
+    reading = readings.complexity(*tables.bin_gain_frame(grid, "structured", "baseline_enhanced", min_positives=2,
+                                                         n_resamples=50, min_variables=0), 2, instances(GOLD), [0, 1],
+                                  None, None, stress)
+    assert reading.phrases["stress_caveats"] == text
+
+
+def test_the_graph_audit_is_the_primary_runs_and_the_pooled_one_an_extra_labelled_as_such():
+    """The paper audits its primary run: the first seed's objects, never every seed's pooled, unless asked."""
+    from analyses import make, run_record
+    from cpdagthink.causal.premise import verbalise_premise
+    from cpdagthink.causal.dag import independence_facts
+    import networkx as nx
+
+    dag = nx.DiGraph([("A", "C"), ("B", "C")])
+    premise = verbalise_premise(independence_facts(dag, ("A", "B", "C")))
+    row = Instance(id="r0", premise=premise, hypothesis="A directly causes C.", label=1, num_variables=3,
+                   template="parent", split="test", source="test")
+    exact = make("ABC", directed=[("A", "C"), ("B", "C")], v=[("A", "C", "B")])
+    wrong = make("ABC", undirected=[("A", "C"), ("B", "C")])
+    runs = {("structured", 0): [run_record("r0", emitted=exact)], ("structured", 1): [run_record("r0", emitted=wrong)],
+            ("structured", 2): [run_record("r0", emitted=wrong)]}
+    scopes = readings.audit_scopes(runs, [row], [0, 1, 2])
+    assert list(scopes) == ["primary run (seed 0)", "pooled over 3 seeds"]
+    primary, pooled = scopes.values()
+    assert list(primary["seed"]) == [0] and bool(primary["exact_match"].iloc[0])
+    assert sorted(pooled["seed"]) == [0, 1, 2]
+    table = readings.pooled_summary(scopes, ["structured"])
+    assert list(table.columns) == ["Structured Thinking, primary run (seed 0)", "Structured Thinking, pooled over 3 seeds"]
+    assert table.loc["exact_match_rate"].tolist() == pytest.approx([1.0, 1 / 3])
+    assert list(readings.audit_scopes(runs, [row], [1])) == ["primary run (seed 1)"]
+
+
+def test_the_gallery_counts_errors_against_both_label_sets():
+    """Chapter 01 scores against the published labels, the gallery localises against the corrected ones: an
+    agent right on every row by the oracle has no gallery error, yet errs wherever a published label is wrong."""
+    from analyses import run_record
+
+    rows = instances([1, 0, 0])
+    right = [run_record(f"r{i}", answer="YES" if oracle else "NO", gold_label=gold, oracle_label=oracle)
+             for i, (gold, oracle) in enumerate([(1, 1), (0, 1), (0, 0)])]  # r1: a wrong published label
+    counts = pd.DataFrame({"errors": [0]}, index=pd.Index(["reference agent"], name="condition"))
+    reading = readings.gallery_reading(counts, rows, [0], {"reference agent": right})
+    assert reading.phrases["errors"] == "reference agent: 0 errors"
+    assert reading.phrases["published_errors"] == "reference agent: 1 error"
+
+
+def test_the_audit_says_what_its_violation_rate_counts_beside_the_papers():
+    from cpdagthink.method.validate import ViolationKind
+
+    reading = readings.audit_reading(pd.DataFrame(), pd.DataFrame({"gold": []}), "test", 0, instances([1]), [0])
+    caveat = reading.phrases["violation_caveat"].source()
+    assert "not one measure" in str(reading.phrases["violation_caveat"]) and "graph\\-consistency violations" in caveat
+    for kind in ViolationKind:  # every kind the audit checks is named; the premise checks are not part of it
+        assert (f"`{kind.value}`" in caveat) is (not kind.value.startswith("facts_")), kind

@@ -262,3 +262,16 @@ def test_random_dags_pass_and_one_edit_mutations_are_caught():
                 assert K.V_STRUCTURE_CONTRADICTS_EDGES in kinds
     assert min(seen.values()) >= 20, seen
     assert still_cpdag["drop_v"] == seen["drop_v"] and still_cpdag["flip"] > 0  # both branches exercised
+
+
+def test_the_declared_once_rule_is_the_projects_reading_not_the_papers():
+    """Appendix F.1 lists the schema's fields; "declared once" is this project's consistency rule."""
+    text = K.UNKNOWN_VARIABLE.reference
+    assert "this project's reading" in text and "(schema, appendix F.1)" not in text
+
+
+def test_a_name_the_premise_lacks_is_an_unknown_variable_given_the_premise_variables():
+    emitted = make("ABCE", directed=[("A", "C"), ("B", "C")], v=[("A", "C", "B")])
+    assert violation_kinds(emitted) == set()  # self-consistent on its own names
+    found = list(violations(emitted, variables=("A", "B", "C", "D")))
+    assert [v.kind for v in found] == [K.UNKNOWN_VARIABLE] and "premise's {A, B, C, D}" in found[0].detail

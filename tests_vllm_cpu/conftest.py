@@ -87,6 +87,5 @@ def check_run(result: RunResult, condition, instances, constraint_pattern=None) 
                 if constraint_pattern is not None:
                     request = first_request(condition, instance, DECODING)
                     assert re.fullmatch(constraint_pattern(request), turn1.raw), turn1.raw
-                variables = tuple(record.emitted.variables) if record.emitted else ()
                 assert record.emitted is not None and record.emitted_error is None, record.emitted_error
-                assert parse_analysis(turn1.tool_calls[0].arguments, variables) == record.emitted
+                assert parse_analysis(turn1.tool_calls[0].arguments) == record.emitted

@@ -16,7 +16,7 @@ from .causal.instance import Instance
 from .errors import CpdagthinkError
 from .paths import ENV_OUTPUTS, OUTPUTS_ROOT
 from .run.config import RunParameters
-from .run.data import ENV_CSV, load_split, read_csv
+from .run.data import load_split, local_test_csv, read_csv
 from .run.parameters import json_or_text
 
 
@@ -31,7 +31,7 @@ def _refuse_overwriting_input(args: argparse.Namespace) -> None:
     """``--out`` must be a file that can be written (checked before any work), and not the CSV being read:
     writing it would destroy the input."""
     split = getattr(args, "split", None)  # `generate` reads only --data
-    inputs = [getattr(args, "data", None) or (os.environ.get(ENV_CSV) if split == "test" else None)]
+    inputs = [getattr(args, "data", None) or (local_test_csv() if split == "test" else None)]
     if any(i and Path(i).resolve() == Path(args.out).resolve() for i in inputs):
         raise ValueError(f"--out {args.out} is the input CSV; writing it would destroy the data: choose another path")
     out = Path(args.out)
@@ -324,7 +324,7 @@ def _data_options(parser: argparse.ArgumentParser) -> None:
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--data", help="a Corr2Cause-format CSV")
     source.add_argument("--split", default="test", help="a hub split at the pinned revision (default: test; "
-                        "uses $CORR2CAUSE_CSV when set)")
+                        "uses $CORR2CAUSE_CSV when set, else ../shared/corr2cause/test.csv beside the checkout when it exists)")
 
 
 def build_parser() -> argparse.ArgumentParser:

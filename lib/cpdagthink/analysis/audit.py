@@ -103,7 +103,8 @@ def audit_record(record: RunRecord, reference: CausalAnalysis) -> dict[str, Any]
     """One audit row for a run record."""
     emitted = record.emitted
     scores = field_scores(emitted, reference) if emitted is not None else None
-    kinds = sorted({v.kind.value for v in violations(emitted)}) if emitted is not None else []
+    # Against the premise's variables too: a foreign name is a violation, not a parse failure.
+    kinds = sorted({v.kind.value for v in violations(emitted, variables=reference.variables)}) if emitted is not None else []
     oracle = record.oracle_label
     row: dict[str, Any] = {"id": record.id, "condition": record.condition, "parsed": emitted is not None}
     for name in FIELDS:

@@ -292,6 +292,17 @@ def paired_comparison(
     )
 
 
+def min_instances_for_f1(f1_percent: float, decimals: int = 2, most: int = 10_000) -> int | None:
+    """The fewest instances (tp + fp + fn; true negatives add none) whose F1(YES) rounds to ``f1_percent``
+    at ``decimals`` places, or None up to ``most``. A reported F1 bounds the set it was measured on: 9.30
+    needs 2 true positives and 39 errors, so at least 41 instances."""
+    for n in range(1, most + 1):
+        for tp in range(n + 1):
+            if round(100 * 2 * tp / (tp + n), decimals) == round(f1_percent, decimals):
+                return n
+    return None
+
+
 def seed_summary(values: Sequence[float]) -> MeanStd:
     """Mean and sample standard deviation (ddof=1) over seeds; with a single seed ``std`` is 0.0."""
     if len(values) == 0:

@@ -90,6 +90,8 @@ class ModelProfile:
 
 _QWEN3_SOURCE = "Qwen3 model card (huggingface.co/Qwen/Qwen3-8B), Best Practices"
 _QWEN35_SOURCE = "Qwen3.5 model card (huggingface.co/Qwen/Qwen3.5-27B), recommended sampling parameters"
+# The card's presence_penalty is not part of this project's sampling: no backend sends a presence penalty.
+_NOT_SENT = "; the card's presence_penalty 1.5 is not sent (no request sets a presence penalty)"
 _REASONING_NOTE = ("OpenAI reasoning model: temperature/top_p other than the default 1 and max_tokens are "
                    "rejected with HTTP 400; the budget covers reasoning and visible tokens.")
 # OpenAI API reference, ReasoningEffort (chat completions reasoning_effort, responses reasoning.effort):
@@ -148,8 +150,8 @@ PROFILES: tuple[ModelProfile, ...] = (
         "qwen3.5", r"(qwen/)?qwen3\.[5-9]", reasoning_control="chat_template_kwargs", thinking="switchable",
         reasoning_parser="qwen3", tool_envelope="hermes", tool_call_parser="hermes",
         recommended={
-            "thinking": Sampling(1.0, 0.95, 20, 0.0, _QWEN35_SOURCE + " (thinking, general; presence_penalty 1.5)"),
-            "non_thinking": Sampling(0.7, 0.8, 20, 0.0, _QWEN35_SOURCE + " (instruct, general; presence_penalty 1.5)"),
+            "thinking": Sampling(1.0, 0.95, 20, 0.0, _QWEN35_SOURCE + " (thinking, general)" + _NOT_SENT),
+            "non_thinking": Sampling(0.7, 0.8, 20, 0.0, _QWEN35_SOURCE + " (instruct, general)" + _NOT_SENT),
         },
         notes="Qwen3.5/3.6 templates write tool calls as XML (<function=...>, vLLM parser qwen3_coder); the "
               "constrained call is the Hermes JSON envelope, which the hermes parser reads back."),
@@ -164,7 +166,8 @@ PROFILES: tuple[ModelProfile, ...] = (
     ModelProfile(
         "qwen2.5", r"(qwen/)?qwen2\.5", tool_envelope="hermes", tool_call_parser="hermes",
         recommended={"non_thinking": Sampling(0.7, 0.8, 20, 0.0,
-                                              "Qwen2.5 generation_config.json (repetition_penalty 1.05)")},
+                                              "Qwen2.5 generation_config.json; its repetition_penalty 1.05 is not sent "
+                                              "(no request sets a repetition penalty)")},
         notes="No thinking mode; Qwen's docs name hermes as the vLLM tool parser for Qwen2.5."),
     ModelProfile(
         "mistral", r"mistralai/", tool_envelope="mistral", tool_call_parser="mistral",

@@ -19,7 +19,7 @@ import pandas as pd
 
 from ..analysis import tables
 from ..analysis.markup import Markdown, code, emphasis, strong
-from ..analysis.metrics import OmittedGroup, counted
+from ..analysis.metrics import OmittedGroup, counted, min_instances_for_f1
 from ..causal.instance import Instance
 from ..causal.oracle import GAPS, UNREADABLE
 from ..run.config import RunConfig
@@ -253,16 +253,28 @@ MAIN_CONDITIONS = {"structured": "structured", "baseline": BASELINE, "prose": "t
                    "singleturn": "singleturn_structured", "reference": REFERENCE}
 
 
-def main_summary_table(seeds_f1: pd.DataFrame) -> pd.DataFrame:
-    """This run's F1 (mean and sd over seeds) beside the paper's, each paper figure in its own model's
-    column: Qwen3.5-27B for the main rows, Qwen3.6-27B for the single-turn diagnostic and its own baseline."""
-    paper = tables.paper(["main_f1_baseline", "main_f1_structured", "prose_f1", "baseline_qwen36",
-                          "singleturn_qwen36"])
-    ours = seeds_f1.set_index("condition")
-    # One seed has no spread: its sd shows as a dash, not as 0.
-    frame = pd.DataFrame({"this run F1": ours["F1 mean"], "sd": ours["F1 sd"].where(ours["seeds"] > 1)})
-    for model, part in paper.groupby("model", sort=False):
-        frame = frame.join(part.set_index("condition")["value"].rename(f"paper {model}"), how="outer")
+PRIMARY_SEED = "paper Qwen3.5-27B, primary seed"
+THREE_SEEDS = "paper Qwen3.5-27B, mean of 3 seeds"
+
+
+def main_summary_table(scores: pd.DataFrame, seeds: Sequence[int]) -> pd.DataFrame:
+    """Table 1 compared like with like: this run's first seed (its primary run) beside the paper's primary
+    seed, and, with several seeds, this run's mean and sd over them beside the paper's three-seed mean and sd
+    (§4.2). Each paper figure sits in its own model's column: Qwen3.5-27B for the main rows, Qwen3.6-27B for
+    the single-turn diagnostic and its own baseline."""
+    gold = scores[scores["labels"] == "gold"]
+    first = gold[gold["seed"] == seeds[0]].set_index("condition")["F1"]
+    frame = pd.DataFrame({f"this run, seed {seeds[0]}": first})
+    primary = tables.paper(["main_f1_baseline", "main_f1_structured", "prose_f1", "baseline_qwen36", "singleturn_qwen36"])
+    for model, part in primary.groupby("model", sort=False):
+        name = PRIMARY_SEED if model == "Qwen3.5-27B" else f"paper {model}"
+        frame = frame.join(part.set_index("condition")["value"].rename(name), how="outer")
+    if len(seeds) > 1:
+        over = tables.seed_frame(scores, "gold").set_index("condition")
+        three = tables.paper(["seeds_f1_baseline", "seeds_f1_structured"]).set_index("condition")["value"]
+        spread = tables.paper(["seeds_f1_baseline_sd", "seeds_f1_structured_sd"]).set_index("condition")["value"]
+        frame = frame.join(pd.DataFrame({f"this run, mean of {len(seeds)} seeds": over["F1 mean"], "sd": over["F1 sd"],
+                                         THREE_SEEDS: three, "paper sd": spread}), how="outer")
     order = [BASELINE, TARGET, "twoturn_prose_pc", "singleturn_structured", REFERENCE]
     return frame.reindex(sorted(frame.index, key=lambda c: order.index(c) if c in order else len(order)))
 
@@ -314,9 +326,10 @@ def main_results(scores: pd.DataFrame, paired: pd.DataFrame, instances: Sequence
     }
     headline = paired_headline(paired, comparison, "the gain of Structured Thinking over BaselineEnhanced",
                                "main_delta")
-    summary = main_summary_table(tables.seed_frame(scores, "gold"))
-    summary.loc["always YES (this sample)", "this run F1"] = \
-        tables.trivial_predictors([i.label for i in instances])["always-YES F1"]
+    summary = main_summary_table(scores, seeds)
+    always_yes = tables.trivial_predictors([i.label for i in instances])["always-YES F1"]
+    for column in (c for c in summary.columns if c.startswith("this run")):  # the same sample under every seed
+        summary.loc["always YES (this sample)", column] = always_yes
     return Reading(numbers, phrases, {"summary_table": summary}, headline)
 
 
@@ -393,13 +406,43 @@ def stress_table(runs_by_family: Mapping[str, Mapping]) -> pd.DataFrame:
     for family, runs in runs_by_family.items():
         scores = tables.scores_frame(runs)
         for condition, group in scores[scores["labels"] == "gold"].groupby("condition", sort=False):
-            rows.append({"family": family, "condition": condition, "n": int(group["n"].iloc[0]),
-                         "this run F1": group["F1"].mean()})
-    ours = pd.DataFrame(rows, columns=["family", "condition", "n", "this run F1"])
+            first = group.iloc[0]  # every seed answers the same rows
+            rows.append({"family": family, "condition": condition, "n": int(first["n"]),
+                         "positives": int(first["tp"] + first["fn"]), "this run F1": group["F1"].mean()})
+    ours = pd.DataFrame(rows, columns=["family", "condition", "n", "positives", "this run F1"])
     paper = tables.paper([f"{f}_{c}" for f in ("random7", "alarm7", "asia8") for c in ("baseline", "structured")])
     paper = paper.assign(family=paper["key"].str.split("_").str[0]).rename(columns={"value": "paper F1"})
     return paper[["family", "condition", "paper F1"]].merge(ours, on=["family", "condition"], how="left") \
-        .set_index(["family", "condition"])[["n", "this run F1", "paper F1"]]
+        .set_index(["family", "condition"])[["n", "positives", "this run F1", "paper F1"]]
+
+
+def stress_caveats(stress: pd.DataFrame) -> str:
+    """What the stress table's reader must know (empty when no set ran): F1(YES) depends on prevalence, and
+    these sets are far more positive than the test split; the paper states N only for its ASIA-derived 9B
+    row, and its 27B ASIA baseline figure needs more instances than that row's N."""
+    from ..run.data import FINGERPRINTS
+
+    ran = stress.dropna(subset=["this run F1"]) if len(stress) else stress
+    if ran.empty:
+        return ""
+    split = FINGERPRINTS["test"]
+    sets = ran.groupby(level="family", sort=False)[["n", "positives"]].first()
+    shares = "; ".join(f"{family} {int(r['positives'])} of {int(r['n'])} ({100 * r['positives'] / r['n']:.0f}%)"
+                       for family, r in sets.iterrows())
+    text = (f"F1(YES) depends on prevalence: this run's stress sets hold {shares} gold positives, against "
+            f"{100 * split.positives / split.rows:.1f}% in the test split ({split.positives} of {split.rows}), so "
+            "their F1 is not on the test split's scale.")
+    asia_n = tables.paper(["asia8_9b_n"])["value"].iloc[0]
+    baseline = tables.paper(["asia8_baseline"])["value"].iloc[0]
+    needed = min_instances_for_f1(baseline)
+    text += (f" The paper states N only for its ASIA-derived 9B row ({asia_n:.0f}); its 27B rows give none, and "
+             f"its 27B ASIA-derived baseline F1 of {baseline:.2f} cannot come from {asia_n:.0f} or fewer "
+             f"instances (it needs at least {needed})")
+    ours = int(sets.loc["asia8", "n"]) if "asia8" in sets.index else None
+    if ours is not None and needed is not None and ours < needed:
+        size = f"{ours}, the 9B row's size," if ours == asia_n else f"{ours}"
+        text += f", so this run's ASIA set of {size} is smaller than the set the 27B figures beside it come from"
+    return text + "."
 
 
 def counted_stress(stress: pd.DataFrame) -> str:
@@ -434,6 +477,7 @@ def complexity(bin_gains: pd.DataFrame, omitted: Sequence[OmittedGroup], min_pos
         "bin_gains": bin_gains_sentence(bin_gains),
         "ood": ood,
         "stress": stress_text,
+        "stress_caveats": stress_caveats(stress),
     }
     numbers = paper_numbers(["gain_n5_id", "gain_n6_id", "gain_n5_ood", "gain_n6_ood", "gain_paraphrase",
                              "split_size_ood", "random7_baseline", "random7_structured", "alarm7_baseline",
@@ -651,6 +695,53 @@ def audit_runs(runs: Mapping[tuple[str, int], Sequence[RunRecord]], instances: S
                       for (_, seed), records in runs.items()], ignore_index=True)
 
 
+def audit_scopes(runs: Mapping[tuple[str, int], Sequence[RunRecord]], instances: Sequence[Instance],
+                 seeds: Sequence[int]) -> dict[str, pd.DataFrame]:
+    """The graph audit by scope: first the primary run (the first seed; the paper audits its primary run),
+    then, with several seeds, every seed's objects pooled, labelled as such."""
+    first = {key: records for key, records in runs.items() if key[1] == seeds[0]}
+    scopes = {f"primary run (seed {seeds[0]})": audit_runs(first, instances)}
+    if len(seeds) > 1:
+        scopes[f"pooled over {counted(len(seeds), 'seed')}"] = audit_runs(runs, instances)
+    return scopes
+
+
+def show_pooled_audit(scopes: Mapping[str, pd.DataFrame], conditions: Sequence[str]) -> None:
+    """The audit's rates pooled over every seed (an extra beside the primary run's), or one sentence."""
+    from IPython.display import display
+
+    if len(scopes) < 2:
+        display(Markdown("One seed ran, so the pooled audit is the primary run's, above."))
+        return
+    display(tables.show(pooled_summary(scopes, conditions), 3))
+
+
+def pooled_summary(scopes: Mapping[str, pd.DataFrame], conditions: Sequence[str]) -> pd.DataFrame:
+    """:func:`audit.summary_frame` of each scope side by side, one column per condition and scope, named
+    by both (``Structured Thinking, pooled over 3 seeds``)."""
+    from ..analysis import audit
+
+    return pd.concat([audit.summary_frame(frame, conditions).rename(columns=lambda c: f"{tables.label(c)}, {scope}")
+                      for scope, frame in scopes.items()], axis=1)
+
+
+def violation_caveat() -> Markdown:
+    """What this page's violation rate counts beside what the paper's does: an object with any kind the
+    certified validator checks in the audit (every structural kind and the premise's variable set; the
+    premise checks, ``facts_*``, are not part of the audit), against the paper's undefined "graph-consistency
+    violations" (§7.1; §8 says its schema does not certify acyclicity, Meek closure or full consistency)."""
+    from ..method.validate import ViolationKind
+
+    audited = [code(k.value) for k in ViolationKind if not k.value.startswith("facts_")]
+    return Markdown(
+        "The two violation rates are not one measure. This page's counts an object with at least one of the "
+        f"certified validator's {len(audited)} kinds (", Markdown(", ").join(audited), "), including the exact certificate "
+            "that the object is the CPDAG of some DAG; the paper's counts what it calls graph-consistency "
+            "violations, which it does not define further, and its own limitations (§8) say its checks did not "
+            "certify acyclicity, Meek closure or full consistency. The validator is the stricter of the two: a "
+            "higher rate here does not by itself mean worse graphs than the paper's.")
+
+
 def audit_reading(summary: pd.DataFrame, errors: pd.DataFrame, split: str, shortcut_count: int,
                   instances: Sequence[Instance], seeds: Sequence[int], gaps: Mapping[str, int] | None = None
                   ) -> Reading:
@@ -669,6 +760,7 @@ def audit_reading(summary: pd.DataFrame, errors: pd.DataFrame, split: str, short
                                  f" split ({int((errors.gold == 0).sum())} gold 0 / oracle 1, "
                                  f"{int((errors.gold == 1).sum())} gold 1 / oracle 0).") if len(errors) else
                         Markdown("The oracle agrees with gold on every row of the ", code(split), " split.")) + _gaps_clause(gaps),
+        "violation_caveat": violation_caveat(),
         "shortcut": (f"In the whole split, {counted(shortcut_count, 'causal hypothesis', 'causal hypotheses')} "
                      f"{'names' if shortcut_count == 1 else 'name'} a cause declared after its effect; all are "
                      "labelled 0, so answering NO to them is free accuracy that says nothing about causal reasoning."
@@ -737,7 +829,12 @@ def gallery_headline(counts: pd.DataFrame) -> Headline:
         "automatically, where the paper hand-labels a diagnostic sample of 32."))
 
 
-def gallery_reading(counts: pd.DataFrame, instances: Sequence[Instance], seeds: Sequence[int]) -> Reading:
-    """Chapter 06: errors per condition, counted with their nouns."""
+def gallery_reading(counts: pd.DataFrame, instances: Sequence[Instance], seeds: Sequence[int],
+                    records: Mapping[str, Sequence[RunRecord]] | None = None) -> Reading:
+    """Chapter 06: errors per condition against the corrected labels (those the gallery localises), and,
+    given the ``records``, against the published labels too, as chapter 01 counts them."""
     errors = ", ".join(f"{c}: {counted(int(n), 'error')}" for c, n in counts["errors"].items()) or "none"
-    return Reading(paper_numbers(["gallery_cases"]), sample_phrases(instances, seeds) | {"errors": errors})
+    published = ", ".join(f"{c}: {counted(sum(int(r.says_yes) != r.gold_label for r in rs), 'error')}"
+                          for c, rs in (records or {}).items()) or "none"
+    return Reading(paper_numbers(["gallery_cases"]), sample_phrases(instances, seeds) | {
+        "errors": errors, "published_errors": published})

@@ -157,13 +157,15 @@ class Emitted:
     error: str | None
 
 
-def read_emitted(completion: Completion, instance: Instance) -> Emitted:
-    """Parse the CausalAnalysis tool call; every failure is recorded, none raises."""
+def read_emitted(completion: Completion) -> Emitted:
+    """Parse the CausalAnalysis tool call; every failure is recorded, none raises. An object that parses is
+    kept as emitted, however inconsistent with the instance (self-loops, foreign or repeated names): turn 2
+    shows it and the audit counts its violations (``schema`` module docstring)."""
     calls = [c for c in completion.tool_calls if c.name == TOOL_NAME]
     if not calls:
         return Emitted(None, None, f"no {TOOL_NAME} tool call in the output")
     try:
-        return Emitted(parse_analysis(calls[0].arguments, variables_of(instance)), calls[0].arguments, None)
+        return Emitted(parse_analysis(calls[0].arguments), calls[0].arguments, None)
     except (ValueError, TypeError) as error:  # json and pydantic errors are ValueErrors
         return Emitted(None, calls[0].arguments, f"{type(error).__name__}: {str(error).splitlines()[0]}")
 
@@ -189,7 +191,7 @@ def second_request(
         messages += [{"role": "assistant", "content": turn1.text, **_carried(turn1)},
                      {"role": "user", "content": render(condition.follow_up)}]
         return _request(condition, decoding, messages, decoding.max_tokens_answer)
-    emitted = emitted or read_emitted(turn1, instance)
+    emitted = emitted or read_emitted(turn1)
     given = given or Turn2Input(emitted.analysis)
     messages = _first_messages(condition, instance, decoding, include_premise=given.include_premise)
     if given.analysis is not None:

@@ -1,9 +1,15 @@
 """``CausalAnalysis``: the typed CPDAG summary the model emits in turn 1 (paper §3.2, appendix F.1).
 
 Edges are JSON pairs (``["A", "B"]``; directed ones read tail -> head), v-structures are triples
-``[X, Z, Y]`` meaning X -> Z <- Y. For constrained decoding the schema is specialised to one instance:
-variable names become an enum and every list gets a bound derived from the number of variables, so a
-regex-constrained model always reaches the closing brace (appendix F.2).
+``[X, Z, Y]`` meaning X -> Z <- Y. The paper derives the decoding regex from the schema (appendix F.2).
+Specialising that schema to one instance is this project's own choice, not the paper's: variable names
+become an enum, pairs exclude a self-loop, and every list gets a bound derived from the number of
+variables, so a regex-constrained model always reaches the closing brace.
+
+Parsing checks the schema's field types only, as the paper's schema promises parseable fields, not
+consistency: an object with a self-loop, a name the premise does not declare or a variable declared
+twice is parsed and shown to turn 2 as emitted; the audit counts it as a violation
+(:mod:`cpdagthink.method.validate`).
 """
 
 from __future__ import annotations
@@ -197,7 +203,8 @@ def _regex(variables: tuple[str, ...] | None) -> str:
 
 
 def analysis_regex(variables: list[str] | tuple[str, ...] | None = None) -> str:
-    """The schema-derived regex for the tool-call arguments (appendix F.2), narrowed to ``variables``."""
+    """The schema-derived regex for the tool-call arguments (appendix F.2), narrowed to ``variables`` (the
+    narrowing is the project's own, module docstring)."""
     return _regex(tuple(variables) if variables else None)
 
 
@@ -215,33 +222,15 @@ def tool_definition(variables: list[str] | tuple[str, ...] | None = None) -> dic
 
     Without ``variables`` the definition is the same for every instance, so a prompt that shows it keeps a
     common prefix across instances (llama.cpp and vLLM reuse it); the instance's names are then enforced by
-    the narrowed regex where there is one, and checked when the arguments are parsed.
+    the narrowed regex where there is one; elsewhere a foreign name is parsed and counted by the audit.
     """
     schema = _schema(variables)
     return {"type": "function",
             "function": {"name": TOOL_NAME, "description": TOOL_DESCRIPTION, "parameters": _without_titles(schema)}}
 
 
-def self_loop(analysis: CausalAnalysis) -> str | None:
-    """The first edge, separating pair or v-structure that repeats a variable (no CPDAG has one), or None."""
-    tuples = {"skeleton": analysis.skeleton, "separating_sets": [s.pair for s in analysis.separating_sets],
-              "v_structures": analysis.v_structures, "directed_edges": analysis.directed_edges,
-              "undirected_edges": analysis.undirected_edges}
-    for field, items in tuples.items():
-        for names in items:
-            if len(set(names)) != len(names):
-                return f"{field}: {list(names)} repeats a variable (a self-loop)"
-    return None
-
-
-def parse_analysis(arguments: str | dict, variables: list[str] | tuple[str, ...] | None = None) -> CausalAnalysis:
-    """Validate emitted arguments (JSON text or dict); with ``variables``, names must be the instance's own.
-    A self-loop is refused (``ValueError``). The model itself still holds one, so records written before this
-    check, and hand-made objects, still load."""
+def parse_analysis(arguments: str | dict) -> CausalAnalysis:
+    """Validate emitted arguments (JSON text or dict) against the generic schema: six typed fields of
+    one-letter names. Consistency is not checked here (module docstring); ``ValueError`` on anything else."""
     data = json.loads(arguments) if isinstance(arguments, str) else arguments
-    analysis = CausalAnalysis.model_validate(data)
-    if (fault := self_loop(analysis)) is not None:
-        raise ValueError(f"no CPDAG has a self-loop: {fault}")
-    if variables:
-        instance_model(tuple(variables)).model_validate(data)
-    return analysis
+    return CausalAnalysis.model_validate(data)

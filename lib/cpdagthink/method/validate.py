@@ -57,7 +57,8 @@ class ViolationKind(str, Enum):
 
 REFERENCES: dict[ViolationKind, str] = {
     ViolationKind.UNKNOWN_VARIABLE:
-        "Every name must be a declared variable, declared once (schema, appendix F.1).",
+        "Every name must be one of the premise's variables, declared once (this project's reading: appendix F.1's "
+        "schema lists the fields, not these constraints; a CPDAG has one node per variable).",
     ViolationKind.SKELETON_MISMATCH:
         "The skeleton is the CPDAG's edge set with directions dropped, and has no self-loops (Spirtes et al. 2000, §5.4.2).",
     ViolationKind.DIRECTED_AND_UNDIRECTED:
@@ -310,11 +311,13 @@ def _certificate(a: CausalAnalysis) -> Iterator[Violation]:
 # ------------------------------------------------------------------------------------- premise checks
 
 
-def _facts_variables(a: CausalAnalysis, facts: Facts) -> Iterator[Violation]:
-    if set(a.variables) != set(facts.variables):
+def _instance_variables(a: CausalAnalysis, premise: Iterable[str]) -> Iterator[Violation]:
+    """The declared variables against the premise's (a foreign or a missing name)."""
+    premise = set(premise)
+    if set(a.variables) != premise:
         yield Violation(ViolationKind.UNKNOWN_VARIABLE,
                         f"variables {{{', '.join(sorted(set(a.variables)))}}} differ from the premise's "
-                        f"{{{', '.join(sorted(facts.variables))}}}")
+                        f"{{{', '.join(sorted(premise))}}}")
 
 
 def _facts_skeleton(g: _Graph, facts: Facts) -> Iterator[Violation]:
@@ -355,10 +358,12 @@ def _facts_class(a: CausalAnalysis, g: _Graph, facts: Facts) -> Iterator[Violati
 # ---------------------------------------------------------------------------------------- entry points
 
 
-def violations(analysis: CausalAnalysis, facts: Facts | None = None) -> Iterator[Violation]:
+def violations(analysis: CausalAnalysis, facts: Facts | None = None,
+               variables: Iterable[str] | None = None) -> Iterator[Violation]:
     """Every problem of an emitted CPDAG summary, structural kinds first; none for a valid CPDAG.
 
-    With ``facts`` the object is also checked against the premise (FACTS_* kinds and the variable set).
+    With ``facts`` the object is also checked against the premise (FACTS_* kinds and the variable set);
+    with only the premise's ``variables``, against its variable set (a name the premise does not declare).
     """
     g = _Graph.of(analysis)
     yield from _unknown_variables(analysis)
@@ -370,8 +375,9 @@ def violations(analysis: CausalAnalysis, facts: Facts | None = None) -> Iterator
     yield from _not_meek_closed(g)
     yield from _non_chordal(g)
     yield from _certificate(analysis)
+    if facts is not None or variables is not None:
+        yield from _instance_variables(analysis, facts.variables if facts is not None else variables)
     if facts is not None:
-        yield from _facts_variables(analysis, facts)
         yield from _facts_skeleton(g, facts)
         yield from _facts_sepsets(analysis, facts)
         yield from _facts_class(analysis, g, facts)

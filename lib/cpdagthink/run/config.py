@@ -107,8 +107,7 @@ class RunConfig(BaseModel):
         if self.backend in _PROFILED_BACKENDS and self.model:
             from ..backends.profiles import check_condition, profile_for
 
-            thinking = CONDITIONS[self.condition].thinking and self.decoding.thinking
-            check_condition(profile_for(self.model), thinking, model=self.model,
+            check_condition(profile_for(self.model), self.thinks(), model=self.model,
                             effort=self.backend_options.get("reasoning_effort"))
         if len(self.seeds) > 1 and self.decoding.greedy:
             raise ValueError(
@@ -121,9 +120,31 @@ class RunConfig(BaseModel):
     def for_run(self, condition: str | None = None, seed: int | None = None, probe: str | None = None) -> "RunConfig":
         """The single-run config of one condition at one seed (what a run folder's ``config.json`` holds)."""
         seed = self.seeds[0] if seed is None else seed
-        update = {"condition": condition or self.condition, "seeds": (seed,), "probe": probe,
-                  "decoding": self.decoding.model_copy(update={"seed": seed})}
+        condition = condition or self.condition
+        update = {"condition": condition, "seeds": (seed,), "probe": probe,
+                  "decoding": self._mode_decoding(condition).model_copy(update={"seed": seed})}
         return RunConfig.model_validate({**self.model_dump(), **update})
+
+    def thinks(self, condition: str | None = None) -> bool:
+        """Whether the requests of ``condition`` (this config's own by default) ask the model to think."""
+        from ..method.conditions import CONDITIONS
+
+        return CONDITIONS[condition or self.condition].thinking and self.decoding.thinking
+
+    def _mode_decoding(self, condition: str) -> Decoding:
+        """The decoding of ``condition``: where it runs in the other thinking mode than this config's condition
+        and this config samples at the publisher's recommendation for its own mode, the recommendation for
+        the other mode (e.g. Qwen3.5's 0.7/0.8/20 for ``no_thinking`` beside 1.0/0.95/20 for ``structured``);
+        any other sampling (chosen, greedy, or a model with one recommendation) is kept as it is."""
+        own, other = self.thinks(), self.thinks(condition)
+        if own == other:
+            return self.decoding
+        mine = recommended_sampling(self.backend, self.model, own)
+        theirs = recommended_sampling(self.backend, self.model, other)
+        current = Sampling(**{k: getattr(self.decoding, k) for k in Sampling.model_fields})
+        if mine is None or theirs is None or current != mine:
+            return self.decoding
+        return self.decoding.model_copy(update=theirs.model_dump())
 
     @property
     def seed(self) -> int:
@@ -279,7 +300,11 @@ class RunParameters(BaseModel):
             return fixed
         if self.sampling == "greedy":
             return Sampling().model_copy(update=explicit)
-        found = recommended_sampling(self.backend, self.model, self.thinking)
+        from ..method.conditions import CONDITIONS
+
+        condition = CONDITIONS.get(self.condition)  # an unknown name is refused by RunConfig, with the choices
+        thinking = self.thinking and (condition is None or condition.thinking)
+        found = recommended_sampling(self.backend, self.model, thinking)
         needs_one = self.sampling == "recommended" or len(self.seeds) > 1
         if found is None and needs_one and self.temperature is None:
             raise ValueError(

@@ -1,7 +1,8 @@
 """Corr2Cause instances: one typed record per row, from a local CSV or the dataset hub at a pinned revision.
 
-The local path comes from a parameter or ``CORR2CAUSE_CSV``; otherwise the file is downloaded once into
-``data/hub/`` at :data:`HUB_REVISION`. The in-distribution test split is checked against its published
+The local path comes from a parameter, ``CORR2CAUSE_CSV``, or the workspace copy beside the checkout
+(:data:`WORKSPACE_CSV`, the Makefile's rule too); otherwise the file is downloaded once into ``data/hub/`` at
+:data:`HUB_REVISION`. The in-distribution test split is checked against its published
 fingerprint, so a silently different file never feeds an experiment.
 """
 
@@ -28,6 +29,8 @@ HUB_FILES = {
     "perturbation_by_refactorization": "perturbation_by_refactorization_test.csv",
 }
 ENV_CSV = "CORR2CAUSE_CSV"
+# The workspace copy of the test split, relative to the project root (the Makefile's SHARED_CSV).
+WORKSPACE_CSV = PROJECT_ROOT.parent / "shared" / "corr2cause" / "test.csv"
 HUB_CACHE = PROJECT_ROOT / "data" / "hub"
 
 
@@ -199,15 +202,24 @@ def download_split(split: str, cache: Path = HUB_CACHE) -> Path:
         ) from error
 
 
+def local_test_csv() -> str | None:
+    """The local copy of the test split, resolved as the Makefile does: ``$CORR2CAUSE_CSV`` when set, else
+    the workspace copy (:data:`WORKSPACE_CSV`) when it exists, else None (the hub). So a command printed on
+    a page runs as printed from a fresh shell, offline, as ``make book`` does."""
+    if ENV_CSV in os.environ:
+        return os.environ[ENV_CSV] or None
+    return str(WORKSPACE_CSV) if WORKSPACE_CSV.is_file() else None
+
+
 def load_split(split: str = "test", csv_path: str | Path | None = None) -> list[Instance]:
     """Load a Corr2Cause split.
 
-    ``csv_path`` (or ``$CORR2CAUSE_CSV`` for the ``test`` split) names a local copy; otherwise the split is
+    ``csv_path`` (or :func:`local_test_csv` for the ``test`` split) names a local copy; otherwise the split is
     downloaded at the pinned revision. The test split's fingerprint is always verified; another split's
     published row count is, and from its first download on, its stored positives and template counts too.
     """
     if csv_path is None and split == "test":
-        csv_path = os.environ.get(ENV_CSV) or None
+        csv_path = local_test_csv()
     if csv_path is not None:
         if not Path(csv_path).is_file():
             raise DataError(f"{csv_path} does not exist: set {ENV_CSV} to the Corr2Cause test CSV or unset it")

@@ -88,7 +88,7 @@ class RunRecord(BaseModel):
     prompt_sha256: dict[str, str] = {}
     turns: list[TurnRecord] = []
     tool_flow: bool = False  # turn 1 was the CausalAnalysis tool call
-    emitted: CausalAnalysis | None = None  # turn 1's object, parsed against the instance's variables
+    emitted: CausalAnalysis | None = None  # turn 1's object as parsed (schema types only; consistency is the audit's)
     emitted_error: str | None = None  # why turn 1's object could not be parsed (tool flows)
     intervention: InterventionRecord | None = None
     answer: Literal["YES", "NO"] | None = None  # the final turn's parsed answer

