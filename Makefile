@@ -30,11 +30,18 @@ setup: $(STAMP) browser
 browser:
 	bash scripts/install-browser.sh >/dev/null
 
+# Two workers (pytest-xdist), one per core. Each module runs whole on one worker (--dist loadscope), so a
+# module-scoped fixture (a model loaded, a server started, runs computed) is made once, not once per worker.
+# (--dist loadgroup would group by marks but groups nothing under pytest 9.2: pytest-xdist issue #1386.)
+# TEST_WORKERS=0 runs the suite in one process.
+TEST_WORKERS ?= 2
+PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadscope
+
 test: $(STAMP) browser
-	$(BIN)/python -m pytest -q
+	$(PYTEST)
 
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(PYTEST) -m "not slow"
 
 # Opt-in, not part of `make test` or CI: the real vllm==0.33.0 in its own venv (it pins torch 2.14 and
 # transformers 5.x, several GB; no GPU needed). Checks that vLLM's own constructors and validators accept

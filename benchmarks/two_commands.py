@@ -9,7 +9,8 @@ workspace copy next to this checkout, else the clone downloads it). Chromium is 
 that has it skips its installation.
 
 Per phase: wall time, CPU time (user + system) and the peak resident memory of the largest single process
-(``ru_maxrss`` of the phase's process tree, from ``os.wait4``), with the load average before and after; each
+(``ru_maxrss`` of the phase's process tree, from ``os.wait4``; at least this script's own size, about 30 MB,
+as a child starts as its copy), with the load average before and after; each
 phase's output goes to a log file in the work folder. The work folder is removed at the end unless ``--keep``
 or a phase failed (later phases are then skipped).
 
