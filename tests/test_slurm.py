@@ -31,8 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from conftest import in_ci  # noqa: E402
 from reasoning_api_server import ReasoningAPIServer  # noqa: E402
-from test_workflow import (assert_cache_intact, assert_every_instance_once, plan_of, project,  # noqa: E402,F401
-                           run_snakemake, snakemake, wait_for)
+from test_workflow import (assert_cache_intact, assert_every_instance_once, one_group_execution,  # noqa: E402,F401
+                           plan_of, project, run_snakemake, snakemake, wait_for)
 
 SCRIPT = PROJECT_ROOT / "scripts" / "slurm-local.sh"
 PARTITION = "local"  # the single partition of scripts/slurm-local.sh's cluster
@@ -242,12 +242,7 @@ def test_the_same_group_submitted_twice_at_once_runs_once(slurm, project, tmp_pa
     """Two SLURM jobs computing the same group at once (a retried job whose first attempt still runs): the second
     fails at once on the run lock, naming the first's pid; the first completes every run."""
     with ReasoningAPIServer(latency_s=0.5) as server:
-        config = ["backend=openai", "model=gpt-5.4-mini", "reasoning_effort=low", f"base_url={server.url}",
-                  "limit=12", "only=[01]", "conditions=[\"structured\"]", "include_reference=false"]
-        plan = plan_of(project, config)
-        (group,) = {r["group"] for r in plan}
-        words = ["--only", "01", *[w for e in config if not e.startswith("only=") for w in ("-p", e)],
-                 "--group", group, "--execute"]
+        config, words = one_group_execution(project, server.url)
         line = shell_words([sys.executable, "-m", "cpdagthink", "plan", *words])
         ids = [subprocess.run(["sbatch", "--parsable", "-p", PARTITION, "-t", "5", "--mem", "2000", "-D", str(project),
                                "-o", str(tmp_path / "job-%j.log"), "--export=ALL", "--wrap", line],

@@ -246,6 +246,17 @@ def plan_of(root: Path, config: list[str]) -> list[dict]:
     return json.loads(out)
 
 
+def one_group_execution(root: Path, base_url: str) -> tuple[list[str], list[str]]:
+    """The configuration of chapter 01's structured runs (12 rows, the OpenAI backend at ``base_url``; one group)
+    and the `cpdagthink plan` words that execute that group."""
+    config = ["backend=openai", "model=gpt-5.4-mini", "reasoning_effort=low", f"base_url={base_url}",
+              "limit=12", "only=[01]", "conditions=[\"structured\"]", "include_reference=false"]
+    plan = plan_of(root, config)
+    (group,) = {r["group"] for r in plan}
+    return config, ["--only", "01", *[w for e in config if not e.startswith("only=") for w in ("-p", e)],
+                  "--group", group, "--execute"]
+
+
 def assert_every_instance_once(plan: list[dict]) -> None:
     for run in plan:
         folder = Path(run["folder"])
@@ -336,12 +347,7 @@ def test_a_duplicated_group_job_is_refused_by_the_run_lock_and_two_runs_share_on
     into different folders writing the same cache entries. Each run folder has one writer (the second job
     fails at once, naming the first's pid); the shared cache ends with whole entries only."""
     with ReasoningAPIServer(latency_s=0.2) as server:
-        config = ["backend=openai", "model=gpt-5.4-mini", "reasoning_effort=low", f"base_url={server.url}",
-                  "limit=12", "only=[01]", "conditions=[\"structured\"]", "include_reference=false"]
-        plan = plan_of(project, config)
-        (group,) = {r["group"] for r in plan}
-        words = ["--only", "01", *[w for e in config if not e.startswith("only=") for w in ("-p", e)],
-                 "--group", group, "--execute"]
+        config, words = one_group_execution(project, server.url)
         jobs = [subprocess.Popen([sys.executable, "-m", "cpdagthink", "plan", *words], cwd=project,
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
         outcomes = [job.communicate(timeout=300) for job in jobs]
@@ -386,7 +392,7 @@ def test_snakemake_with_two_cores_builds_the_book_on_the_reference_backend_over_
         p.stem for p in (project / "notebooks").glob("*.ipynb"))
     plan = plan_of(project, SMALL_SPLIT)
     assert {r["instances"]["count"] for r in plan if r["instances"]["source"] == plan[0]["instances"]["source"]} == {24}
-    assert_every_instance_once(plan)
+    assert_every_instance_once(plan_of(project, config))
     again = run_snakemake(project, [*command, "--dry-run"], log)
     assert again.returncode == 0 and "Nothing to be done" in log.read_text().rsplit("Building DAG", 1)[-1]
 
