@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
@@ -115,6 +116,31 @@ def answer_counts(records: Sequence[RunRecord]) -> dict[str, Any]:
             "objects": f"{sum(r.emitted is not None for r in tools)}/{len(tools)}" if tools else "—",
             "unparsed": sum(r.unparsed for r in records), "cut off": sum(r.cut_off for r in records),
             "rejected": sum(r.rejected for r in records)}
+
+
+@dataclass(frozen=True)
+class AnswerProfile:
+    """What one run's scored answers rest on: its rows, those with a finished (parsed) YES or NO, those cut off
+    at the token budget, and its scored YES (a missing answer scores as NO)."""
+
+    n: int
+    finished: int
+    cut_off: int
+    yes: int
+
+    @property
+    def constant(self) -> str | None:
+        """``YES`` or ``NO`` when every scored answer of several rows is the same (its F1 is a constant
+        predictor's), else None."""
+        if self.n < 2 or 0 < self.yes < self.n:
+            return None
+        return "YES" if self.yes else "NO"
+
+
+def answer_profile(records: Sequence[RunRecord]) -> AnswerProfile:
+    """:class:`AnswerProfile` of one run, by :class:`RunRecord`'s own definitions."""
+    return AnswerProfile(len(records), sum(r.answer is not None for r in records), sum(r.cut_off for r in records),
+                         sum(r.says_yes for r in records))
 
 
 def produced_no_object(records: Sequence[RunRecord]) -> bool:
@@ -331,6 +357,11 @@ LABELS = {
     "num_variables": "variables", "drop_gold_pp": "F1 drop, gold (pp)", "drop_oracle_pp": "F1 drop, corrected (pp)",
     "flipped_share": "answers flipped", "intervened_share": "turns changed", "base_f1_gold": "F1 unprobed",
     "f1_gold": "F1 probed", "other": "compared with",
+    # the turn-2 probes (chapter 04)
+    "unprobed": "unprobed", "scramble_full": "full scramble", "scramble_skeleton": "skeleton scramble",
+    "scramble_v_structures": "v-structure scramble", "scramble_directed": "directed-edge scramble",
+    "drop_premise": "premise removed", "swap_valid_cpdag": "swap to another valid CPDAG",
+    "swap_valid_cpdag_same_skeleton": "swap to a valid CPDAG, same skeleton",
     # the graph audit's measures (chapter 05)
     "records": "records", "parsed": "parsed objects", "parse_rate": "parse rate", "skeleton_f1": "skeleton F1",
     "skeleton_f1_micro": "skeleton F1 (micro)", "v_structures_f1": "v-structure F1",
