@@ -453,3 +453,22 @@ def test_a_sound_runs_verdict_keeps_the_interval_rule_and_names_its_cut_offs():
     assert not headline.degenerate
     assert headline.verdict().startswith("This build cannot test the paper's claim: the 95% CI of the gain")
     assert headline.verdict().endswith("1 of BaselineEnhanced's 6 answers were cut off at the token budget.")
+
+
+def test_the_audits_verdict_names_the_violation_kinds_most_objects_show():
+    from analyses import make, run_record
+    from cpdagthink.analysis import audit
+    from cpdagthink.causal.dag import independence_facts
+    from cpdagthink.causal.premise import verbalise_premise
+    import networkx as nx
+
+    premise = verbalise_premise(independence_facts(nx.DiGraph([("A", "C"), ("B", "C")]), ("A", "B", "C")))
+    row = Instance(id="r0", premise=premise, hypothesis="A directly causes C.", label=1, num_variables=3,
+                   template="parent", split="test", source="test")
+    both = make("ABC", directed=[("A", "C"), ("B", "C")], undirected=[("A", "C")], v=[("A", "C", "B")])
+    runs = {("structured", 0): [run_record("r0", emitted=both)]}
+    audited = readings.audit_runs(runs, [row])
+    headline = readings.audit_headline(audit.summary_frame(audited, ["structured"]), runs, audited)
+    assert "1 of 1 parsed Structured Thinking objects show the violation “edge both directed and undirected”" \
+        in headline.verdict()
+    assert headline.record()["causes"] == list(headline.causes) and not headline.degenerate

@@ -369,6 +369,14 @@ LABELS = {
     "directed_f1_micro": "directed-edge F1 (micro)", "undirected_f1": "undirected-edge F1",
     "undirected_f1_micro": "undirected-edge F1 (micro)", "exact_match_rate": "exact CPDAG match rate",
     "violation_rate": "violation rate",
+    # the certified validator's violation kinds (chapter 05)
+    "unknown_variable": "unknown or repeated variable", "skeleton_mismatch": "skeleton not the edges' own",
+    "directed_and_undirected": "edge both directed and undirected", "directed_cycle": "directed cycle",
+    "v_structure_contradicts_edges": "v-structure contradicting the edges",
+    "v_structure_contradicts_sepset": "v-structure contradicting a separating set",
+    "not_meek_closed": "not closed under Meek's rules", "non_chordal_component": "non-chordal undirected component",
+    "not_a_cpdag": "the CPDAG of no DAG", "facts_skeleton": "skeleton against the premise",
+    "facts_sepset": "separating set against the premise", "facts_class": "not the premise's CPDAG",
     # cost (chapter 01, §7.3)
     "mean_total_tokens": "tokens per instance", "mean_latency_s": "model time per instance (s)",
     "token_ratio": "tokens vs baseline", "latency_ratio": "time vs baseline",

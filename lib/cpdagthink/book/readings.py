@@ -195,14 +195,14 @@ class Headline:
         """One sentence, before any number of the page: whether this build can see an effect of the paper's
         size (the gain's CI narrower than that effect) or cannot test the claim at all, naming the causes its
         answers rest on (constant answers, cut-offs, rows without a finished answer)."""
+        caveat = " " + sentence("; ".join(self.causes)) if self.causes else ""
         if self.note and not self.missing:
-            return self.note
+            return self.note + caveat
         if self.missing or math.isnan(self.value):
             return f"This build cannot test the paper's claim: {self.missing or f'no {self.figure} was computed'}."
         if self.degenerate:
             return (f"This build cannot test the paper's claim: {'; '.join(self.causes)}. So {self.figure} "
                     f"({signed(self.value)} {self.unit}) is what such answers produce, not a finding.")
-        caveat = " " + sentence("; ".join(self.causes)) if self.causes else ""
         return self._width_verdict() + caveat
 
     def _width_verdict(self) -> str:
@@ -887,9 +887,25 @@ def show_violations(audited: pd.DataFrame, instances: Sequence[Instance], seeds:
                 "reports only the overall violation rate.")
 
 
-def audit_headline(summary: pd.DataFrame, runs: Mapping[tuple[str, int], Sequence[RunRecord]]) -> Headline:
+def violation_causes(audited: pd.DataFrame, condition: str = TARGET, most: int = 2) -> tuple[str, ...]:
+    """The violation kinds shown by most of ``condition``'s parsed objects in ``audited``
+    (:func:`audit_runs`), at most ``most`` of them, each counted against the parsed objects."""
+    from ..analysis import audit
+
+    if not len(audited):
+        return ()
+    mine = audited[audited["condition"] == condition]
+    parsed = int((mine["graph_quality"] != "unparsed").sum())
+    counts = audit.violation_counts(mine).sort_values("outputs", ascending=False, kind="stable").head(most)
+    return tuple(f"{int(n)} of {parsed} parsed {tables.label(condition)} objects show the violation “{tables.label(kind)}”"
+                 for kind, n in zip(counts["violation_kinds"], counts["outputs"]))
+
+
+def audit_headline(summary: pd.DataFrame, runs: Mapping[tuple[str, int], Sequence[RunRecord]],
+                   audited: pd.DataFrame | None = None) -> Headline:
     """Chapter 05 measures rather than tests a gain: its key figure is Structured Thinking's skeleton F1
-    (``summary``: :func:`audit.summary_frame`, measures by condition), its verdict counts the objects audited."""
+    (``summary``: :func:`audit.summary_frame`, measures by condition), its verdict counts the objects audited
+    and names the violation kinds most of them show (``audited``: :func:`audit_runs` of the same runs)."""
     records = [r for (c, _), rs in runs.items() if c == TARGET for r in rs]
     parsed = sum(r.emitted is not None for r in records)
     figure = "Structured Thinking's skeleton F1"
@@ -898,7 +914,8 @@ def audit_headline(summary: pd.DataFrame, runs: Mapping[tuple[str, int], Sequenc
     value = float(summary.loc["skeleton_f1", TARGET]) if TARGET in summary.columns else math.nan
     return Headline(figure, "audit_skeleton_f1", value, unit="", note=(
         f"This chapter describes rather than tests: it audits {parsed} parsed objects of "
-        f"{counted(len(records), 'Structured Thinking answer')}; its rates are descriptive at this size."))
+        f"{counted(len(records), 'Structured Thinking answer')}; its rates are descriptive at this size."),
+        causes=violation_causes(audited) if audited is not None else ())
 
 
 # ---------------------------------------------------------------------------------------- 06 gallery
