@@ -40,10 +40,12 @@ Runs = Mapping[tuple[str, int], Sequence[RunRecord]]
 
 
 def usage(record: RunRecord) -> Usage:
-    """Tokens and latency of one instance, summed over its turns."""
+    """Tokens and latency of one instance, summed over its turns (reasoning tokens where a turn's service
+    reported them, else None)."""
     turns = record.turns
+    reasoning = [t.meta["reasoning_tokens"] for t in turns if isinstance(t.meta.get("reasoning_tokens"), int)]
     return Usage(sum(t.prompt_tokens for t in turns), sum(t.completion_tokens for t in turns),
-                 sum(t.latency_s for t in turns))
+                 sum(t.latency_s for t in turns), sum(reasoning) if reasoning else None)
 
 
 def _columns(records: Sequence[RunRecord], labels: str = "gold") -> tuple[list[int | None], list[int]]:
@@ -320,14 +322,30 @@ def bin_tables(bins: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def cost_frame(runs: Runs, baseline: str = "baseline_enhanced") -> pd.DataFrame:
-    """Mean tokens and model time per instance, and the ratios to the one-turn baseline (§7.3). Latency of
-    cached calls is the latency measured when they were first made."""
+    """Mean tokens (prompt, completion, reasoning, total) and model time per instance, per condition, and the
+    ratios to the one-turn baseline (§7.3). Latency of cached calls is the latency measured when they were first
+    made; a shared machine's load shares in every time."""
     by_condition: dict[str, list[Usage]] = {}
     for (condition, _), records in runs.items():
         by_condition.setdefault(condition, []).extend(usage(r) for r in records)
     if baseline not in by_condition:
         return pd.DataFrame()
     return pd.DataFrame([row.__dict__ for row in cost_summary(by_condition, baseline)])
+
+
+TOKEN_COLUMNS = ["condition", "n", "mean_prompt_tokens", "mean_completion_tokens", "mean_reasoning_tokens",
+                 "mean_total_tokens", "token_ratio"]
+TIME_COLUMNS = ["condition", "mean_latency_s", "ms_per_completion_token", "latency_ratio"]
+
+
+def cost_tables(runs: Runs, baseline: str = "baseline_enhanced") -> tuple[pd.DataFrame, pd.DataFrame]:
+    """:func:`cost_frame` as the page shows it: the tokens per instance and condition first (the method's
+    cost, the paper's token ratio), then the model time, per instance and per completion token, labelled as
+    the load-sensitive measure it is (both empty without the baseline)."""
+    cost = cost_frame(runs, baseline)
+    if cost.empty:
+        return cost, cost
+    return cost[TOKEN_COLUMNS], cost[TIME_COLUMNS]
 
 
 # -------------------------------------------------------------------------------------------------- paper
@@ -378,8 +396,11 @@ LABELS = {
     "not_a_cpdag": "the CPDAG of no DAG", "facts_skeleton": "skeleton against the premise",
     "facts_sepset": "separating set against the premise", "facts_class": "not the premise's CPDAG",
     # cost (chapter 01, §7.3)
-    "mean_total_tokens": "tokens per instance", "mean_latency_s": "model time per instance (s)",
-    "token_ratio": "tokens vs baseline", "latency_ratio": "time vs baseline",
+    "mean_prompt_tokens": "prompt tokens", "mean_completion_tokens": "completion tokens",
+    "mean_reasoning_tokens": "of which reasoning", "mean_total_tokens": "tokens per instance",
+    "token_ratio": "tokens vs baseline", "mean_latency_s": "model time per instance (s, load-sensitive)",
+    "ms_per_completion_token": "ms per completion token (load-sensitive)",
+    "latency_ratio": "time vs baseline (load-sensitive)",
     # the failure classifier's counts and kinds (chapter 06)
     "cut off": "cut off", "unparsed_answer": "unparsed answer", "rejected_request": "refused request",
     "no_graph": "no graph reached turn 2", "wrong_graph": "wrong graph state", "mec_ambiguity": "class ambiguity",
