@@ -280,3 +280,17 @@ def test_the_cost_tables_lead_with_tokens_and_flag_time_as_load_sensitive():
                                                     "ms per completion token (load-sensitive)",
                                                     "time vs baseline (load-sensitive)"]
     assert times.set_index("condition").loc["structured", "ms_per_completion_token"] == pytest.approx(40.0)
+
+
+def test_tables_print_counts_and_seeds_as_whole_numbers_and_name_every_key():
+    measures = pd.DataFrame({"structured": [4.0, 3.0, 0.75], "baseline_enhanced": [4.0, 2.0, 0.5]},
+                            index=pd.Index(["records", "parsed", "parse_rate"]))
+    html = tables.show(measures, 3).to_html()
+    assert ">4</td>" in html and ">3</td>" in html and "4.000" not in html and ">0.750</td>" in html
+    assert "Structured Thinking" in html and "baseline_enhanced" not in html
+    seeds = pd.DataFrame({"seed": [0.0, math.nan], "n": [4.0, 4.0], "F1": [50.0, 66.666]},
+                         index=pd.Index(["structured", "always YES"], name="condition"))
+    assert tables.markdown_table(seeds).source().splitlines()[2:] == [r"| Structured Thinking | 0 | 4 | 50\.00 |",
+                                                                      r"| always YES | — | 4 | 66\.67 |"]
+    kinds = tables.show(pd.DataFrame({"outputs": [2]}, index=pd.Index(["directed_and_undirected"], name="kind")))
+    assert "edge both directed and undirected" in kinds.to_html()

@@ -366,6 +366,12 @@ def paper(keys: Iterable[str] | None = None, section: str | None = None) -> pd.D
     return table.assign(source="paper").reset_index(drop=True)
 
 
+def paper_by_condition(keys: Iterable[str]) -> dict[str, float]:
+    """The paper's figures ``keys`` by the condition (or probe) each was measured on, for a figure's marks."""
+    table = paper(keys)
+    return dict(zip(table["condition"], table["value"].astype(float)))
+
+
 # Readable names for the keys tables carry (conditions, columns), as a paper prints them.
 LABELS = {
     "structured": "Structured Thinking", "baseline_enhanced": "BaselineEnhanced",
@@ -410,7 +416,18 @@ LABELS = {
 
 
 WHOLE = {"seed", "n", "seeds", "positives", "variables", "tp", "fp", "fn", "tn", "unparsed", "cut", "rejected", "FN",
-         "FP", "errors", "outputs"}  # first words of columns that count
+         "FP", "errors", "outputs", "records", "parsed"}  # first words of columns (or measure rows) that count
+
+
+def _counts(names: Iterable[Any], values: pd.DataFrame) -> list[Any]:
+    """Of ``names`` (columns, or rows of a frame of measures), those that count (first word in :data:`WHOLE`)
+    and whose ``values`` (a column or row each) are whole numbers, however stored."""
+    def whole(column: pd.Series) -> bool:
+        numbers = pd.to_numeric(column.dropna(), errors="coerce")
+        return bool(numbers.notna().all() and numbers.map(lambda x: float(x).is_integer()).all())
+
+    return [name for name in names if isinstance(name, str) and name.split()[:1] and name.split()[0] in WHOLE
+            and whole(values[name])]
 
 
 def label(key: Any) -> Any:
@@ -441,14 +458,18 @@ def show(frame: pd.DataFrame, digits: int = 2):
     (pandas would draw a random one), so a page made again from the same records is the same page."""
     flat = readable(frame)
     floats = [c for c in flat.columns if pd.api.types.is_float_dtype(flat[c])]
-    # whole numbers stored as floats (a seed or a count beside a missing value) print as whole numbers
-    whole = [c for c in floats if flat[c].dropna().map(float.is_integer).all() and c.split()[0] in WHOLE]
+    # whole numbers stored as floats (a seed or a count beside a missing value) print as whole numbers, and so
+    # do the count rows of a frame of measures (records, parsed objects) whose first column names each row
+    whole = _counts(floats, flat)
     floats = [c for c in floats if c not in whole]
+    names = flat.iloc[:, 0] if len(flat.columns) and not pd.api.types.is_numeric_dtype(flat.iloc[:, 0]) else pd.Series()
+    rows = [i for i, name in names.items() if _counts([name], pd.DataFrame({name: flat.loc[i, floats]}))]
     # class "dataframe": the book's own table style, as pandas' plain HTML gets it. A Styler does not escape
     # by default, and cells and headers may hold CSV or model text: every one is escaped.
     styler = (flat.style.set_uuid(f"t{next(_TABLE_IDS)}").hide(axis="index").set_table_attributes('class="dataframe"')
               .format("{:.%df}" % digits, subset=floats, na_rep="—")
               .format("{:.0f}", subset=whole, na_rep="—")
+              .format("{:.0f}", subset=pd.IndexSlice[rows, floats], na_rep="—")
               .format_index(escape="html", axis=1))
     others = [c for c in flat.columns if c not in floats]
     return styler.format(na_rep="—", subset=others, escape="html") if others else styler
@@ -459,13 +480,15 @@ def markdown_table(frame: pd.DataFrame, digits: int = 2) -> Markdown:
     page's prose where it takes the book's own table style; every header and cell is text
     (:func:`markup.table`)."""
     flat = readable(frame)
+    whole = set(_counts(flat.columns, flat))
 
-    def cell(value: Any) -> Part:
+    def cell(value: Any, column: Any) -> Part:
         if isinstance(value, float):
-            return "—" if pd.isna(value) else number(value, f".{digits}f")
+            return "—" if pd.isna(value) else number(value, ".0f" if column in whole else f".{digits}f")
         return "—" if value is None or value is pd.NA else str(value)
 
-    return table([str(c) for c in flat.columns], [[cell(v) for v in row] for row in flat.itertuples(index=False)])
+    return table([str(c) for c in flat.columns],
+                 [[cell(v, c) for v, c in zip(row, flat.columns)] for row in flat.itertuples(index=False)])
 
 
 def paper_view(keys: Iterable[str]) -> pd.DataFrame:
