@@ -437,6 +437,12 @@ def test_a_degenerate_runs_verdicts_name_the_causes_they_compute_and_state_no_fi
     assert readings.probe_causes(probed, ["scramble_full"], 0) == (
         "Not a finding at seed 0: unprobed answered NO on every one of its 4 rows; under full scramble no scored "
         "answer changed, so its drop is 0 by construction.")
+    # a probe that turns every answer of a varied run to NO is named, and can be a finding
+    _, _, sound, _ = _degenerate_grid()
+    followed = {("unprobed", 0): sound[("structured", 0)], ("scramble_full", 0): probed[("scramble_full", 0)]}
+    paired = tables.paired_frame(followed, "unprobed", ["scramble_full"], n_resamples=200)
+    headline = readings.probe_headline(paired, followed, 0)
+    assert not headline.degenerate and headline.causes == ("full scramble answered NO on every one of its 4 rows",)
 
 
 def test_a_sound_runs_verdict_keeps_the_interval_rule_and_names_its_cut_offs():

@@ -286,7 +286,8 @@ def method_box(records: dict[str, dict[str, Any]]) -> Markdown:
     why = ("Its records show: " + "; ".join(f"{cause} (chapter {', '.join(found)})" for cause, found in chapters.items())
            + "." if chapters else "Its records show no constant answers, cut-offs or malformed graphs behind the key figures.")
     close = (" So this build shows the pipeline running end to end on this model, not whether the method works on "
-             "it: that needs answers that finish and vary (a larger model, larger token budgets)." if degenerate else "")
+             "it: that needs answers that finish within the budget, vary from row to row and differ between the "
+             "conditions compared." if degenerate else "")
     return quote(Markdown(strong("Does the method work on this model?"), " ", verdict, " ", why, close))
 
 

@@ -96,19 +96,20 @@ def per_seed_gains(paired: pd.DataFrame, comparison: str) -> str:
 
 def answer_causes(sides: Mapping[str, Sequence[RunRecord]], figure: str) -> tuple[tuple[str, ...], bool]:
     """What the answers behind ``figure`` rest on, named from the records (``sides``: each side's records by
-    condition): rows without a finished answer, answers cut off at the token budget, constant answers, two
-    sides scored alike on every row; and whether these make the figure degenerate (a side with a finished
-    answer on fewer than half its rows, a side whose scored answers are all the same, or two sides scored
-    alike on every row), so that it is what such answers produce rather than a finding."""
+    condition, the side the figure is read from first): rows without a finished answer, answers cut off at
+    the token budget, constant answers, two sides scored alike on every row; and whether these make the figure
+    degenerate (a side with a finished answer on fewer than half its rows, a first side whose scored answers are
+    all the same, or two sides scored alike on every row), so that it is what such answers produce rather than
+    a finding. A constant second side is named but can be a finding (a probe that turns every answer to NO)."""
     causes, degenerate = [], False
-    for condition, records in sides.items():
+    for i, (condition, records) in enumerate(sides.items()):
         p, name = tables.answer_profile(records), tables.label(condition)
         if 2 * p.finished < p.n:
             degenerate = True
             causes.append(f"{name} finished {p.finished} of its {counted(p.n, 'answer')} ({p.cut_off} cut off at "
                           "the token budget; a missing answer scores NO)")
         elif p.constant:
-            degenerate = True
+            degenerate = degenerate or i == 0
             rows = (f"every one of its {counted(p.n, 'row')}" if p.finished == p.n else
                     f"every row it finished ({p.finished} of {p.n}; the rest score NO)")
             causes.append(f"{name} answered {p.constant} on {rows}")
@@ -617,13 +618,13 @@ def ablation_table(scores: pd.DataFrame, runs: Mapping[tuple[str, int], Sequence
     empty = {c for (c, _), records in runs.items() if tables.produced_no_object(records)}
     degenerate: dict[str, str] = {}
     for (condition, seed), records in runs.items():
-        causes, bad = answer_causes({condition: records}, "its F1")
-        if bad:
-            degenerate.setdefault(condition, f"seed {seed}: {causes[0]}")
-    note = pd.Series([NO_OBJECT if c in empty else degenerate.get(c) or
-                      ("no Structured Thinking object on any row" if TARGET in empty and c != TARGET else
-                       f"Structured Thinking, {degenerate[TARGET]}" if TARGET in degenerate else "")
-                      for c in f1.index], index=f1.index)
+        if condition != TARGET and (TARGET, seed) in runs:
+            causes, bad = answer_causes({TARGET: runs[(TARGET, seed)], condition: records}, "the drop")
+            if bad:
+                degenerate.setdefault(condition, f"seed {seed}: " + "; ".join(causes))
+    note = pd.Series([NO_OBJECT if c in empty else
+                      "no Structured Thinking object on any row" if TARGET in empty and c != TARGET else
+                      degenerate.get(c, "") for c in f1.index], index=f1.index)
     drop = (f1.get(TARGET, math.nan) - f1).mask(note != "")
     return pd.DataFrame({"F1": f1, "drop vs Structured Thinking (pp)": drop, "note": note})
 
