@@ -478,3 +478,14 @@ def test_the_audits_verdict_names_the_violation_kinds_most_objects_show():
     assert "1 of 1 parsed Structured Thinking objects show the violation “edge both directed and undirected”" \
         in headline.verdict()
     assert headline.record()["causes"] == list(headline.causes) and not headline.degenerate
+
+
+def test_the_bin_headline_names_the_causes_of_its_bins_answers():
+    gold, main, _, _ = _degenerate_grid()
+    runs = {key: [r.model_copy(update={"num_variables": 5}) for r in records] for key, records in main.items()}
+    gains = pd.DataFrame([{"seed": 0, "variables": 5, "n": 4, "positives": 2, "gain (pp)": -66.7, "CI low": -100.0,
+                           "CI high": 0.0}])
+    table = readings.bin_gain_table({"test": gains})
+    headline = readings.bin_headline(table, 2, {"test": runs})
+    assert headline.degenerate and "Structured Thinking answered NO on every one of its 4 rows" in headline.verdict()
+    assert not readings.bin_headline(table, 2, {"test": {}}).degenerate  # no records: the interval rule alone

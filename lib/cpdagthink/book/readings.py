@@ -443,16 +443,23 @@ def bin_gain_table(gains_by_split: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
                                        "CI high", "paper gain (pp)"])
 
 
-def bin_headline(table: pd.DataFrame, min_positives: int) -> Headline:
-    """Chapter 02's key figure: the gain of the largest scored bin the paper reports (first seed)."""
+def bin_headline(table: pd.DataFrame, min_positives: int,
+                 runs_by_split: Mapping[str, Mapping[tuple[str, int], Sequence[RunRecord]]] | None = None) -> Headline:
+    """Chapter 02's key figure: the gain of the largest scored bin the paper reports (first seed), with the
+    causes the bin's answers rest on, read from its split's runs in ``runs_by_split``."""
     rows = table.dropna(subset=["paper gain (pp)"])
     if rows.empty:
         return Headline("the per-bin gain", "gain_n5_id", missing=(
             "no bin of this sample is scored where the paper reports one (n = 5 or 6 with at least "
             f"{counted(min_positives, 'gold positive')})"))
     r = rows.sort_values(["variables", "seed"], ascending=[False, True]).iloc[0]
-    return Headline(f"the gain at n = {int(r['variables'])} on {r['split']}", paper_bin_key(r["split"], int(r["variables"])),
-                    float(r["gain (pp)"]), float(r["CI low"]), float(r["CI high"]))
+    n, seed = int(r["variables"]), int(r["seed"])
+    figure = f"the gain at n = {n} on {r['split']}"
+    grid = (runs_by_split or {}).get(r["split"]) or {}
+    in_bin = {key: [record for record in records if record.num_variables == n] for key, records in grid.items()}
+    causes, degenerate = pair_causes(in_bin, f"{TARGET} vs {BASELINE}", seed, figure)
+    return Headline(figure, paper_bin_key(r["split"], n), float(r["gain (pp)"]), float(r["CI low"]), float(r["CI high"]),
+                    causes=causes, degenerate=degenerate)
 
 
 def bin_gains_sentence(gains: pd.DataFrame) -> str:
