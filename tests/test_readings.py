@@ -489,3 +489,12 @@ def test_the_bin_headline_names_the_causes_of_its_bins_answers():
     headline = readings.bin_headline(table, 2, {"test": runs})
     assert headline.degenerate and "Structured Thinking answered NO on every one of its 4 rows" in headline.verdict()
     assert not readings.bin_headline(table, 2, {"test": {}}).degenerate  # no records: the interval rule alone
+
+
+def test_the_probe_summary_gives_shares_in_percent_beside_the_drops_in_points():
+    table = pd.DataFrame([{"agent": "m", "probe": "scramble_full", "seed": s, "n": 4, "drop_gold_pp": 10.0 * s,
+                           "drop_oracle_pp": 0.0, "flipped_share": 0.25 * s, "intervened_share": 1.0} for s in (0, 1)])
+    summary = readings.probe_summary(table)
+    assert summary.loc[("m", "scramble_full")].to_dict() == {"n": 4, "drop_gold_pp": 5.0, "drop_oracle_pp": 0.0,
+                                                             "flipped_share_pct": 12.5, "intervened_share_pct": 100.0}
+    assert list(tables.readable(summary).columns)[-2:] == ["answers flipped (%)", "turns changed (%)"]

@@ -379,7 +379,8 @@ LABELS = {
     "minimal_instruction": "minimal instruction", "no_thinking": "no thinking",
     "no_constrained_decoding": "no constrained decoding", "baseline_no_thinking": "BaselineEnhanced, no thinking",
     "num_variables": "variables", "drop_gold_pp": "F1 drop, gold (pp)", "drop_oracle_pp": "F1 drop, corrected (pp)",
-    "flipped_share": "answers flipped", "intervened_share": "turns changed", "base_f1_gold": "F1 unprobed",
+    "flipped_share": "answers flipped", "intervened_share": "turns changed", "flipped_share_pct": "answers flipped (%)",
+    "intervened_share_pct": "turns changed (%)", "base_f1_gold": "F1 unprobed",
     "f1_gold": "F1 probed", "other": "compared with",
     # the turn-2 probes (chapter 04)
     "unprobed": "unprobed", "scramble_full": "full scramble", "scramble_skeleton": "skeleton scramble",

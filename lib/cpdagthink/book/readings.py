@@ -743,10 +743,12 @@ def probe_causes(runs: Mapping[tuple[str, int], Sequence[RunRecord]], probes: Se
 
 
 def probe_summary(table: pd.DataFrame) -> pd.DataFrame:
-    """Per agent and probe, means over seeds of the F1 drop (gold and oracle labels) and the shares of
-    answers flipped and of turns the probe really changed."""
+    """Per agent and probe, means over seeds of the F1 drop (gold and oracle labels, pp) and the shares of
+    answers flipped and of turns the probe really changed, in % like the drops beside them."""
     columns = ["n", "drop_gold_pp", "drop_oracle_pp", "flipped_share", "intervened_share"]
-    return table.groupby(["agent", "probe"], sort=False)[columns].mean().astype({"n": int})
+    means = table.groupby(["agent", "probe"], sort=False)[columns].mean().astype({"n": int})
+    shares = ["flipped_share", "intervened_share"]
+    return means.assign(**{c: 100 * means[c] for c in shares}).rename(columns={c: f"{c}_pct" for c in shares})
 
 
 def probe_example(probed: Mapping[str, Sequence[RunRecord]]) -> Markdown:
