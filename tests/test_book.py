@@ -82,7 +82,8 @@ def _executed(path, configuration, headline=None, injected=True):
         "cpdagthink": {"chapter": path.stem, "command": f"cpdagthink book --only {path.stem[:2]}",
                        "configuration": configuration, "headline": headline or {
                            "figure": "the gain", "paper": 13.35, "value": 1.0, "ci_low": -40.0, "ci_high": 45.0,
-                           "verdict": "This build cannot test the paper's claim: wide.", "paper_key": "main_delta"}}})]
+                           "verdict": "This build cannot test the paper's claim: wide.", "paper_key": "main_delta",
+                           "causes": [], "degenerate": False}}})]
     nb.cells = cells + [screen]
     nbformat.write(nb, path)
 
@@ -100,7 +101,8 @@ def test_render_reads_each_chapters_configuration_and_marks_a_mixed_book(tmp_pat
     records = chapter_records(book)
     assert list(records) == ["01_main_results", "04_probes"]
     one = _html(build_summary(records))
-    assert one.startswith("<p><strong>One configuration for every chapter:</strong> symbolic reference agent")
+    assert one.startswith("<blockquote>\n<p><strong>Does the method work on this model?</strong> No chapter's key")
+    assert "<p><strong>One configuration for every chapter:</strong> symbolic reference agent" in one
     # text cells are shown literally, commands as code
     assert ("<td>01_main_results</td>\n<td>the gain</td>\n<td>+1 [-40, +45]</td>\n<td>+13.35</td>\n"
             "<td>This build cannot test the paper's claim</td>") in one
@@ -108,12 +110,35 @@ def test_render_reads_each_chapters_configuration_and_marks_a_mixed_book(tmp_pat
     _executed(book / "04_probes.ipynb", {**CONFIG, "instances": 20})
     assert "Each chapter's configuration" not in one  # one configuration: said once, not per chapter
     mixed = _html(build_summary(chapter_records(book)))
-    assert mixed.startswith("<p><strong>This book is mixed:</strong>")
+    assert "</blockquote>\n<p><strong>This book is mixed:</strong>" in mixed
     assert ("<td>04_probes</td>\n<td>symbolic reference agent</td>\n<td>test split</td>\n"
             "<td>20 (2 positive, 2 negative)</td>") in mixed
     hide_injected_parameters(book / "01_main_results.ipynb")
     cell = nbformat.read(book / "01_main_results.ipynb", as_version=4).cells[0]
     assert "remove-cell" in cell.metadata["tags"]  # papermill's escaped JSON never reaches the page
+
+
+def test_the_intros_box_says_why_this_builds_numbers_look_as_they_do_from_the_records(tmp_path):
+    """The chapters' first screens name their figures' causes; the box counts the degenerate ones and groups each
+    cause with the chapters that found it (a cause's text reaches the page as text)."""
+    book = tmp_path / "book"
+    book.mkdir()
+    constant = "Structured Thinking answered NO on every one of its 4 rows"
+    headline = {"figure": "the gain", "paper": 13.35, "value": -66.67, "ci_low": -100.0, "ci_high": 0.0,
+                "verdict": "This build cannot test the paper's claim: ...", "paper_key": "main_delta", "degenerate": True,
+                "causes": [constant, "BaselineEnhanced finished 1 of its 4 answers (3 cut off at the token budget)"]}
+    _executed(book / "01_main_results.ipynb", CONFIG, headline)
+    _executed(book / "04_probes.ipynb", CONFIG, headline | {"causes": [constant]})
+    _executed(book / "05_audit.ipynb", CONFIG, headline | {"degenerate": False, "causes": [
+        "4 of 4 parsed Structured Thinking objects show the violation <b>“edge both directed and undirected”</b>"]})
+    box = build_summary(chapter_records(book))
+    text = str(box)
+    assert text.startswith("Does the method work on this model? Not on this build's evidence: the key figure of 2 "
+                           "chapters (01, 04) is what degenerate answers produce, not a finding. Its records show: "
+                           "Structured Thinking answered NO on every one of its 4 rows (chapter 01, 04); BaselineEnhanced")
+    assert "edge both directed and undirected”</b> (chapter 05). So this build shows the pipeline running" in text
+    html = _html(box)
+    assert html.startswith("<blockquote>") and "<b>" not in html and "&lt;b&gt;" in html
 
 
 def test_the_build_summary_shows_hostile_configuration_text_literally(tmp_path):
@@ -514,7 +539,7 @@ def test_render_reads_only_the_chapters_of_the_toc_and_names_a_notebook_it_canno
     _executed(tmp_path / "book" / "01_main_results.ipynb", CONFIG)
     _executed(tmp_path / "book" / "07_x.ipynb", {**CONFIG, "instances": 99})  # a stray notebook, in no toc
     summary = _rendered_without_sphinx(tmp_path, monkeypatch)
-    assert summary.startswith("**One configuration for every chapter:**") and "07" not in summary
+    assert "\n\n**One configuration for every chapter:**" in summary and "07" not in summary
     (tmp_path / "book" / "04_probes.ipynb").write_text("{not json")
     with pytest.raises(ValueError, match=re.escape(str(tmp_path / "book" / "04_probes.ipynb")) + " is not a readable "
                        "notebook .*cpdagthink book --only 04"):

@@ -48,10 +48,46 @@ def test_gain_points_draw_each_split_beside_the_papers_gain():
     table = readings.bin_gain_table({"test": gains, "generated:paraphrase": gains})
     fig = figures.gain_points(table)
     ax = fig.axes[0]
-    assert sorted(t.get_text() for t in ax.get_legend().get_texts()) == ["generated:paraphrase, seed 0", "test, seed 0"]
+    assert sorted(t.get_text() for t in ax.get_legend().get_texts()) == ["0: no difference", "paper (Figure 2)", "this run, generated:paraphrase, seed 0",
+                                                                         "this run, test, seed 0"]
     from matplotlib.collections import PathCollection
 
     crosses = [list(c.get_offsets()[:, 1]) for c in ax.collections if isinstance(c, PathCollection)]
     assert sorted(v for c in crosses for v in c) == [5.3, 5.9, 13.6, 18.6]  # the paper's ID and OOD bins
     assert [t.get_text() for t in ax.get_xticklabels()] == ["5", "6"]
     plt.close(fig)
+
+
+def _texts(fig) -> list[str]:
+    ax = fig.axes[0]
+    legend = ax.get_legend()
+    return ([t.get_text() for t in ax.get_yticklabels() + ax.get_xticklabels()] + [ax.get_xlabel(), ax.get_ylabel()]
+            + ([t.get_text() for t in legend.get_texts()] if legend else []))
+
+
+def test_figures_name_conditions_draw_zero_bars_the_always_yes_level_and_the_papers_value():
+    runs = two_seed_grid()
+    runs = runs | {("baseline_enhanced", s): [r.model_copy(update={"answer": "NO"}) for r in runs[("baseline_enhanced", s)]]
+                   for s in (0, 1)}  # F1 0: a bar of zero length
+    scores = tables.scores_frame(runs)
+    fig = figures.f1_bars(scores, always_yes=40.0, paper={"structured": 86.36, "baseline_enhanced": 73.01})
+    texts = _texts(fig)
+    assert {"Structured Thinking", "BaselineEnhanced", "gold labels", "always YES on this sample (40.0)",
+            "paper (Qwen3.5-27B)"} <= set(texts)
+    assert not {"structured", "baseline_enhanced", "gold"} & set(texts)
+    values = [t.get_text() for t in fig.axes[0].texts]
+    assert "0.0" in values  # the zero bar is labelled with its value
+    from matplotlib.collections import PathCollection
+
+    crosses = [tuple(p) for c in fig.axes[0].collections if isinstance(c, PathCollection) for p in c.get_offsets()]
+    assert sorted(x for x, _ in crosses) == [73.01, 86.36]
+    errors = _texts(figures.error_bars(scores))
+    assert {"false negatives", "false positives", "BaselineEnhanced"} <= set(errors) and "fn" not in errors
+    probes = pd.DataFrame([{"agent": "m", "probe": "scramble_full", "drop_gold_pp": 0.0},
+                           {"agent": "m", "probe": "drop_premise", "drop_gold_pp": 5.0}])
+    texts = _texts(figures.probe_bars(probes, {"scramble_full": 12.0}))
+    assert {"full scramble", "premise removed", "0: no difference", "paper (Qwen3.5-27B, Table 3)"} <= set(texts)
+    kinds = pd.DataFrame({"condition": ["structured"], "kind": ["wrong_graph"], "errors": [2]})
+    assert {"wrong graph state", "Structured Thinking"} <= set(_texts(figures.count_bars(kinds, "errors", "kind",
+                                                                                        "condition", "errors")))
+    plt.close("all")

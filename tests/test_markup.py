@@ -12,7 +12,7 @@ import nbformat
 import pytest
 from markdown_it import MarkdownIt
 
-from cpdagthink.analysis.markup import Markdown, bullets, code, emphasis, number, paragraphs, strong, table
+from cpdagthink.analysis.markup import Markdown, bullets, code, emphasis, number, paragraphs, quote, strong, table
 from cpdagthink.paths import PROJECT_ROOT
 
 HOSTILE = ['<img src=x onerror="window.pwned=1">', "<script>alert(1)</script>", "[a](javascript:alert(1))",
@@ -81,6 +81,14 @@ def test_blocks_paragraphs_bullets_and_tables():
     assert "<code>a|b</code>" in html  # a code span outside a table keeps its pipe as it is
     with pytest.raises(ValueError, match="one cell per column"):
         table(["a", "b"], [["only one"]])
+
+
+@pytest.mark.parametrize("value", HOSTILE)
+def test_a_quote_holds_its_blocks_and_no_text_leaves_it(value):
+    html = render(paragraphs(quote(Markdown(strong("Box:"), " ", value), bullets([value, "two"])), "after"))
+    assert html.startswith("<blockquote>\n<p><strong>Box:</strong>") and html.count("<blockquote>") == 1
+    assert html.index("</blockquote>") > html.index("<li>two</li>") and html.endswith("<p>after</p>\n")
+    assert visible(html).count(" ".join(value.split()) if value.strip() else "Box:")
 
 
 def test_no_page_builds_markdown_or_html_but_through_the_markup_module():

@@ -263,10 +263,18 @@ def test_cost_summary_ratios_to_baseline():
         },
         baseline="one-turn",
     )
-    assert rows == [
-        CostRow("one-turn", 2, 100.0, 2.0, 1.0, 1.0),
-        CostRow("cpdag", 2, 200.0, 3.0, 2.0, 1.5),
-    ]
+    assert [(r.condition, r.n, r.mean_prompt_tokens, r.mean_completion_tokens, r.mean_total_tokens, r.token_ratio,
+             r.mean_latency_s, r.latency_ratio) for r in rows] == [("one-turn", 2, 90.0, 10.0, 100.0, 1.0, 2.0, 1.0),
+                                                                   ("cpdag", 2, 165.0, 35.0, 200.0, 2.0, 3.0, 1.5)]
+    assert [r.ms_per_completion_token for r in rows] == pytest.approx([200.0, 6000 / 70])
+    assert all(math.isnan(r.mean_reasoning_tokens) for r in rows)  # no service reported reasoning tokens
+
+
+def test_cost_summary_leads_with_the_tokens_of_each_kind_and_times_per_token():
+    rows = cost_summary({"base": [Usage(10, 4, 2.0, reasoning_tokens=3), Usage(10, 0, 0.0)]}, baseline="base")
+    assert list(CostRow.__dataclass_fields__)[2:7] == ["mean_prompt_tokens", "mean_completion_tokens",
+                                                       "mean_reasoning_tokens", "mean_total_tokens", "token_ratio"]
+    assert (rows[0].mean_reasoning_tokens, rows[0].ms_per_completion_token) == (1.5, 500.0)
 
 
 def test_cost_summary_zero_baseline_latency_gives_nan_ratio():

@@ -154,7 +154,7 @@ def test_an_ablation_without_any_object_reports_that_not_a_drop():
     assert "removing the regex constraint gives no drop to report" in phrase
     assert "+0.0" not in phrase and "switching thinking off was not run" in phrase
     paired = tables.paired_frame(runs, "structured", ["no_constrained_decoding"], n_resamples=50)
-    assert "no turn-1 object on any row" in readings.ablation_headline(paired, drops).verdict()
+    assert "no turn-1 object on any row" in readings.ablation_headline(paired, drops, runs).verdict()
 
 
 def test_complexity_reading_quotes_bin_gains_and_ood(grid):
@@ -386,3 +386,115 @@ def test_the_audit_says_what_its_violation_rate_counts_beside_the_papers():
     assert "not one measure" in str(reading.phrases["violation_caveat"]) and "graph\\-consistency violations" in caveat
     for kind in ViolationKind:  # every kind the audit checks is named; the premise checks are not part of it
         assert (f"`{kind.value}`" in caveat) is (not kind.value.startswith("facts_")), kind
+
+
+def _degenerate_grid():
+    """Chapter 01's degenerate default build: Structured Thinking answers NO on every row, three of the
+    baseline's four answers are cut off at the budget; an ablation cut off on every row; probes that change
+    no answer."""
+    from analyses import run_record
+    from cpdagthink.run.records import TurnRecord
+
+    gold = [1, 0, 1, 0]
+    cut = [TurnRecord(messages_sha256="", request_sha256="", finish_reason="length")]
+    never = [run_record(f"r{i}", answer="NO", gold_label=g) for i, g in enumerate(gold)]
+    baseline = [run_record("r0", answer="YES", gold_label=1)] + [
+        run_record(f"r{i}", answer=None, gold_label=g, turns=cut) for i, g in enumerate(gold) if i]
+    read = [run_record(f"r{i}", answer="YES" if g else "NO", gold_label=g) for i, g in enumerate(gold)]
+    cut_off = [run_record(f"r{i}", answer=None, gold_label=g, turns=cut) for i, g in enumerate(gold)]
+    return gold, {("structured", 0): never, ("baseline_enhanced", 0): baseline}, \
+        {("structured", 0): read, ("no_constrained_decoding", 0): cut_off}, \
+        {("unprobed", 0): never, ("scramble_full", 0): never}
+
+
+def test_a_degenerate_runs_verdicts_name_the_causes_they_compute_and_state_no_finding():
+    gold, main, ablation, probed = _degenerate_grid()
+    paired = tables.paired_frame(main, "structured", ["baseline_enhanced"], n_resamples=200)
+    reading = readings.main_results(tables.scores_frame(main), paired, instances(gold), [0], main)
+    text = reading.headline.verdict()
+    assert text.startswith("This build cannot test the paper's claim: Structured Thinking answered NO on every one "
+                           "of its 4 rows; BaselineEnhanced finished 1 of its 4 answers (3 cut off at the token budget")
+    assert text.endswith("(-66.7 pp) is what such answers produce, not a finding.")
+    record = reading.headline.record()
+    assert record["degenerate"] and len(record["causes"]) == 2
+    assert reading.phrases["verdict"].startswith("Seed 0 is not a finding: Structured Thinking answered NO")
+    assert "favour" not in reading.phrases["verdict"]
+
+    drops = readings.ablation_table(tables.scores_frame(ablation), ablation)
+    assert math.isnan(drops.loc["no_constrained_decoding", "drop vs Structured Thinking (pp)"])
+    assert "no constrained decoding finished 0 of its 4 answers (4 cut off" in drops.loc["no_constrained_decoding", "note"]
+    phrase = readings.ablation_phrase(drops, {})
+    assert "removing the regex constraint gives no drop to report" in phrase and "+0.0" not in phrase
+    paired = tables.paired_frame(ablation, "structured", ["no_constrained_decoding"], n_resamples=200)
+    headline = readings.ablation_headline(paired, drops, ablation)
+    assert headline.degenerate and "finished 0 of its 4 answers" in headline.verdict()
+    assert "not a finding" in headline.verdict()
+
+    paired = tables.paired_frame(probed, "unprobed", ["scramble_full"], n_resamples=200)
+    headline = readings.probe_headline(paired, probed, 0)
+    assert "unprobed answered NO on every one of its 4 rows" in headline.verdict()
+    assert "the drop under the full scramble is 0 by construction" in headline.verdict()
+    assert readings.probe_causes(probed, ["scramble_full"], 0) == (
+        "Not a finding at seed 0: unprobed answered NO on every one of its 4 rows; under full scramble no scored "
+        "answer changed, so its drop is 0 by construction.")
+    # a probe that turns every answer of a varied run to NO is named, and can be a finding
+    _, _, sound, _ = _degenerate_grid()
+    followed = {("unprobed", 0): sound[("structured", 0)], ("scramble_full", 0): probed[("scramble_full", 0)]}
+    paired = tables.paired_frame(followed, "unprobed", ["scramble_full"], n_resamples=200)
+    headline = readings.probe_headline(paired, followed, 0)
+    assert not headline.degenerate and headline.causes == ("full scramble answered NO on every one of its 4 rows",)
+
+
+def test_a_sound_runs_verdict_keeps_the_interval_rule_and_names_its_cut_offs():
+    from analyses import run_record
+    from cpdagthink.run.records import TurnRecord
+
+    gold = [1, 0, 1, 0, 1, 0]
+    cut = [TurnRecord(messages_sha256="", request_sha256="", text="Answer: NO", finish_reason="length")]
+    runs = {("structured", 0): [run_record(f"r{i}", answer="YES" if g else "NO", gold_label=g) for i, g in enumerate(gold)],
+            ("baseline_enhanced", 0): [run_record(f"r{i}", answer="YES" if i < 4 else "NO", gold_label=g,
+                                                  turns=cut if i == 5 else None) for i, g in enumerate(gold)]}
+    paired = tables.paired_frame(runs, "structured", ["baseline_enhanced"], n_resamples=200)
+    headline = readings.main_results(tables.scores_frame(runs), paired, instances(gold), [0], runs).headline
+    assert not headline.degenerate
+    assert headline.verdict().startswith("This build cannot test the paper's claim: the 95% CI of the gain")
+    assert headline.verdict().endswith("1 of BaselineEnhanced's 6 answers were cut off at the token budget.")
+
+
+def test_the_audits_verdict_names_the_violation_kinds_most_objects_show():
+    from analyses import make, run_record
+    from cpdagthink.analysis import audit
+    from cpdagthink.causal.dag import independence_facts
+    from cpdagthink.causal.premise import verbalise_premise
+    import networkx as nx
+
+    premise = verbalise_premise(independence_facts(nx.DiGraph([("A", "C"), ("B", "C")]), ("A", "B", "C")))
+    row = Instance(id="r0", premise=premise, hypothesis="A directly causes C.", label=1, num_variables=3,
+                   template="parent", split="test", source="test")
+    both = make("ABC", directed=[("A", "C"), ("B", "C")], undirected=[("A", "C")], v=[("A", "C", "B")])
+    runs = {("structured", 0): [run_record("r0", emitted=both)]}
+    audited = readings.audit_runs(runs, [row])
+    headline = readings.audit_headline(audit.summary_frame(audited, ["structured"]), runs, audited)
+    assert "1 of 1 parsed Structured Thinking objects show the violation “edge both directed and undirected”" \
+        in headline.verdict()
+    assert headline.record()["causes"] == list(headline.causes) and not headline.degenerate
+
+
+def test_the_bin_headline_names_the_causes_of_its_bins_answers():
+    gold, main, _, _ = _degenerate_grid()
+    runs = {key: [r.model_copy(update={"num_variables": 5}) for r in records] for key, records in main.items()}
+    gains = pd.DataFrame([{"seed": 0, "variables": 5, "n": 4, "positives": 2, "gain (pp)": -66.7, "CI low": -100.0,
+                           "CI high": 0.0}])
+    table = readings.bin_gain_table({"test": gains})
+    headline = readings.bin_headline(table, 2, {"test": runs})
+    assert headline.degenerate and "Structured Thinking answered NO on every one of its 4 rows" in headline.verdict()
+    assert not readings.bin_headline(table, 2, {"test": {}}).degenerate  # no records: the interval rule alone
+
+
+def test_the_probe_summary_gives_shares_in_percent_beside_the_drops_in_points():
+    table = pd.DataFrame([{"agent": "m", "probe": "scramble_full", "seed": s, "n": 4, "drop_gold_pp": 10.0 * s,
+                           "drop_oracle_pp": 0.0, "flipped_share": 0.25 * s, "intervened_share": 1.0} for s in (0, 1)])
+    summary = readings.probe_summary(table)
+    assert summary.loc[("m", "scramble_full")].to_dict() == {"n": 4, "drop_gold_pp": 5.0, "drop_oracle_pp": 0.0,
+                                                             "flipped_share_pct": 12.5, "intervened_share_pct": 100.0}
+    assert list(tables.readable(summary).columns)[-2:] == ["answers flipped (%)", "turns changed (%)"]

@@ -260,3 +260,37 @@ def test_run_details_say_when_the_code_had_uncommitted_changes():
     assert details["code (git commit)"] == "abc123 with uncommitted changes"
     clean = tables.run_details({"git": {"commit": "abc123", "dirty": False}}).set_index("field")["value"]
     assert clean["code (git commit)"] == "abc123"
+
+
+def test_the_cost_tables_lead_with_tokens_and_flag_time_as_load_sensitive():
+    from cpdagthink.run.records import TurnRecord
+
+    def turn(prompt, completion, seconds, reasoning=None):
+        return TurnRecord(messages_sha256="", request_sha256="", prompt_tokens=prompt, completion_tokens=completion,
+                          latency_s=seconds, meta={} if reasoning is None else {"reasoning_tokens": reasoning})
+
+    runs = {("baseline_enhanced", 0): [record(0, 1, 1).model_copy(update={"turns": [turn(100, 20, 1.0)]})],
+            ("structured", 0): [record(0, 1, 1).model_copy(update={"turns": [turn(100, 40, 1.0, 30),
+                                                                               turn(150, 10, 1.0)]})]}
+    tokens, times = tables.cost_tables(runs)
+    row = tokens.set_index("condition").loc["structured"]
+    assert (row["mean_prompt_tokens"], row["mean_completion_tokens"], row["mean_reasoning_tokens"]) == (250, 50, 30)
+    assert row["token_ratio"] == pytest.approx(300 / 120)
+    assert list(tables.readable(times).columns) == ["condition", "model time per instance (s, load-sensitive)",
+                                                    "ms per completion token (load-sensitive)",
+                                                    "time vs baseline (load-sensitive)"]
+    assert times.set_index("condition").loc["structured", "ms_per_completion_token"] == pytest.approx(40.0)
+
+
+def test_tables_print_counts_and_seeds_as_whole_numbers_and_name_every_key():
+    measures = pd.DataFrame({"structured": [4.0, 3.0, 0.75], "baseline_enhanced": [4.0, 2.0, 0.5]},
+                            index=pd.Index(["records", "parsed", "parse_rate"]))
+    html = tables.show(measures, 3).to_html()
+    assert ">4</td>" in html and ">3</td>" in html and "4.000" not in html and ">0.750</td>" in html
+    assert "Structured Thinking" in html and "baseline_enhanced" not in html
+    seeds = pd.DataFrame({"seed": [0.0, math.nan], "n": [4.0, 4.0], "F1": [50.0, 66.666]},
+                         index=pd.Index(["structured", "always YES"], name="condition"))
+    assert tables.markdown_table(seeds).source().splitlines()[2:] == [r"| Structured Thinking | 0 | 4 | 50\.00 |",
+                                                                      r"| always YES | — | 4 | 66\.67 |"]
+    kinds = tables.show(pd.DataFrame({"outputs": [2]}, index=pd.Index(["directed_and_undirected"], name="kind")))
+    assert "edge both directed and undirected" in kinds.to_html()

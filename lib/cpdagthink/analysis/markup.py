@@ -8,7 +8,7 @@ A :class:`Markdown` is a sequence of parts, each rendered by its type when the p
 - :func:`code`: an inline code span fenced by a backtick run longer than any run inside it;
 - :func:`number`: a number formatted by a format spec (``n/a`` when missing), then shown as text;
 - :func:`strong` and :func:`emphasis`: markup around parts that are themselves rendered by type;
-- :func:`paragraphs`, :func:`bullets` and :func:`table`: blocks of parts.
+- :func:`paragraphs`, :func:`bullets`, :func:`quote` and :func:`table`: blocks of parts.
 
 There is no part that passes a string through as source: a caller can only choose among these types.
 ``str()`` of a :class:`Markdown` is its plain reading (what ``{glue:text}`` pastes); :meth:`Markdown.source`
@@ -88,6 +88,18 @@ class _Block:
 
     def plain(self) -> str:
         return "\n".join(item.plain() for item in self.items)
+
+
+@dataclass(frozen=True)
+class _Quote:
+    inner: "Markdown"
+
+    def source(self) -> str:
+        # Every line of the inner blocks behind "> ": no text part holds a line break, so none can leave it.
+        return "\n".join(f"> {line}".rstrip() for line in self.inner.source().split("\n"))
+
+    def plain(self) -> str:
+        return self.inner.plain()
 
 
 @dataclass(frozen=True)
@@ -209,6 +221,11 @@ def paragraphs(*blocks: Part) -> Markdown:
 def bullets(items: Iterable[Part]) -> Markdown:
     """A bulleted list, one item per part."""
     return Markdown._of(_Block("\n", "- ", tuple(map(Markdown, items))))
+
+
+def quote(*blocks: Part) -> Markdown:
+    """The blocks (as :func:`paragraphs`) set off as a block quote: a box the page shows apart."""
+    return Markdown._of(_Quote(paragraphs(*blocks)))
 
 
 def table(header: Sequence[Part], rows: Iterable[Sequence[Part]]) -> Markdown:

@@ -96,6 +96,7 @@ class Usage:
     prompt_tokens: int
     completion_tokens: int
     latency_s: float
+    reasoning_tokens: int | None = None  # of the completion tokens, those the service reports as reasoning
 
     @property
     def total_tokens(self) -> int:
@@ -104,13 +105,19 @@ class Usage:
 
 @dataclass(frozen=True)
 class CostRow:
-    """Mean cost per instance of one condition, and its ratios to the baseline condition's means."""
+    """Mean cost per instance of one condition, and its ratios to the baseline condition's means: first the
+    tokens (the method's cost), then the model time, which the machine's load shares in, and that time per
+    completion token."""
 
     condition: str
     n: int
+    mean_prompt_tokens: float
+    mean_completion_tokens: float
+    mean_reasoning_tokens: float  # NaN: the service reported none
     mean_total_tokens: float
-    mean_latency_s: float
     token_ratio: float
+    mean_latency_s: float
+    ms_per_completion_token: float
     latency_ratio: float
 
 
@@ -395,23 +402,29 @@ def cost_summary(records_by_condition: Mapping[str, Sequence[Usage]], baseline: 
     if empty:
         raise ValueError(f"conditions without records: {empty}")
 
+    def mean(values: Sequence[float]) -> float:
+        return sum(values) / len(values)
+
     def means(records: Sequence[Usage]) -> tuple[float, float]:
-        return (
-            sum(r.total_tokens for r in records) / len(records),
-            sum(r.latency_s for r in records) / len(records),
-        )
+        return mean([r.total_tokens for r in records]), mean([r.latency_s for r in records])
 
     base_tokens, base_latency = means(records_by_condition[baseline])
     rows = []
     for condition, records in records_by_condition.items():
         tokens, latency = means(records)
+        completion = sum(r.completion_tokens for r in records)
+        reported = [r.reasoning_tokens for r in records if r.reasoning_tokens is not None]
         rows.append(
             CostRow(
                 condition=condition,
                 n=len(records),
+                mean_prompt_tokens=mean([r.prompt_tokens for r in records]),
+                mean_completion_tokens=completion / len(records),
+                mean_reasoning_tokens=sum(reported) / len(records) if reported else math.nan,
                 mean_total_tokens=tokens,
-                mean_latency_s=latency,
                 token_ratio=tokens / base_tokens if base_tokens else math.nan,
+                mean_latency_s=latency,
+                ms_per_completion_token=1000 * sum(r.latency_s for r in records) / completion if completion else math.nan,
                 latency_ratio=latency / base_latency if base_latency else math.nan,
             )
         )

@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
@@ -39,10 +40,12 @@ Runs = Mapping[tuple[str, int], Sequence[RunRecord]]
 
 
 def usage(record: RunRecord) -> Usage:
-    """Tokens and latency of one instance, summed over its turns."""
+    """Tokens and latency of one instance, summed over its turns (reasoning tokens where a turn's service
+    reported them, else None)."""
     turns = record.turns
+    reasoning = [t.meta["reasoning_tokens"] for t in turns if isinstance(t.meta.get("reasoning_tokens"), int)]
     return Usage(sum(t.prompt_tokens for t in turns), sum(t.completion_tokens for t in turns),
-                 sum(t.latency_s for t in turns))
+                 sum(t.latency_s for t in turns), sum(reasoning) if reasoning else None)
 
 
 def _columns(records: Sequence[RunRecord], labels: str = "gold") -> tuple[list[int | None], list[int]]:
@@ -115,6 +118,31 @@ def answer_counts(records: Sequence[RunRecord]) -> dict[str, Any]:
             "objects": f"{sum(r.emitted is not None for r in tools)}/{len(tools)}" if tools else "—",
             "unparsed": sum(r.unparsed for r in records), "cut off": sum(r.cut_off for r in records),
             "rejected": sum(r.rejected for r in records)}
+
+
+@dataclass(frozen=True)
+class AnswerProfile:
+    """What one run's scored answers rest on: its rows, those with a finished (parsed) YES or NO, those cut off
+    at the token budget, and its scored YES (a missing answer scores as NO)."""
+
+    n: int
+    finished: int
+    cut_off: int
+    yes: int
+
+    @property
+    def constant(self) -> str | None:
+        """``YES`` or ``NO`` when every scored answer of several rows is the same (its F1 is a constant
+        predictor's), else None."""
+        if self.n < 2 or 0 < self.yes < self.n:
+            return None
+        return "YES" if self.yes else "NO"
+
+
+def answer_profile(records: Sequence[RunRecord]) -> AnswerProfile:
+    """:class:`AnswerProfile` of one run, by :class:`RunRecord`'s own definitions."""
+    return AnswerProfile(len(records), sum(r.answer is not None for r in records), sum(r.cut_off for r in records),
+                         sum(r.says_yes for r in records))
 
 
 def produced_no_object(records: Sequence[RunRecord]) -> bool:
@@ -294,14 +322,30 @@ def bin_tables(bins: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def cost_frame(runs: Runs, baseline: str = "baseline_enhanced") -> pd.DataFrame:
-    """Mean tokens and model time per instance, and the ratios to the one-turn baseline (§7.3). Latency of
-    cached calls is the latency measured when they were first made."""
+    """Mean tokens (prompt, completion, reasoning, total) and model time per instance, per condition, and the
+    ratios to the one-turn baseline (§7.3). Latency of cached calls is the latency measured when they were first
+    made; a shared machine's load shares in every time."""
     by_condition: dict[str, list[Usage]] = {}
     for (condition, _), records in runs.items():
         by_condition.setdefault(condition, []).extend(usage(r) for r in records)
     if baseline not in by_condition:
         return pd.DataFrame()
     return pd.DataFrame([row.__dict__ for row in cost_summary(by_condition, baseline)])
+
+
+TOKEN_COLUMNS = ["condition", "n", "mean_prompt_tokens", "mean_completion_tokens", "mean_reasoning_tokens",
+                 "mean_total_tokens", "token_ratio"]
+TIME_COLUMNS = ["condition", "mean_latency_s", "ms_per_completion_token", "latency_ratio"]
+
+
+def cost_tables(runs: Runs, baseline: str = "baseline_enhanced") -> tuple[pd.DataFrame, pd.DataFrame]:
+    """:func:`cost_frame` as the page shows it: the tokens per instance and condition first (the method's
+    cost, the paper's token ratio), then the model time, per instance and per completion token, labelled as
+    the load-sensitive measure it is (both empty without the baseline)."""
+    cost = cost_frame(runs, baseline)
+    if cost.empty:
+        return cost, cost
+    return cost[TOKEN_COLUMNS], cost[TIME_COLUMNS]
 
 
 # -------------------------------------------------------------------------------------------------- paper
@@ -322,6 +366,12 @@ def paper(keys: Iterable[str] | None = None, section: str | None = None) -> pd.D
     return table.assign(source="paper").reset_index(drop=True)
 
 
+def paper_by_condition(keys: Iterable[str]) -> dict[str, float]:
+    """The paper's figures ``keys`` by the condition (or probe) each was measured on, for a figure's marks."""
+    table = paper(keys)
+    return dict(zip(table["condition"], table["value"].astype(float)))
+
+
 # Readable names for the keys tables carry (conditions, columns), as a paper prints them.
 LABELS = {
     "structured": "Structured Thinking", "baseline_enhanced": "BaselineEnhanced",
@@ -329,8 +379,14 @@ LABELS = {
     "minimal_instruction": "minimal instruction", "no_thinking": "no thinking",
     "no_constrained_decoding": "no constrained decoding", "baseline_no_thinking": "BaselineEnhanced, no thinking",
     "num_variables": "variables", "drop_gold_pp": "F1 drop, gold (pp)", "drop_oracle_pp": "F1 drop, corrected (pp)",
-    "flipped_share": "answers flipped", "intervened_share": "turns changed", "base_f1_gold": "F1 unprobed",
+    "flipped_share": "answers flipped", "intervened_share": "turns changed", "flipped_share_pct": "answers flipped (%)",
+    "intervened_share_pct": "turns changed (%)", "base_f1_gold": "F1 unprobed",
     "f1_gold": "F1 probed", "other": "compared with",
+    # the turn-2 probes (chapter 04)
+    "unprobed": "unprobed", "scramble_full": "full scramble", "scramble_skeleton": "skeleton scramble",
+    "scramble_v_structures": "v-structure scramble", "scramble_directed": "directed-edge scramble",
+    "drop_premise": "premise removed", "swap_valid_cpdag": "swap to another valid CPDAG",
+    "swap_valid_cpdag_same_skeleton": "swap to a valid CPDAG, same skeleton",
     # the graph audit's measures (chapter 05)
     "records": "records", "parsed": "parsed objects", "parse_rate": "parse rate", "skeleton_f1": "skeleton F1",
     "skeleton_f1_micro": "skeleton F1 (micro)", "v_structures_f1": "v-structure F1",
@@ -338,9 +394,20 @@ LABELS = {
     "directed_f1_micro": "directed-edge F1 (micro)", "undirected_f1": "undirected-edge F1",
     "undirected_f1_micro": "undirected-edge F1 (micro)", "exact_match_rate": "exact CPDAG match rate",
     "violation_rate": "violation rate",
+    # the certified validator's violation kinds (chapter 05)
+    "unknown_variable": "unknown or repeated variable", "skeleton_mismatch": "skeleton not the edges' own",
+    "directed_and_undirected": "edge both directed and undirected", "directed_cycle": "directed cycle",
+    "v_structure_contradicts_edges": "v-structure contradicting the edges",
+    "v_structure_contradicts_sepset": "v-structure contradicting a separating set",
+    "not_meek_closed": "not closed under Meek's rules", "non_chordal_component": "non-chordal undirected component",
+    "not_a_cpdag": "the CPDAG of no DAG", "facts_skeleton": "skeleton against the premise",
+    "facts_sepset": "separating set against the premise", "facts_class": "not the premise's CPDAG",
     # cost (chapter 01, §7.3)
-    "mean_total_tokens": "tokens per instance", "mean_latency_s": "model time per instance (s)",
-    "token_ratio": "tokens vs baseline", "latency_ratio": "time vs baseline",
+    "mean_prompt_tokens": "prompt tokens", "mean_completion_tokens": "completion tokens",
+    "mean_reasoning_tokens": "of which reasoning", "mean_total_tokens": "tokens per instance",
+    "token_ratio": "tokens vs baseline", "mean_latency_s": "model time per instance (s, load-sensitive)",
+    "ms_per_completion_token": "ms per completion token (load-sensitive)",
+    "latency_ratio": "time vs baseline (load-sensitive)",
     # the failure classifier's counts and kinds (chapter 06)
     "cut off": "cut off", "unparsed_answer": "unparsed answer", "rejected_request": "refused request",
     "no_graph": "no graph reached turn 2", "wrong_graph": "wrong graph state", "mec_ambiguity": "class ambiguity",
@@ -350,7 +417,18 @@ LABELS = {
 
 
 WHOLE = {"seed", "n", "seeds", "positives", "variables", "tp", "fp", "fn", "tn", "unparsed", "cut", "rejected", "FN",
-         "FP", "errors", "outputs"}  # first words of columns that count
+         "FP", "errors", "outputs", "records", "parsed"}  # first words of columns (or measure rows) that count
+
+
+def _counts(names: Iterable[Any], values: pd.DataFrame) -> list[Any]:
+    """Of ``names`` (columns, or rows of a frame of measures), those that count (first word in :data:`WHOLE`)
+    and whose ``values`` (a column or row each) are whole numbers, however stored."""
+    def whole(column: pd.Series) -> bool:
+        numbers = pd.to_numeric(column.dropna(), errors="coerce")
+        return bool(numbers.notna().all() and numbers.map(lambda x: float(x).is_integer()).all())
+
+    return [name for name in names if isinstance(name, str) and name.split()[:1] and name.split()[0] in WHOLE
+            and whole(values[name])]
 
 
 def label(key: Any) -> Any:
@@ -381,14 +459,18 @@ def show(frame: pd.DataFrame, digits: int = 2):
     (pandas would draw a random one), so a page made again from the same records is the same page."""
     flat = readable(frame)
     floats = [c for c in flat.columns if pd.api.types.is_float_dtype(flat[c])]
-    # whole numbers stored as floats (a seed or a count beside a missing value) print as whole numbers
-    whole = [c for c in floats if flat[c].dropna().map(float.is_integer).all() and c.split()[0] in WHOLE]
+    # whole numbers stored as floats (a seed or a count beside a missing value) print as whole numbers, and so
+    # do the count rows of a frame of measures (records, parsed objects) whose first column names each row
+    whole = _counts(floats, flat)
     floats = [c for c in floats if c not in whole]
+    names = flat.iloc[:, 0] if len(flat.columns) and not pd.api.types.is_numeric_dtype(flat.iloc[:, 0]) else pd.Series()
+    rows = [i for i, name in names.items() if _counts([name], pd.DataFrame({name: flat.loc[i, floats]}))]
     # class "dataframe": the book's own table style, as pandas' plain HTML gets it. A Styler does not escape
     # by default, and cells and headers may hold CSV or model text: every one is escaped.
     styler = (flat.style.set_uuid(f"t{next(_TABLE_IDS)}").hide(axis="index").set_table_attributes('class="dataframe"')
               .format("{:.%df}" % digits, subset=floats, na_rep="—")
               .format("{:.0f}", subset=whole, na_rep="—")
+              .format("{:.0f}", subset=pd.IndexSlice[rows, floats], na_rep="—")
               .format_index(escape="html", axis=1))
     others = [c for c in flat.columns if c not in floats]
     return styler.format(na_rep="—", subset=others, escape="html") if others else styler
@@ -399,13 +481,15 @@ def markdown_table(frame: pd.DataFrame, digits: int = 2) -> Markdown:
     page's prose where it takes the book's own table style; every header and cell is text
     (:func:`markup.table`)."""
     flat = readable(frame)
+    whole = set(_counts(flat.columns, flat))
 
-    def cell(value: Any) -> Part:
+    def cell(value: Any, column: Any) -> Part:
         if isinstance(value, float):
-            return "—" if pd.isna(value) else number(value, f".{digits}f")
+            return "—" if pd.isna(value) else number(value, ".0f" if column in whole else f".{digits}f")
         return "—" if value is None or value is pd.NA else str(value)
 
-    return table([str(c) for c in flat.columns], [[cell(v) for v in row] for row in flat.itertuples(index=False)])
+    return table([str(c) for c in flat.columns],
+                 [[cell(v, c) for v, c in zip(row, flat.columns)] for row in flat.itertuples(index=False)])
 
 
 def paper_view(keys: Iterable[str]) -> pd.DataFrame:

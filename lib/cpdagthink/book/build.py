@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from ..analysis.markup import Markdown, bullets, code, emphasis, paragraphs, strong
+from ..analysis.markup import Markdown, bullets, code, emphasis, paragraphs, quote, strong
+from ..analysis.metrics import counted
 from ..errors import CpdagthinkError
 from ..paths import PROJECT_ROOT
 
@@ -162,7 +163,8 @@ def hide_injected_parameters(path: Path) -> None:
 SUMMARY = "build_summary.md"  # written by render() into book/, included by the intro
 UNFINISHED_TAG = "cpdagthink-unfinished"  # the note render() puts atop a chapter whose execution did not finish
 # What the intro reads from each chapter's first screen (readings.first_screen writes them).
-RECORD_KEYS = {"command": (), "headline": ("figure", "paper", "value", "ci_low", "ci_high", "verdict"),
+RECORD_KEYS = {"command": (), "headline": ("figure", "paper", "value", "ci_low", "ci_high", "verdict", "causes",
+                                          "degenerate"),
                "configuration": ("backend", "model", "data", "sample", "instances", "positives", "negatives",
                                  "seeds", "budgets", "decoding", "tool choice")}
 
@@ -266,6 +268,29 @@ def chapter_records(book: Path) -> dict[str, dict[str, Any]]:
     return {c.name: c.record for c in chapters if c.record is not None}
 
 
+def method_box(records: dict[str, dict[str, Any]]) -> Markdown:
+    """The intro's "does the method work on this model?" box, from the chapters' first-screen records: which
+    key figures are what degenerate answers produce (:func:`readings.answer_causes`), and the causes their
+    records name (constant answers, cut-offs, malformed graphs), each with the chapters that found it."""
+    chapters: dict[str, list[str]] = {}
+    for name, record in records.items():
+        for cause in record["headline"]["causes"]:
+            chapters.setdefault(cause, []).append(name.split("_")[0])
+    degenerate = [name.split("_")[0] for name, record in records.items() if record["headline"]["degenerate"]]
+    if degenerate:
+        verdict = (f"Not on this build's evidence: the key figure of {counted(len(degenerate), 'chapter')} "
+                   f"({', '.join(degenerate)}) is what degenerate answers produce, not a finding.")
+    else:
+        verdict = ("No chapter's key figure rests on degenerate answers; whether its interval can see the paper's "
+                   "effect is each chapter's verdict, below.")
+    why = ("Its records show: " + "; ".join(f"{cause} (chapter {', '.join(found)})" for cause, found in chapters.items())
+           + "." if chapters else "Its records show no constant answers, cut-offs or malformed graphs behind the key figures.")
+    close = (" So this build shows the pipeline running end to end on this model, not whether the method works on "
+             "it: that needs answers that finish within the budget, vary from row to row and differ between the "
+             "conditions compared." if degenerate else "")
+    return quote(Markdown(strong("Does the method work on this model?"), " ", verdict, " ", why, close))
+
+
 def build_summary(records: dict[str, dict[str, Any]], others: Sequence[Chapter] = ()) -> Markdown:
     """The intro's account of this build: whether every chapter ran with one configuration (or the book is
     mixed), each chapter's configuration, each chapter's key figure beside the paper's, and ``others``: the
@@ -318,7 +343,7 @@ def build_summary(records: dict[str, dict[str, Any]], others: Sequence[Chapter] 
             for (name, c), r in zip(configs.items(), records.values())]
     commands = bullets(Markdown(name, ": ", code(r["command"])) for name, r in records.items())
     return paragraphs(
-        *left, head,
+        *left, method_box(records), head,
         emphasis("Key figures, this build beside the paper's (pp; the paper's figures are from ",
                  code("data/paper_reported.csv"), ", measured on Qwen3.5-27B and the full splits)."),
         markdown_table(headlines),

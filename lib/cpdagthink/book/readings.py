@@ -94,19 +94,69 @@ def per_seed_gains(paired: pd.DataFrame, comparison: str) -> str:
     return "; ".join(f"seed {int(r['seed'])}: {_gain_clause(r)}" for _, r in rows.iterrows())
 
 
-def verdict(paired: pd.DataFrame, comparison: str) -> str:
-    """What the per-seed intervals say, counted over seeds."""
+def answer_causes(sides: Mapping[str, Sequence[RunRecord]], figure: str) -> tuple[tuple[str, ...], bool]:
+    """What the answers behind ``figure`` rest on, named from the records (``sides``: each side's records by
+    condition, the side the figure is read from first): rows without a finished answer, answers cut off at
+    the token budget, constant answers, two sides scored alike on every row; and whether these make the figure
+    degenerate (a side with a finished answer on fewer than half its rows, a first side whose scored answers are
+    all the same, or two sides scored alike on every row), so that it is what such answers produce rather than
+    a finding. A constant second side is named but can be a finding (a probe that turns every answer to NO)."""
+    causes, degenerate = [], False
+    for i, (condition, records) in enumerate(sides.items()):
+        p, name = tables.answer_profile(records), tables.label(condition)
+        if 2 * p.finished < p.n:
+            degenerate = True
+            causes.append(f"{name} finished {p.finished} of its {counted(p.n, 'answer')} ({p.cut_off} cut off at "
+                          "the token budget; a missing answer scores NO)")
+        elif p.constant:
+            degenerate = degenerate or i == 0
+            rows = (f"every one of its {counted(p.n, 'row')}" if p.finished == p.n else
+                    f"every row it finished ({p.finished} of {p.n}; the rest score NO)")
+            causes.append(f"{name} answered {p.constant} on {rows}")
+        elif p.cut_off:
+            causes.append(f"{p.cut_off} of {name}'s {counted(p.n, 'answer')} were cut off at the token budget")
+    scored = [[r.says_yes for r in records] for records in sides.values()]
+    if len(scored) == 2 and scored[0] == scored[1] and scored[0]:
+        degenerate = True
+        first, second = map(tables.label, sides)
+        causes.append(f"{first} and {second} gave the same scored answer on every row, so {figure} is 0 by "
+                      "construction")
+    return tuple(causes), degenerate
+
+
+def pair_causes(runs: Mapping[tuple[str, int], Sequence[RunRecord]], comparison: str, seed: int,
+                figure: str) -> tuple[tuple[str, ...], bool]:
+    """:func:`answer_causes` of both sides of ``comparison`` (``target vs other``) at ``seed``; nothing when
+    either side's run is not in ``runs``."""
+    sides = comparison.split(" vs ", 1)
+    if any((side, seed) not in runs for side in sides):
+        return (), False
+    return answer_causes({side: runs[(side, seed)] for side in sides}, figure)
+
+
+def verdict(paired: pd.DataFrame, comparison: str,
+            runs: Mapping[tuple[str, int], Sequence[RunRecord]] | None = None) -> str:
+    """What the per-seed intervals say, counted over seeds; given the ``runs``, a seed whose answers make its
+    gain degenerate (:func:`answer_causes`) is named with its causes and not counted as a finding."""
     rows = paired[paired["comparison"] == comparison]
     if rows.empty:
         return "There is no paired run to judge."
+    lead = ""
+    for seed in list(rows["seed"]):
+        causes, degenerate = pair_causes(runs or {}, comparison, int(seed), "the gain")
+        if degenerate:
+            lead += sentence(f"Seed {int(seed)} is not a finding: " + "; ".join(causes)) + " "
+            rows = rows[rows["seed"] != seed]
+    if rows.empty:
+        return lead.strip()
     above, below = int((rows["CI low"] > 0).sum()), int((rows["CI high"] < 0).sum())
     seeds = counted(len(rows), "seed")
     if above == below == 0:
-        return (f"On {'its' if len(rows) == 1 else 'every one of its'} {seeds} the interval contains zero: "
-                "this run cannot separate the two conditions.")
+        return lead + (f"On {'its' if len(rows) == 1 else 'every one of its'} {seeds} the interval contains zero: "
+                       "this run cannot separate the two conditions.")
     parts = [f"{above} of {seeds} favour Structured Thinking" if above else "",
              f"{below} of {seeds} favour the baseline" if below else ""]
-    return "By their own intervals, " + " and ".join(p for p in parts if p) + "."
+    return lead + "By their own intervals, " + " and ".join(p for p in parts if p) + "."
 
 
 def sample_phrases(instances: Sequence[Instance], seeds: Sequence[int]) -> dict[str, str]:
@@ -135,6 +185,8 @@ class Headline:
     missing: str = ""
     note: str = ""  # a descriptive chapter's verdict in place of the CI rule
     unit: str = "pp"  # a gain or drop in points; "" for a score
+    causes: tuple[str, ...] = ()  # what its answers rest on (:func:`answer_causes`)
+    degenerate: bool = False  # those answers make the value what they produce, not a finding
 
     @property
     def paper(self) -> float:
@@ -142,11 +194,19 @@ class Headline:
 
     def verdict(self) -> str:
         """One sentence, before any number of the page: whether this build can see an effect of the paper's
-        size (the gain's CI narrower than that effect) or cannot test the claim at all."""
+        size (the gain's CI narrower than that effect) or cannot test the claim at all, naming the causes its
+        answers rest on (constant answers, cut-offs, rows without a finished answer)."""
+        caveat = " " + sentence("; ".join(self.causes)) if self.causes else ""
         if self.note and not self.missing:
-            return self.note
+            return self.note + caveat
         if self.missing or math.isnan(self.value):
             return f"This build cannot test the paper's claim: {self.missing or f'no {self.figure} was computed'}."
+        if self.degenerate:
+            return (f"This build cannot test the paper's claim: {'; '.join(self.causes)}. So {self.figure} "
+                    f"({signed(self.value)} {self.unit}) is what such answers produce, not a finding.")
+        return self._width_verdict() + caveat
+
+    def _width_verdict(self) -> str:
         width = self.ci_high - self.ci_low
         paper = f"{signed(self.paper, 2)} pp"
         if width == 0:
@@ -165,17 +225,20 @@ class Headline:
 
         return {"figure": self.figure, "paper_key": self.paper_key, "paper": self.paper, "value": plain(self.value),
                 "ci_low": plain(self.ci_low), "ci_high": plain(self.ci_high), "unit": self.unit,
-                "verdict": self.verdict()}
+                "verdict": self.verdict(), "causes": list(self.causes), "degenerate": self.degenerate}
 
 
-def paired_headline(paired: pd.DataFrame, comparison: str, figure: str, paper_key: str,
-                    missing: str = "") -> Headline:
-    """The key figure from a :func:`tables.paired_frame`: the first seed's gain and CI (the primary run)."""
+def paired_headline(paired: pd.DataFrame, comparison: str, figure: str, paper_key: str, missing: str = "",
+                    runs: Mapping[tuple[str, int], Sequence[RunRecord]] | None = None) -> Headline:
+    """The key figure from a :func:`tables.paired_frame`: the first seed's gain and CI (the primary run), with
+    the causes its answers rest on, read from the ``runs`` the frame was computed from."""
     rows = paired[paired["comparison"] == comparison]
     if rows.empty or missing:
         return Headline(figure, paper_key, missing=missing or f"{figure} was not run")
     first = rows.iloc[0]
-    return Headline(figure, paper_key, float(first["gain (pp)"]), float(first["CI low"]), float(first["CI high"]))
+    causes, degenerate = pair_causes(runs or {}, comparison, int(first["seed"]), figure)
+    return Headline(figure, paper_key, float(first["gain (pp)"]), float(first["CI low"]), float(first["CI high"]),
+                    causes=causes, degenerate=degenerate)
 
 
 METADATA_KEY = "cpdagthink"
@@ -315,7 +378,7 @@ def main_results(scores: pd.DataFrame, paired: pd.DataFrame, instances: Sequence
     phrases = sample_phrases(instances, seeds) | {
         "seed_spread": spread,
         "seed_gains": per_seed_gains(paired, comparison),
-        "verdict": verdict(paired, comparison),
+        "verdict": verdict(paired, comparison, runs),
         "budget_note": budget_note(scores),
         "reference": ("On the reference backend every row above is the reference agent's own." if math.isnan(reference)
                       else f"The reference agent, which reads the oracle's CPDAG exactly, reaches {reference:.1f} "
@@ -325,7 +388,7 @@ def main_results(scores: pd.DataFrame, paired: pd.DataFrame, instances: Sequence
         "constant": constant_phrase(runs or {}),
     }
     headline = paired_headline(paired, comparison, "the gain of Structured Thinking over BaselineEnhanced",
-                               "main_delta")
+                               "main_delta", runs=runs)
     summary = main_summary_table(scores, seeds)
     always_yes = tables.trivial_predictors([i.label for i in instances])["always-YES F1"]
     for column in (c for c in summary.columns if c.startswith("this run")):  # the same sample under every seed
@@ -380,16 +443,23 @@ def bin_gain_table(gains_by_split: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
                                        "CI high", "paper gain (pp)"])
 
 
-def bin_headline(table: pd.DataFrame, min_positives: int) -> Headline:
-    """Chapter 02's key figure: the gain of the largest scored bin the paper reports (first seed)."""
+def bin_headline(table: pd.DataFrame, min_positives: int,
+                 runs_by_split: Mapping[str, Mapping[tuple[str, int], Sequence[RunRecord]]] | None = None) -> Headline:
+    """Chapter 02's key figure: the gain of the largest scored bin the paper reports (first seed), with the
+    causes the bin's answers rest on, read from its split's runs in ``runs_by_split``."""
     rows = table.dropna(subset=["paper gain (pp)"])
     if rows.empty:
         return Headline("the per-bin gain", "gain_n5_id", missing=(
             "no bin of this sample is scored where the paper reports one (n = 5 or 6 with at least "
             f"{counted(min_positives, 'gold positive')})"))
     r = rows.sort_values(["variables", "seed"], ascending=[False, True]).iloc[0]
-    return Headline(f"the gain at n = {int(r['variables'])} on {r['split']}", paper_bin_key(r["split"], int(r["variables"])),
-                    float(r["gain (pp)"]), float(r["CI low"]), float(r["CI high"]))
+    n, seed = int(r["variables"]), int(r["seed"])
+    figure = f"the gain at n = {n} on {r['split']}"
+    grid = (runs_by_split or {}).get(r["split"]) or {}
+    in_bin = {key: [record for record in records if record.num_variables == n] for key, records in grid.items()}
+    causes, degenerate = pair_causes(in_bin, f"{TARGET} vs {BASELINE}", seed, figure)
+    return Headline(figure, paper_bin_key(r["split"], n), float(r["gain (pp)"]), float(r["CI low"]), float(r["CI high"]),
+                    causes=causes, degenerate=degenerate)
 
 
 def bin_gains_sentence(gains: pd.DataFrame) -> str:
@@ -548,14 +618,25 @@ ABLATIONS = {"minimal_instruction": "replacing the PC prompt with a minimal inst
 
 def ablation_table(scores: pd.DataFrame, runs: Mapping[tuple[str, int], Sequence[RunRecord]]) -> pd.DataFrame:
     """F1 per condition (mean over seeds) and its drop: Structured Thinking minus the condition (pp; positive:
-    the removal hurt). A tool condition that produced no turn-1 object on any row gets no drop, and says so."""
+    the removal hurt). A condition whose drop would not be a finding gets none, and its note says why: a tool
+    condition that produced no turn-1 object on any row, or answers that make its F1 degenerate on some seed
+    (:func:`answer_causes`), its own or Structured Thinking's."""
     f1 = tables.seed_frame(scores, "gold").set_index("condition")["F1 mean"]
     empty = {c for (c, _), records in runs.items() if tables.produced_no_object(records)}
-    blank = f1.index.isin(list(empty)) | (TARGET in empty)
-    drop = (f1.get(TARGET, math.nan) - f1).mask(blank)
-    note = ["no turn-1 object on any row" if c in empty else
-            "no Structured Thinking object on any row" if TARGET in empty and c != TARGET else "" for c in f1.index]
+    degenerate: dict[str, str] = {}
+    for (condition, seed), records in runs.items():
+        if condition != TARGET and (TARGET, seed) in runs:
+            causes, bad = answer_causes({TARGET: runs[(TARGET, seed)], condition: records}, "the drop")
+            if bad:
+                degenerate.setdefault(condition, f"seed {seed}: " + "; ".join(causes))
+    note = pd.Series([NO_OBJECT if c in empty else
+                      "no Structured Thinking object on any row" if TARGET in empty and c != TARGET else
+                      degenerate.get(c, "") for c in f1.index], index=f1.index)
+    drop = (f1.get(TARGET, math.nan) - f1).mask(note != "")
     return pd.DataFrame({"F1": f1, "drop vs Structured Thinking (pp)": drop, "note": note})
+
+
+NO_OBJECT = "no turn-1 object on any row"
 
 
 def ablation_phrase(drops: pd.DataFrame, refused: Mapping[str, str]) -> str:
@@ -565,7 +646,7 @@ def ablation_phrase(drops: pd.DataFrame, refused: Mapping[str, str]) -> str:
         if condition in refused or condition not in drops.index:
             parts.append(f"{what} was not run")
         elif drops.loc[condition, "note"]:
-            parts.append(f"{what} gives no drop to report: the condition produced {drops.loc[condition, 'note']}")
+            parts.append(f"{what} gives no drop to report ({drops.loc[condition, 'note']})")
         else:
             parts.append(f"{what} drops F1 by {signed(drops.loc[condition, 'drop vs Structured Thinking (pp)'])} pp")
     return sentence("; ".join(parts))
@@ -605,14 +686,15 @@ def ablations(drops: pd.DataFrame, thinking_supported: bool, instances: Sequence
                                                                 "ablation_drops": ablation_phrase(drops, refused)})
 
 
-def ablation_headline(paired: pd.DataFrame, drops: pd.DataFrame) -> Headline:
+def ablation_headline(paired: pd.DataFrame, drops: pd.DataFrame,
+                      runs: Mapping[tuple[str, int], Sequence[RunRecord]] | None = None) -> Headline:
     """Chapter 03's key figure: the drop without constrained decoding (Structured Thinking minus it), with
-    the first seed's paired CI."""
+    the first seed's paired CI and the causes its answers rest on (read from ``runs``)."""
     condition = "no_constrained_decoding"
     figure = "the drop without constrained decoding"
-    missing = (f"{figure} has nothing to compare: the condition produced no turn-1 object on any row"
-               if condition in drops.index and drops.loc[condition, "note"] else "")
-    return paired_headline(paired, f"{TARGET} vs {condition}", figure, "ablation_no_constrained_drop", missing)
+    missing = (f"{figure} has nothing to compare: the condition produced {NO_OBJECT}"
+               if condition in drops.index and drops.loc[condition, "note"] == NO_OBJECT else "")
+    return paired_headline(paired, f"{TARGET} vs {condition}", figure, "ablation_no_constrained_drop", missing, runs)
 
 
 # ----------------------------------------------------------------------------------------- 04 probes
@@ -635,19 +717,38 @@ def probe_grid(runs: Mapping[tuple[str, int], Sequence[RunRecord]], probes: Sequ
     return pd.concat(frames).reset_index(), example, paired
 
 
-def probe_headline(paired: pd.DataFrame, base: Sequence[RunRecord]) -> Headline:
-    """Chapter 04's key figure: the drop under the full scramble (unprobed minus probed), first seed."""
+def probe_headline(paired: pd.DataFrame, runs: Mapping[tuple[str, int], Sequence[RunRecord]],
+                   seed: int) -> Headline:
+    """Chapter 04's key figure: the drop under the full scramble (unprobed minus probed) at ``seed`` (the
+    first), with the causes its answers rest on (``runs``: :func:`probe_grid`'s, keyed ``(probe, seed)``)."""
     missing = ("the model produced no turn-1 object on any row, so there was no graph to probe"
-               if tables.produced_no_object(base) else "")
+               if tables.produced_no_object(runs[("unprobed", seed)]) else "")
     return paired_headline(paired, "unprobed vs scramble_full", "the drop under the full scramble",
-                           "probe_full_drop", missing)
+                           "probe_full_drop", missing, runs)
+
+
+def probe_causes(runs: Mapping[tuple[str, int], Sequence[RunRecord]], probes: Sequence[str], seed: int) -> str:
+    """Why the probes' drops at ``seed`` are not findings, from the records (empty when they can be read): the
+    unprobed answers' own causes (:func:`answer_causes`) and the probes under which no scored answer changed,
+    whose drops are 0 by construction."""
+    base = runs[("unprobed", seed)]
+    causes, degenerate = answer_causes({"unprobed": base}, "")
+    same = [p for p in probes if (p, seed) in runs and [r.says_yes for r in runs[(p, seed)]] == [r.says_yes for r in base]]
+    if same and base:
+        causes += (f"under {', '.join(map(tables.label, same))} no scored answer changed, so "
+                   f"{'its drop is' if len(same) == 1 else 'their drops are'} 0 by construction",)
+    if not (degenerate or same):
+        return ""
+    return sentence(f"Not a finding at seed {seed}: " + "; ".join(causes))
 
 
 def probe_summary(table: pd.DataFrame) -> pd.DataFrame:
-    """Per agent and probe, means over seeds of the F1 drop (gold and oracle labels) and the shares of
-    answers flipped and of turns the probe really changed."""
+    """Per agent and probe, means over seeds of the F1 drop (gold and oracle labels, pp) and the shares of
+    answers flipped and of turns the probe really changed, in % like the drops beside them."""
     columns = ["n", "drop_gold_pp", "drop_oracle_pp", "flipped_share", "intervened_share"]
-    return table.groupby(["agent", "probe"], sort=False)[columns].mean().astype({"n": int})
+    means = table.groupby(["agent", "probe"], sort=False)[columns].mean().astype({"n": int})
+    shares = ["flipped_share", "intervened_share"]
+    return means.assign(**{c: 100 * means[c] for c in shares}).rename(columns={c: f"{c}_pct" for c in shares})
 
 
 def probe_example(probed: Mapping[str, Sequence[RunRecord]]) -> Markdown:
@@ -660,9 +761,11 @@ def probe_example(probed: Mapping[str, Sequence[RunRecord]]) -> Markdown:
 
 
 def probes_reading(table: pd.DataFrame, agent: str, probes: Sequence[str], instances: Sequence[Instance],
-                   seeds: Sequence[int]) -> Reading:
+                   seeds: Sequence[int], runs: Mapping[tuple[str, int], Sequence[RunRecord]] | None = None
+                   ) -> Reading:
     """Chapter 04: the F1 drop under each probe (unprobed minus probed, as everywhere in the book) for the
-    model, and the share of flipped answers for the model and for the reference agent."""
+    model, with why they are not findings where the model's ``runs`` (:func:`probe_grid`'s) say so, and the
+    share of flipped answers for the model and for the reference agent."""
     mean = table.groupby(["agent", "probe"])["drop_gold_pp"].mean()
     flips = table.groupby("agent")["flipped_share"].mean()
     numbers = {f"drop_{p}": float(mean.get((agent, p), math.nan)) for p in probes}
@@ -677,7 +780,7 @@ def probes_reading(table: pd.DataFrame, agent: str, probes: Sequence[str], insta
                        f", against {numbers['flips_reference']:.0f}% for the reference agent, which by construction "
                        "follows the graph it is shown")
     return Reading(numbers, sample_phrases(instances, seeds) | {
-        "probe_drops": Markdown(drops, ".", swap),
+        "probe_drops": Markdown(drops, ".", swap, *([" ", probe_causes(runs, probes, seeds[0])] if runs else [])),
         "flips": f"On average {numbers['flips_model']:.0f}% of this model's answers flip under a probe{flips_reference}."})
 
 
@@ -794,9 +897,25 @@ def show_violations(audited: pd.DataFrame, instances: Sequence[Instance], seeds:
                 "reports only the overall violation rate.")
 
 
-def audit_headline(summary: pd.DataFrame, runs: Mapping[tuple[str, int], Sequence[RunRecord]]) -> Headline:
+def violation_causes(audited: pd.DataFrame, condition: str = TARGET, most: int = 2) -> tuple[str, ...]:
+    """The violation kinds shown by most of ``condition``'s parsed objects in ``audited``
+    (:func:`audit_runs`), at most ``most`` of them, each counted against the parsed objects."""
+    from ..analysis import audit
+
+    if not len(audited):
+        return ()
+    mine = audited[audited["condition"] == condition]
+    parsed = int((mine["graph_quality"] != "unparsed").sum())
+    counts = audit.violation_counts(mine).sort_values("outputs", ascending=False, kind="stable").head(most)
+    return tuple(f"{int(n)} of {parsed} parsed {tables.label(condition)} objects show the violation “{tables.label(kind)}”"
+                 for kind, n in zip(counts["violation_kinds"], counts["outputs"]))
+
+
+def audit_headline(summary: pd.DataFrame, runs: Mapping[tuple[str, int], Sequence[RunRecord]],
+                   audited: pd.DataFrame | None = None) -> Headline:
     """Chapter 05 measures rather than tests a gain: its key figure is Structured Thinking's skeleton F1
-    (``summary``: :func:`audit.summary_frame`, measures by condition), its verdict counts the objects audited."""
+    (``summary``: :func:`audit.summary_frame`, measures by condition), its verdict counts the objects audited
+    and names the violation kinds most of them show (``audited``: :func:`audit_runs` of the same runs)."""
     records = [r for (c, _), rs in runs.items() if c == TARGET for r in rs]
     parsed = sum(r.emitted is not None for r in records)
     figure = "Structured Thinking's skeleton F1"
@@ -805,7 +924,8 @@ def audit_headline(summary: pd.DataFrame, runs: Mapping[tuple[str, int], Sequenc
     value = float(summary.loc["skeleton_f1", TARGET]) if TARGET in summary.columns else math.nan
     return Headline(figure, "audit_skeleton_f1", value, unit="", note=(
         f"This chapter describes rather than tests: it audits {parsed} parsed objects of "
-        f"{counted(len(records), 'Structured Thinking answer')}; its rates are descriptive at this size."))
+        f"{counted(len(records), 'Structured Thinking answer')}; its rates are descriptive at this size."),
+        causes=violation_causes(audited) if audited is not None else ())
 
 
 # ---------------------------------------------------------------------------------------- 06 gallery
