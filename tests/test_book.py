@@ -257,6 +257,69 @@ def test_single_file_book_holds_every_chapter(browser, tmp_path):
     assert stylesheets and all((tmp_path / "_build" / "singlehtml" / s).is_file() for s in stylesheets)
 
 
+def _printed_pages(pdf, folder):
+    """Each page of ``pdf`` rendered by poppler's ``pdftoppm`` at 20 dpi in grey: ``(width, height, pixels)``."""
+    import subprocess
+
+    folder.mkdir()
+    subprocess.run(["pdftoppm", "-r", "20", "-gray", str(pdf), str(folder / "page")], check=True)
+    pages = []
+    for path in sorted(folder.glob("page-*.pgm")):
+        magic, size, depth, pixels = path.read_bytes().split(b"\n", 3)  # binary PGM: P5, "w h", 255, the bytes
+        assert magic == b"P5" and depth == b"255"
+        pages.append((*map(int, size.split()), pixels))
+    return pages
+
+
+def _lowest_mark(width, height, pixels):
+    """How far down a page its lowest non-white pixel row lies, as a share of the page's height."""
+    rows = [k for k in range(height) if min(pixels[k * width:(k + 1) * width]) < 230]
+    return (max(rows) + 1) / height if rows else 0.0
+
+
+# The tables of a page laid out for print that stick out of a box that clips them, or out of the article.
+CLIPPED_TABLES = """[...document.querySelectorAll('table')].filter(table => {
+  const right = table.getBoundingClientRect().right;
+  for (let box = table.parentElement; box; box = box.parentElement) {
+    const clips = getComputedStyle(box).overflowX !== 'visible' || box.classList.contains('bd-article');
+    if (clips && right > box.getBoundingClientRect().right + 1) return true;
+  }
+  return false;
+}).map(table => table.innerText.slice(0, 80))"""
+
+
+@pytest.mark.slow
+def test_the_printed_book_has_no_toggles_no_near_blank_pages_and_its_tables_fit(test_csv, tmp_path, monkeypatch):
+    """Two chapters of tall outputs and wide tables printed to the PDF: no code toggle's label in its text, every
+    page but the last written below its middle (a block pushed whole to the next page leaves the rest of a page
+    blank), and no table clipped at the page edge as printed."""
+    import subprocess
+
+    from cpdagthink.book.browser import Browser
+    from cpdagthink.book.build import prepare_print
+
+    if shutil.which("pdftoppm") is None or shutil.which("pdftotext") is None:
+        pytest.skip("poppler-utils is absent: run scripts/install-browser.sh")
+    monkeypatch.setenv("CORR2CAUSE_CSV", str(test_csv))
+    _book_root(tmp_path, ("01_main_results", "03_ablations"))
+    shutil.copy(PROJECT_ROOT / "README.md", tmp_path / "README.md")  # the intro includes parts of it
+    build({"backend": "reference", "out_root": str(tmp_path / "runs"), "cache_dir": str(tmp_path / "cache")},
+          only=["01", "03"], root=tmp_path)
+    pdf = tmp_path / "_build" / "book.pdf"
+    printed = subprocess.run(["pdftotext", str(pdf), "-"], check=True, capture_output=True, text=True).stdout
+    assert "Structured Thinking" in printed and "One-factor removals" in printed
+    assert "code cell" not in printed
+    pages = _printed_pages(pdf, tmp_path / "pages")
+    assert len(pages) > 3
+    marks = [round(_lowest_mark(*page), 2) for page in pages]
+    assert all(mark > 0.5 for mark in marks[:-1]), marks
+    with Browser(scripts=False) as browser:
+        browser.open(tmp_path / "_build" / "singlehtml" / "index.html")
+        prepare_print(browser)
+        assert browser.evaluate("document.querySelectorAll('table').length") > 5
+        assert browser.evaluate(CLIPPED_TABLES) == []
+
+
 @pytest.mark.slow
 def test_a_key_in_the_base_url_appears_in_no_artefact_of_a_book(test_csv, tmp_path, monkeypatch, capsys):
     """`book --base-url http://user:KEY@host/v1`: the key reaches the server's client and nothing else: not the
