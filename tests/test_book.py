@@ -297,6 +297,7 @@ def test_the_printed_book_has_no_toggles_no_near_blank_pages_and_its_tables_fit(
 
     from cpdagthink.book.browser import Browser
     from cpdagthink.book.build import prepare_print
+    from cpdagthink.book.build_record import METADATA_KEY
 
     if shutil.which("pdftoppm") is None or shutil.which("pdftotext") is None:
         pytest.skip("poppler-utils is absent: run scripts/install-browser.sh")
@@ -313,6 +314,15 @@ def test_the_printed_book_has_no_toggles_no_near_blank_pages_and_its_tables_fit(
     assert len(pages) > 3
     marks = [round(_lowest_mark(*page), 2) for page in pages]
     assert all(mark > 0.5 for mark in marks[:-1]), marks
+    # The intro's build record: each chapter's wall time as its executed notebook recorded it.
+    intro = (tmp_path / "_build" / "html" / "book" / "intro.html").read_text()
+    for name in ("01_main_results", "03_ablations"):
+        wall = nbformat.read(tmp_path / "book" / f"{name}.ipynb", as_version=4).metadata[METADATA_KEY]["wall_seconds"]
+        shown = f"{wall:.1f} s" if wall < 120 else f"{int(wall // 60)} min {int(wall % 60)} s"
+        record = intro[intro.index('id="build-record"'):]
+        row = re.search(rf"<tr[^>]*>\s*<td[^>]*>(<p>)?{name}(</p>)?</td>.*?</tr>", record, flags=re.S)
+        assert row and shown in row.group(0), (name, shown, row and row.group(0))
+    assert "Build record" in printed
     with Browser(scripts=False) as browser:
         browser.open(tmp_path / "_build" / "singlehtml" / "index.html")
         prepare_print(browser)

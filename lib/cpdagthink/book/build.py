@@ -19,6 +19,7 @@ from typing import Any, Iterator, Sequence
 from ..analysis.markup import Markdown, bullets, code, emphasis, paragraphs, strong
 from ..errors import CpdagthinkError
 from ..paths import PROJECT_ROOT
+from . import build_record
 
 NOTEBOOKS = PROJECT_ROOT / "notebooks"
 
@@ -125,16 +126,20 @@ def executed_parameters(path: Path) -> dict[str, Any] | None:
 
 def execute(notebook: Path, overrides: dict[str, Any], output_dir: Path) -> Path:
     """Run one notebook with the overrides it accepts (:func:`papermill_parameters`); the executed copy goes
-    to ``output_dir``."""
+    to ``output_dir``, with what its execution cost in its metadata (:func:`build_record.measure`; whether it was
+    made render-only, from complete run records, as ``render_only``)."""
     import papermill
+
+    from .experiments import ENV_RENDER_ONLY
 
     unknown = set(overrides) - notebook_parameters(notebook)
     parameters = papermill_parameters(notebook, overrides)
     output = output_dir / notebook.name
     print(f"executing {notebook.name} with {json.dumps(parameters)}"
           + (f" (not a parameter here: {sorted(unknown)})" if unknown else ""), flush=True)
+    cost: dict[str, Any] = {"render_only": os.environ.get(ENV_RENDER_ONLY) == "1"}
     try:
-        with _kernel_log(output.with_name(f".{notebook.stem}.kernel.log")):
+        with _kernel_log(output.with_name(f".{notebook.stem}.kernel.log")), build_record.measure(cost):
             papermill.execute_notebook(str(notebook), str(output), parameters=parameters, cwd=str(PROJECT_ROOT),
                                        kernel_name="python3", progress_bar=False, log_output=False)
     except papermill.PapermillExecutionError as error:
@@ -143,6 +148,7 @@ def execute(notebook: Path, overrides: dict[str, Any], output_dir: Path) -> Path
         if error.ename == RenderOnlyError.__name__:  # a run to compute first: its one line, not a traceback
             raise RenderOnlyError(f"{notebook.stem}: {error.evalue}") from None
         raise
+    build_record.stamp(output, cost)
     return output
 
 
@@ -329,7 +335,8 @@ def build_summary(records: dict[str, dict[str, Any]], others: Sequence[Chapter] 
 def render(root: Path = PROJECT_ROOT, allow_partial: bool = False) -> Path:
     """Build the book from the notebooks already executed into ``root/book`` (by ``cpdagthink book`` or by
     papermill; those ``root/_toc.yml`` lists), executing nothing: hide papermill's parameters cell, write the
-    intro's account of the build's configurations and key figures, then the HTML book and its single-file
+    intro's account of the build's configurations and key figures and its build record
+    (:func:`build_record.write_build_record`), then the HTML book and its single-file
     print. A chapter whose execution did not finish (:func:`unfinished_reason`) stops the build with
     :class:`PartialBookError`, unless ``allow_partial``: then its page and the intro say so."""
     book = root / "book"
@@ -350,6 +357,7 @@ def render(root: Path = PROJECT_ROOT, allow_partial: bool = False) -> Path:
     records = {c.name: c.record for c in chapters if c.record is not None and not c.unfinished}
     others = [c for c in chapters if c.unfinished or c.stale]
     (book / SUMMARY).write_text(build_summary(records, others).source() + "\n", encoding="utf-8")
+    build_record.write_build_record(book, executed)
     index = build_html(root)
     build_single_file(root)
     return index

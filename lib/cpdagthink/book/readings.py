@@ -531,7 +531,7 @@ def show_stress(stress: pd.DataFrame) -> None:
     from IPython.display import display
 
     if stress["this run F1"].isna().all():
-        display(not_run("No stress set ran for this page (each n = 7 hypothesis costs minutes on a CPU).",
+        display(not_run("No stress set ran for this page.",
                         """cpdagthink book --only 02 -p 'stress_families=["alarm7"]'"""))
         return
     display(tables.show(stress))
