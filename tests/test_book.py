@@ -105,6 +105,9 @@ def test_render_reads_each_chapters_configuration_and_marks_a_mixed_book(tmp_pat
     assert ("<td>01_main_results</td>\n<td>the gain</td>\n<td>+1 [-40, +45]</td>\n<td>+13.35</td>\n"
             "<td>This build cannot test the paper's claim</td>") in one
     assert "<li>04_probes: <code>cpdagthink book --only 04</code></li>" in one
+    several = _html(build_summary({"01_main_results": {**records["01_main_results"], "configuration": {
+        **records["01_main_results"]["configuration"], "seeds": [0, 1, 2]}}}))
+    assert "seeds 0, 1, 2, token budgets" in several and "[0" not in several  # prose, not a Python list
     _executed(book / "04_probes.ipynb", {**CONFIG, "instances": 20})
     assert "Each chapter's configuration" not in one  # one configuration: said once, not per chapter
     mixed = _html(build_summary(chapter_records(book)))

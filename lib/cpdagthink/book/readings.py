@@ -461,7 +461,7 @@ def complexity(bin_gains: pd.DataFrame, omitted: Sequence[OmittedGroup], min_pos
     scored = sorted(set(int(v) for v in bin_gains["variables"]))
     comparison = f"{TARGET} vs {BASELINE}"
     if ood_paired is None:
-        ood = Markdown("No OOD split was run for this page (", code("ood_split = None"), ").")
+        ood = Markdown("No OOD split was run for this page (its parameter ", code("ood_split"), " names none).")
     else:
         ood = Markdown("On ", code(ood_name), ", Structured Thinking against BaselineEnhanced: ",
                        f"{per_seed_gains(ood_paired, comparison)}. {verdict(ood_paired, comparison)}")
