@@ -299,7 +299,8 @@ def build_summary(records: dict[str, dict[str, Any]], others: Sequence[Chapter] 
             if mixed else
             Markdown(strong("One configuration for every chapter:"),
                      f" {first['model']} (backend {first['backend']}), {first['data']}, {first['sample']}, seeds "
-                     f"{', '.join(map(str, first['seeds']))}, token budgets {first['budgets']} (turn 1 + answer), {first['decoding']}."))
+                     f"{', '.join(map(str, first['seeds']))}, token budgets {first['budgets']} (turn 1 + answer), "
+                     f"{first['decoding']}."))
 
     def number(value: float, unit: str) -> str:
         return f"{value:+.3g}" if unit == "pp" else f"{value:.3g}"  # gains and drops signed, scores not
