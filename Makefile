@@ -28,7 +28,8 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP) browser
 
-# Debian's Chromium: the explorer's browser test, the book's PDF and the chapter screenshots (idempotent).
+# Debian's Chromium and poppler-utils: the explorer's browser test, the book's PDF and its test, the chapter
+# screenshots (idempotent).
 browser:
 	bash scripts/install-browser.sh >/dev/null
 

@@ -107,6 +107,9 @@ def test_render_reads_each_chapters_configuration_and_marks_a_mixed_book(tmp_pat
     assert ("<td>01_main_results</td>\n<td>the gain</td>\n<td>+1 [-40, +45]</td>\n<td>+13.35</td>\n"
             "<td>This build cannot test the paper's claim</td>") in one
     assert "<li>04_probes: <code>cpdagthink book --only 04</code></li>" in one
+    several = _html(build_summary({"01_main_results": {**records["01_main_results"], "configuration": {
+        **records["01_main_results"]["configuration"], "seeds": [0, 1, 2]}}}))
+    assert "seeds 0, 1, 2, token budgets" in several and "[0" not in several  # prose, not a Python list
     _executed(book / "04_probes.ipynb", {**CONFIG, "instances": 20})
     assert "Each chapter's configuration" not in one  # one configuration: said once, not per chapter
     mixed = _html(build_summary(chapter_records(book)))
@@ -280,6 +283,79 @@ def test_single_file_book_holds_every_chapter(browser, tmp_path):
     assert "Intro text." in single and "Chapter text." in single
     stylesheets = re.findall(r'<link href="([^"?]+)[^"]*" rel="stylesheet"', single)
     assert stylesheets and all((tmp_path / "_build" / "singlehtml" / s).is_file() for s in stylesheets)
+
+
+def _printed_pages(pdf, folder):
+    """Each page of ``pdf`` rendered by poppler's ``pdftoppm`` at 20 dpi in grey: ``(width, height, pixels)``."""
+    import subprocess
+
+    folder.mkdir()
+    subprocess.run(["pdftoppm", "-r", "20", "-gray", str(pdf), str(folder / "page")], check=True)
+    pages = []
+    for path in sorted(folder.glob("page-*.pgm")):
+        magic, size, depth, pixels = path.read_bytes().split(b"\n", 3)  # binary PGM: P5, "w h", 255, the bytes
+        assert magic == b"P5" and depth == b"255"
+        pages.append((*map(int, size.split()), pixels))
+    return pages
+
+
+def _lowest_mark(width, height, pixels):
+    """How far down a page its lowest non-white pixel row lies, as a share of the page's height."""
+    rows = [k for k in range(height) if min(pixels[k * width:(k + 1) * width]) < 230]
+    return (max(rows) + 1) / height if rows else 0.0
+
+
+# The tables of a page laid out for print that stick out of a box that clips them, or out of the article.
+CLIPPED_TABLES = """[...document.querySelectorAll('table')].filter(table => {
+  const right = table.getBoundingClientRect().right;
+  for (let box = table.parentElement; box; box = box.parentElement) {
+    const clips = getComputedStyle(box).overflowX !== 'visible' || box.classList.contains('bd-article');
+    if (clips && right > box.getBoundingClientRect().right + 1) return true;
+  }
+  return false;
+}).map(table => table.innerText.slice(0, 80))"""
+
+
+@pytest.mark.slow
+def test_the_printed_book_has_no_toggles_no_near_blank_pages_and_its_tables_fit(test_csv, tmp_path, monkeypatch):
+    """Two chapters of tall outputs and wide tables printed to the PDF: no code toggle's label in its text, every
+    page but the last written below its middle (a block pushed whole to the next page leaves the rest of a page
+    blank), and no table clipped at the page edge as printed."""
+    import subprocess
+
+    from cpdagthink.book.browser import Browser
+    from cpdagthink.book.build import prepare_print
+    from cpdagthink.book.build_record import METADATA_KEY
+
+    if shutil.which("pdftoppm") is None or shutil.which("pdftotext") is None:
+        pytest.skip("poppler-utils is absent: run scripts/install-browser.sh")
+    monkeypatch.setenv("CORR2CAUSE_CSV", str(test_csv))
+    _book_root(tmp_path, ("01_main_results", "03_ablations"))
+    shutil.copy(PROJECT_ROOT / "README.md", tmp_path / "README.md")  # the intro includes parts of it
+    build({"backend": "reference", "out_root": str(tmp_path / "runs"), "cache_dir": str(tmp_path / "cache")},
+          only=["01", "03"], root=tmp_path)
+    pdf = tmp_path / "_build" / "book.pdf"
+    printed = subprocess.run(["pdftotext", str(pdf), "-"], check=True, capture_output=True, text=True).stdout
+    assert "Structured Thinking" in printed and "One-factor removals" in printed
+    assert "code cell" not in printed
+    pages = _printed_pages(pdf, tmp_path / "pages")
+    assert len(pages) > 3
+    marks = [round(_lowest_mark(*page), 2) for page in pages]
+    assert all(mark > 0.5 for mark in marks[:-1]), marks
+    # The intro's build record: each chapter's wall time as its executed notebook recorded it.
+    intro = (tmp_path / "_build" / "html" / "book" / "intro.html").read_text()
+    for name in ("01_main_results", "03_ablations"):
+        wall = nbformat.read(tmp_path / "book" / f"{name}.ipynb", as_version=4).metadata[METADATA_KEY]["wall_seconds"]
+        shown = f"{wall:.1f} s" if wall < 120 else f"{int(wall // 60)} min {int(wall % 60)} s"
+        record = intro[intro.index('id="build-record"'):]
+        row = re.search(rf"<tr[^>]*>\s*<td[^>]*>(<p>)?{name}(</p>)?</td>.*?</tr>", record, flags=re.S)
+        assert row and shown in row.group(0), (name, shown, row and row.group(0))
+    assert "Build record" in printed
+    with Browser(scripts=False) as browser:
+        browser.open(tmp_path / "_build" / "singlehtml" / "index.html")
+        prepare_print(browser)
+        assert browser.evaluate("document.querySelectorAll('table').length") > 5
+        assert browser.evaluate(CLIPPED_TABLES) == []
 
 
 @pytest.mark.slow

@@ -18,9 +18,20 @@ def test_banner_counts_with_the_right_nouns(setup):
     instances = setup.instances()
     positives = sum(i.label for i in instances)
     text = str(ex.banner(setup, instances, [0, 1]))
-    assert "sample of 20 instances" in text and "2 seeds [0, 1]" in text
+    assert "sample of 20 instances" in text and "2 seeds (0, 1)" in text
     assert f"({positives} gold positives and {20 - positives} negatives" in text
-    assert "1 seed [0]" in str(ex.banner(setup, instances, [0]))
+    assert "1 seed (0)" in str(ex.banner(setup, instances, [0]))
+
+
+def test_the_banner_and_the_configuration_print_no_python_value(setup):
+    """Prose reads as prose: a list of seeds or of variable counts is written out, never as Python shows it."""
+    instances = setup.instances()
+    sampled = ex.updated(setup, sample_variables=[5, 6])
+    record = ex.configuration(sampled, instances, [0, 1])
+    assert record["sample"] == "limit 20, seed 0, variables 5, 6, at least 1 positives"
+    assert ex.configuration(setup, instances, [0])["sample"] == "limit 20, seed 0, variables any, at least 1 positives"
+    for text in (str(ex.banner(sampled, instances, [0, 1, 2])), record["sample"]):
+        assert not any(mark in text for mark in ("[", "]", "None", "True", "False")), text
 
 
 def test_banner_names_the_resolved_model_budgets_and_runs_and_puts_the_verdict_first(setup):

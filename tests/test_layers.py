@@ -34,7 +34,7 @@ LAYERS = (
     Layer("run", ("parameters", "data", "generate", "config", "records", "runfolder", "cache", "runner",
                   "inspection")),
     Layer("analysis", ("metrics", "markup", "audit", "failures", "probes", "tables")),
-    Layer("book", ("figures", "readings", "experiments", "plan", "explorer", "failure_views", "browser", "build")),
+    Layer("book", ("figures", "readings", "experiments", "plan", "explorer", "failure_views", "browser", "build_record", "build")),
     Layer("", ("cli", "__main__", "workflow")),  # the command line and the Snakemake workflow's entry, over everything
 )
 RANK = {module: rank for rank, layer in enumerate(LAYERS) for module in layer.modules}

@@ -173,6 +173,7 @@ def test_complexity_reading_quotes_bin_gains_and_ood(grid):
     assert list(stress.index.get_level_values("family").unique()) == ["random7", "alarm7", "asia8"]
     no_ood = readings.complexity(gains, omitted, 2, instances(GOLD), [0], None, None, stress)
     assert str(no_ood.phrases["ood"]).startswith("No OOD split was run")
+    assert "None" not in str(no_ood.phrases["ood"]) and "=" not in str(no_ood.phrases["ood"])  # prose, no value
 
 
 def test_probe_reading_reports_drops_as_unprobed_minus_probed():

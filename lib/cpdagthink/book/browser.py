@@ -30,6 +30,13 @@ FLAGS = [
 ]
 
 
+# The PDF's page (A4) and margins, in inches; a CSS pixel is 1/96 inch.
+PAPER = (8.27, 11.69)
+MARGINS = {"marginTop": 0.5, "marginBottom": 0.5, "marginLeft": 0.4, "marginRight": 0.4}
+PRINT_AREA = (round((PAPER[0] - MARGINS["marginLeft"] - MARGINS["marginRight"]) * 96),
+              round((PAPER[1] - MARGINS["marginTop"] - MARGINS["marginBottom"]) * 96))  # CSS pixels
+
+
 class BrowserError(CpdagthinkError, RuntimeError):
     """Chromium is missing, died, or answered a command with an error."""
 
@@ -185,11 +192,17 @@ class Browser:
         path.write_bytes(base64.b64decode(data))
         return path
 
+    def emulate_print(self) -> None:
+        """Lay the page out as :meth:`pdf` prints it: print media, and a viewport as wide as the printed area
+        (:data:`PRINT_AREA`), so that what a script measures is what the PDF shows."""
+        self.send("Emulation.setEmulatedMedia", {"media": "print"})
+        self.send("Emulation.setDeviceMetricsOverride", {"width": PRINT_AREA[0], "height": PRINT_AREA[1],
+                                                         "deviceScaleFactor": 1, "mobile": False})
+
     def pdf(self, path: Path) -> Path:
-        """The loaded page printed to PDF (A4, backgrounds on)."""
-        data = self.send("Page.printToPDF", {"printBackground": True, "paperWidth": 8.27, "paperHeight": 11.69,
-                                             "marginTop": 0.5, "marginBottom": 0.5,
-                                             "marginLeft": 0.4, "marginRight": 0.4})["data"]
+        """The loaded page printed to PDF (A4, :data:`MARGINS`, backgrounds on)."""
+        data = self.send("Page.printToPDF", {"printBackground": True, "paperWidth": PAPER[0],
+                                             "paperHeight": PAPER[1], **MARGINS})["data"]
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(base64.b64decode(data))
         return path

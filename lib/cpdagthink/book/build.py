@@ -20,6 +20,7 @@ from ..analysis.markup import Markdown, bullets, code, emphasis, paragraphs, quo
 from ..analysis.metrics import counted
 from ..errors import CpdagthinkError
 from ..paths import PROJECT_ROOT
+from . import build_record
 
 NOTEBOOKS = PROJECT_ROOT / "notebooks"
 
@@ -126,16 +127,20 @@ def executed_parameters(path: Path) -> dict[str, Any] | None:
 
 def execute(notebook: Path, overrides: dict[str, Any], output_dir: Path) -> Path:
     """Run one notebook with the overrides it accepts (:func:`papermill_parameters`); the executed copy goes
-    to ``output_dir``."""
+    to ``output_dir``, with what its execution cost in its metadata (:func:`build_record.measure`; whether it was
+    made render-only, from complete run records, as ``render_only``)."""
     import papermill
+
+    from .experiments import ENV_RENDER_ONLY
 
     unknown = set(overrides) - notebook_parameters(notebook)
     parameters = papermill_parameters(notebook, overrides)
     output = output_dir / notebook.name
     print(f"executing {notebook.name} with {json.dumps(parameters)}"
           + (f" (not a parameter here: {sorted(unknown)})" if unknown else ""), flush=True)
+    cost: dict[str, Any] = {"render_only": os.environ.get(ENV_RENDER_ONLY) == "1"}
     try:
-        with _kernel_log(output.with_name(f".{notebook.stem}.kernel.log")):
+        with _kernel_log(output.with_name(f".{notebook.stem}.kernel.log")), build_record.measure(cost):
             papermill.execute_notebook(str(notebook), str(output), parameters=parameters, cwd=str(PROJECT_ROOT),
                                        kernel_name="python3", progress_bar=False, log_output=False)
     except papermill.PapermillExecutionError as error:
@@ -144,6 +149,7 @@ def execute(notebook: Path, overrides: dict[str, Any], output_dir: Path) -> Path
         if error.ename == RenderOnlyError.__name__:  # a run to compute first: its one line, not a traceback
             raise RenderOnlyError(f"{notebook.stem}: {error.evalue}") from None
         raise
+    build_record.stamp(output, cost)
     return output
 
 
@@ -318,7 +324,8 @@ def build_summary(records: dict[str, dict[str, Any]], others: Sequence[Chapter] 
             if mixed else
             Markdown(strong("One configuration for every chapter:"),
                      f" {first['model']} (backend {first['backend']}), {first['data']}, {first['sample']}, seeds "
-                     f"{first['seeds']}, token budgets {first['budgets']} (turn 1 + answer), {first['decoding']}."))
+                     f"{', '.join(map(str, first['seeds']))}, token budgets {first['budgets']} (turn 1 + answer), "
+                     f"{first['decoding']}."))
 
     def number(value: float, unit: str) -> str:
         return f"{value:+.3g}" if unit == "pp" else f"{value:.3g}"  # gains and drops signed, scores not
@@ -354,7 +361,8 @@ def build_summary(records: dict[str, dict[str, Any]], others: Sequence[Chapter] 
 def render(root: Path = PROJECT_ROOT, allow_partial: bool = False) -> Path:
     """Build the book from the notebooks already executed into ``root/book`` (by ``cpdagthink book`` or by
     papermill; those ``root/_toc.yml`` lists), executing nothing: hide papermill's parameters cell, write the
-    intro's account of the build's configurations and key figures, then the HTML book and its single-file
+    intro's account of the build's configurations and key figures and its build record
+    (:func:`build_record.write_build_record`), then the HTML book and its single-file
     print. A chapter whose execution did not finish (:func:`unfinished_reason`) stops the build with
     :class:`PartialBookError`, unless ``allow_partial``: then its page and the intro say so."""
     book = root / "book"
@@ -375,6 +383,7 @@ def render(root: Path = PROJECT_ROOT, allow_partial: bool = False) -> Path:
     records = {c.name: c.record for c in chapters if c.record is not None and not c.unfinished}
     others = [c for c in chapters if c.unfinished or c.stale]
     (book / SUMMARY).write_text(build_summary(records, others).source() + "\n", encoding="utf-8")
+    build_record.write_build_record(book, executed)
     index = build_html(root)
     build_single_file(root)
     return index
@@ -406,16 +415,52 @@ def build_html(root: Path = PROJECT_ROOT) -> Path:
     return index
 
 
-# For print: no navigation, code wrapped (a long line would shrink every page to fit it), and a cell kept on
-# one page where it fits (as jupyter-book's own pdfhtml does).
+# For print: no navigation; code wrapped (a long line would shrink every page to fit it); a code cell's toggle
+# left out with the code it hides (print has no click, and the page's scripts are off); tables in smaller type,
+# free to continue on the next page with their header repeated, and never clipped by a scrolling box; a block
+# kept on one page only when :data:`PRINT_LAYOUT` marks it so.
 PRINT_STYLE = """
 .bd-header, .bd-sidebar-primary, .bd-sidebar-secondary, .skip-link, .header-article, .bd-footer,
 .prev-next-area, .bd-header-announcement, #pst-back-to-top { display: none !important; }
 .bd-article-container, .bd-content, .bd-main, .bd-page-width { max-width: 100% !important; }
 pre { white-space: pre-wrap !important; overflow-wrap: anywhere; }
-div.cell_input, div.cell_output { break-inside: avoid; }
+details.above-input, details.below-input { display: none !important; }
+.bd-main .bd-content table, table { break-inside: auto !important; font-size: 0.8em; }
+thead { display: table-header-group; }
+tr, img { break-inside: avoid; }
+div.cell_output, div.output, div.output_html, .pst-scrollable-table-container, .table-wrapper,
+.bd-article, .bd-article-container { overflow: visible !important; }
 th { overflow-wrap: normal !important; word-break: normal !important; hyphens: manual !important; }
+h1, h2, h3, h4 { break-after: avoid; }
+.cpdagthink-print-together { break-inside: avoid !important; }
 """
+
+# Run on the page laid out for print (:meth:`Browser.emulate_print`), its value the page height in CSS pixels:
+# a figure is kept on one page with its caption where it fits one, a cell, table or admonition only when it is
+# at most a third of a page tall (a taller one pushed whole to the next page would leave most of this one
+# blank), and a table wider than its column is scaled down to fit it.
+PRINT_LAYOUT = """(page => {
+  const keep = (selector, most) => document.querySelectorAll(selector).forEach(block => {
+    if (block.getBoundingClientRect().height <= most) block.classList.add('cpdagthink-print-together');
+  });
+  keep('figure', page);
+  keep('div.cell_input, div.cell_output, table, .admonition', page / 3);
+  for (const table of document.querySelectorAll('table')) {
+    const room = table.parentElement.clientWidth;
+    if (table.scrollWidth > room) table.style.zoom = room / table.scrollWidth;
+  }
+})"""
+
+
+def prepare_print(browser: Any) -> None:
+    """Make the page open in ``browser`` (a :class:`browser.Browser`) ready to print: laid out as printed, its
+    fonts loaded, :data:`PRINT_STYLE` added and :data:`PRINT_LAYOUT` applied."""
+    from .browser import PRINT_AREA
+
+    browser.emulate_print()
+    browser.evaluate("document.fonts.ready.then(() => { const s = document.createElement('style'); "
+                     f"s.textContent = {json.dumps(PRINT_STYLE)}; document.head.appendChild(s); }})")
+    browser.evaluate(f"{PRINT_LAYOUT}({PRINT_AREA[1]})")
 
 
 def build_single_file(root: Path = PROJECT_ROOT) -> Path:
@@ -447,8 +492,7 @@ def build_single_file(root: Path = PROJECT_ROOT) -> Path:
     # printed cases), and no script, whoever wrote it, can change what the PDF says.
     with Browser(scripts=False) as browser:
         browser.open(single)
-        browser.evaluate("document.fonts.ready.then(() => { const s = document.createElement('style'); "
-                         f"s.textContent = {json.dumps(PRINT_STYLE)}; document.head.appendChild(s); }})")
+        prepare_print(browser)
         browser.pdf(pdf)
     print(f"single-file book: {pdf} (single page: {single})")
     return pdf

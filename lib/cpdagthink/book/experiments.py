@@ -143,7 +143,7 @@ def configuration(setup: RunConfig, instances: Sequence[Instance], seeds: Sequen
     return {"backend": setup.backend, "model": model_name(setup), "data": setup.data or f"{setup.split} split",
             "instances": len(instances), "positives": positives, "negatives": len(instances) - positives,
             "sample": (f"limit {setup.limit}, seed {setup.sample_seed}, variables "
-                       f"{'any' if not setup.sample_variables else list(setup.sample_variables)}, at least "
+                       f"{', '.join(map(str, setup.sample_variables or ())) or 'any'}, at least "
                        f"{setup.sample_min_positives} positives" if setup.limit else "whole split"),
             "seeds": list(seeds), "budgets": f"{d.max_tokens_turn1} + {d.max_tokens_answer}",
             "decoding": _decoding_text(d), "tool choice": d.tool_choice,
@@ -167,7 +167,7 @@ def banner(setup: RunConfig, instances: Sequence[Instance], seeds: Sequence[int]
         strong("This run:"), f" model {model_name(setup)} (backend ", code(setup.backend), f"), {source}, "
         f"sample of {counted(len(instances), 'instance')}{drawn} ({counted(positives, 'gold positive')} and "
         f"{counted(len(instances) - positives, 'negative')}{_balance_text(setup)}), "
-        f"{counted(len(seeds), 'seed')} {list(seeds)}, token budgets {d.max_tokens_turn1} for turn 1 and "
+        f"{counted(len(seeds), 'seed')} ({', '.join(map(str, seeds))}), token budgets {d.max_tokens_turn1} for turn 1 and "
         f"{d.max_tokens_answer} for the answer ({d.one_turn_budget} for one-turn conditions), "
         f"{_decoding_text(d)}.",
         f" Conditions: {', '.join(label(c) for c in conditions)}." if conditions else "",

@@ -531,7 +531,7 @@ def complexity(bin_gains: pd.DataFrame, omitted: Sequence[OmittedGroup], min_pos
     scored = sorted(set(int(v) for v in bin_gains["variables"]))
     comparison = f"{TARGET} vs {BASELINE}"
     if ood_paired is None:
-        ood = Markdown("No OOD split was run for this page (", code("ood_split = None"), ").")
+        ood = Markdown("No OOD split was run for this page (its parameter ", code("ood_split"), " names none).")
     else:
         ood = Markdown("On ", code(ood_name), ", Structured Thinking against BaselineEnhanced: ",
                        f"{per_seed_gains(ood_paired, comparison)}. {verdict(ood_paired, comparison)}")
@@ -601,7 +601,7 @@ def show_stress(stress: pd.DataFrame) -> None:
     from IPython.display import display
 
     if stress["this run F1"].isna().all():
-        display(not_run("No stress set ran for this page (each n = 7 hypothesis costs minutes on a CPU).",
+        display(not_run("No stress set ran for this page.",
                         """cpdagthink book --only 02 -p 'stress_families=["alarm7"]'"""))
         return
     display(tables.show(stress))
