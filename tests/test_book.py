@@ -585,7 +585,7 @@ def test_every_chapter_builds_on_rows_the_oracle_cannot_label_and_says_what_it_l
         outputs = [o for c in nb.cells for o in c.get("outputs", [])]
         assert not [o for o in outputs if o.output_type == "error"], name
         # shown markdown, and glued phrases (stored under myst-nb's prefix, pasted where the prose asks)
-        text = " ".join(v for o in outputs for k, v in o.get("data", {}).items() if k.endswith("text/markdown"))
+        text = _unescaped(" ".join(v for o in outputs for k, v in o.get("data", {}).items() if k.endswith("text/markdown")))
         assert ("Left out: 3 rows of this sample have no oracle label (1 row: no DAG satisfies the premise; 2 rows: "
                 "text the oracle cannot read)") in text, name
         if name == "05_audit":  # the split's own audit leaves the same rows out, and says so
