@@ -14,7 +14,8 @@ from cpdagthink.backends.base import BackendError
 from cpdagthink.backends.models import MODELS, file_sha256, resolve_model, verify_sha256
 
 
-def test_smollm2_resolves_to_the_pinned_file(tmp_path):
+def test_smollm2_resolves_to_the_pinned_file(tmp_path, monkeypatch):
+    monkeypatch.setattr(models, "_HASHED", {})  # as in a process that has not hashed it yet (other tests may have)
     mf = resolve_model("smollm2-135m", cache_dir=tmp_path)
     assert mf.name == "smollm2-135m"
     assert mf.path.name == "SmolLM2-135M-Instruct.Q4_1.gguf"

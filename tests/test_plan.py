@@ -27,7 +27,7 @@ def _folders(runs: list[plan.PlannedRun]) -> list[str]:
 def _built_run_folders(tmp_path, monkeypatch, overrides: dict) -> set[str]:
     """Execute every chapter with ``book.build`` (the HTML book is not built: pages are not compared here) and
     return the run folders the notebooks created."""
-    monkeypatch.setattr(book, "render", lambda root: root / "_build" / "html" / "index.html")
+    monkeypatch.setattr(book, "render", lambda root, *_: root / "_build" / "html" / "index.html")
     book.build(overrides, root=tmp_path)
     return {str(p) for p in (tmp_path / "runs").iterdir()}
 
@@ -50,7 +50,7 @@ def test_the_plan_lists_exactly_what_a_book_with_every_optional_part_creates(roo
     parameters = {"ood_split": "generated:paraphrase", "stress_families": ["alarm7"], "stress_graphs": 1,
                   "stress_per_graph": 2, "probes": ["scramble_full", "swap_valid_cpdag"], "compare_tool_choice": True}
     planned = plan.plan_book(overrides, parameters=parameters)
-    monkeypatch.setattr(book, "render", lambda root: root / "_build" / "html" / "index.html")
+    monkeypatch.setattr(book, "render", lambda root, *_: root / "_build" / "html" / "index.html")
     book.build(overrides, root=tmp_path, parameters=parameters)
     assert {str(p) for p in (tmp_path / "runs").iterdir()} == set(_folders(planned))
     assert {r.group for r in planned} == {"reference-default-seed0", "reference-default-seed1"}
@@ -185,6 +185,6 @@ def test_a_chapter_renders_from_records_alone_once_its_planned_groups_are_execut
              "-p", f"cache_dir={roots['cache_dir']}"]
     for group in plan.groups(plan.plan_book({"backend": "reference", **roots}, only=["06"])):
         assert main(["plan", *flags, "--group", group, "--execute"]) == 0
-    monkeypatch.setattr(book, "render", lambda root: root / "_build" / "html" / "index.html")
+    monkeypatch.setattr(book, "render", lambda root, *_: root / "_build" / "html" / "index.html")
     book.build({"backend": "reference", **roots}, only=["06"], root=tmp_path, render_only=True)
     assert (tmp_path / "book" / "06_failure_gallery.ipynb").is_file()

@@ -4,6 +4,7 @@ small git repository whose Makefile stands in for the project's (the real phases
 from __future__ import annotations
 
 import importlib.util
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -48,10 +49,25 @@ def test_a_work_folder_that_is_not_empty_is_refused(tmp_path, capsys):
 
 def test_each_measurement_counts_only_its_own_process_tree(tmp_path):
     """A 500 MB child first, then a small one: the second peak is the small child's, not the largest so far.
-    (A child starts as a copy of this process, so its peak is at least this process's size at the fork.)"""
+    A child starts as a copy of the measuring process, so its peak is at least that process's size at the fork:
+    the two are measured from a fresh interpreter (as the benchmark runs), not from this test process, which may
+    be large (a pytest-xdist worker that has loaded models)."""
     allocate = "import time; b = bytearray(500 * 2**20); b[::4096] = b'x' * len(b[::4096]); time.sleep(0.2)"
-    big = two_commands.measure(["sh", "-c", f"{sys.executable} -c \"{allocate}\""], tmp_path, {}, tmp_path / "big.log")
-    small = two_commands.measure([sys.executable, "-c", "print('hello')"], tmp_path, {}, tmp_path / "small.log")
+    big_command = ["sh", "-c", f'{sys.executable} -c "{allocate}"']
+    script = f"""
+import dataclasses, importlib.util, json, sys
+from pathlib import Path
+spec = importlib.util.spec_from_file_location("two_commands", {str(PROJECT_ROOT / "benchmarks" / "two_commands.py")!r})
+module = sys.modules["two_commands"] = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+work = Path({str(tmp_path)!r})
+big = module.measure({big_command!r}, work, {{}}, work / "big.log")
+small = module.measure([sys.executable, "-c", "print('hello')"], work, {{}}, work / "small.log")
+print(json.dumps([dataclasses.asdict(big), dataclasses.asdict(small)]))
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=120)
+    big, small = (two_commands.Measured(**{k: tuple(v) if k.startswith("load") else v for k, v in m.items()})
+                  for m in json.loads(out.stdout))
     assert big.returncode == small.returncode == 0, (tmp_path / "big.log").read_text()
     assert big.peak_rss_mb > 500 and small.peak_rss_mb < big.peak_rss_mb - 250, (big, small)
     assert big.wall_s >= 0.2 and big.cpu_s > 0, big
