@@ -13,7 +13,6 @@ import contextlib
 import datetime
 import os
 import platform
-import subprocess
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import Any
 
 from ..analysis.markup import Markdown, code, emphasis, number, paragraphs, strong, table
 from ..paths import PROJECT_ROOT
+from ..run.runner import git_revision
 
 METADATA_KEY = "cpdagthink_execution"  # in an executed notebook's metadata: what :func:`measure` recorded
 RECORD = "build_record.md"  # written by render() into book/, included by the intro
@@ -32,19 +32,10 @@ def now() -> str:
 
 
 def checkout(root: Path = PROJECT_ROOT) -> dict[str, Any]:
-    """The code's commit (``git rev-parse HEAD``) and whether its tree has changes not committed (``dirty``;
-    files git ignores, such as run records and executed notebooks, do not count); both None outside a git
-    checkout."""
-    def git(*args: str) -> str | None:
-        try:
-            done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=30)
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-        return done.stdout.strip() if done.returncode == 0 else None
-
-    commit = git("rev-parse", "HEAD")
-    status = git("status", "--porcelain") if commit else None
-    return {"commit": commit, "dirty": None if status is None else bool(status)}
+    """The code's commit and whether tracked files differ from it (``dirty``), as the run metadata records them
+    (:func:`~cpdagthink.run.runner.git_revision`); both None outside a git checkout."""
+    revision = git_revision(root)
+    return {"commit": revision.commit, "dirty": revision.dirty} if revision else {"commit": None, "dirty": None}
 
 
 def _cpu_model() -> str:
