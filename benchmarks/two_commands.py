@@ -77,7 +77,10 @@ def corr2cause_csv() -> str | None:
 
 def phase_environment(work: Path, keep_pip_cache: bool) -> tuple[dict[str, str], dict[str, str | None]]:
     """The environment of every phase, and the changes it makes to this one (None: unset)."""
-    changes: dict[str, str | None] = {"CPDAGTHINK_MODEL_CACHE": None, "VIRTUAL_ENV": None}
+    # As from a fresh shell: no model cache or venv of this checkout, and no make above it (a benchmark started
+    # from a recipe would hand its job server and level to the phases, whose make then prints its directories).
+    changes: dict[str, str | None] = {"CPDAGTHINK_MODEL_CACHE": None, "VIRTUAL_ENV": None, "MAKEFLAGS": None,
+                                      "MFLAGS": None, "MAKELEVEL": None}
     if not keep_pip_cache:
         changes["PIP_CACHE_DIR"] = str(work / "pip-cache")
     changes["CORR2CAUSE_CSV"] = corr2cause_csv()

@@ -392,7 +392,7 @@ def test_snakemake_with_two_cores_builds_the_book_on_the_reference_backend_over_
         p.stem for p in (project / "notebooks").glob("*.ipynb"))
     plan = plan_of(project, SMALL_SPLIT)
     assert {r["instances"]["count"] for r in plan if r["instances"]["source"] == plan[0]["instances"]["source"]} == {24}
-    assert_every_instance_once(plan_of(project, config))
+    assert_every_instance_once(plan)
     again = run_snakemake(project, [*command, "--dry-run"], log)
     assert again.returncode == 0 and "Nothing to be done" in log.read_text().rsplit("Building DAG", 1)[-1]
 
