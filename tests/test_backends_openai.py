@@ -963,7 +963,8 @@ def llama_server(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def server_backend(llama_server):
-    backend = make_backend("openai", model="smollm2", base_url=llama_server, retries=1, timeout=120)
+    # a generous bound: on two shared cores one request to this server has taken over 120 s under load
+    backend = make_backend("openai", model="smollm2", base_url=llama_server, retries=1, timeout=600)
     yield backend
     backend.close()
 
