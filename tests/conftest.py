@@ -8,6 +8,7 @@ header names the file in use.
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,16 @@ def local_test_csv() -> Path | None:
     """The local copy the commands use (:func:`data.local_test_csv`); None when there is none or it is absent."""
     found = data.local_test_csv()
     return Path(found) if found and Path(found).is_file() else None
+
+
+def committed_checkout(root: Path, file: str) -> str:
+    """A new git checkout at ``root`` with ``file`` (``x = 1``) committed; returns the commit."""
+    git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    (root / file).write_text("x = 1\n")
+    subprocess.run([*git, "add", file], check=True)
+    subprocess.run([*git, "commit", "-qm", "one"], check=True)
+    return subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
 
 
 def in_ci() -> bool:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import time
 
 import nbformat
@@ -14,6 +13,7 @@ from markdown_it import MarkdownIt
 from cpdagthink.book import build_record
 from cpdagthink.book.build_record import METADATA_KEY, build_record as record_section, checkout, execution, measure
 from cpdagthink.paths import PROJECT_ROOT
+from conftest import committed_checkout
 
 
 def _html(markdown) -> str:
@@ -42,12 +42,7 @@ def test_measure_records_the_wall_time_load_machine_and_commit_of_its_block():
 def test_a_tree_with_changes_not_committed_is_dirty_and_one_outside_git_has_no_commit(tmp_path):
     repo = tmp_path / "repo"
     repo.mkdir()
-    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
-    subprocess.run([*git, "init", "-q"], check=True)
-    (repo / "a.py").write_text("x = 1\n")
-    subprocess.run([*git, "add", "a.py"], check=True)
-    subprocess.run([*git, "commit", "-qm", "a"], check=True)
-    head = subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
+    head = committed_checkout(repo, "a.py")
     assert checkout(repo) == {"commit": head, "dirty": False}
     (repo / "a.py").write_text("x = 2\n")
     assert checkout(repo) == {"commit": head, "dirty": True}

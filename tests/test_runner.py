@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
 
 import pytest
 
@@ -16,6 +15,7 @@ from cpdagthink.run.data import read_csv, sample
 from cpdagthink.run.records import GitRevision
 from cpdagthink.run.runfolder import read_records
 from cpdagthink.run.runner import RunMismatchError, run_condition
+from conftest import committed_checkout
 
 
 class Killed(RuntimeError):
@@ -343,12 +343,7 @@ def test_the_git_revision_names_the_commit_and_whether_tracked_files_changed(tmp
     from cpdagthink.run.runner import git_revision
 
     assert git_revision(tmp_path) is None  # not a checkout
-    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
-    subprocess.run([*git, "init", "-q"], check=True)
-    (tmp_path / "code.py").write_text("x = 1\n")
-    subprocess.run([*git, "add", "code.py"], check=True)
-    subprocess.run([*git, "commit", "-qm", "one"], check=True)
-    head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    head = committed_checkout(tmp_path, "code.py")
     (tmp_path / "notes.txt").write_text("untracked")  # untracked files do not make the code dirty
     assert git_revision(tmp_path) == GitRevision(commit=head, dirty=False)
     (tmp_path / "code.py").write_text("x = 2\n")
