@@ -686,14 +686,19 @@ def test_ctrl_c_during_a_chapter_prints_one_clear_line_and_no_kernel_traceback(t
         import cpdagthink.book.build as build
         build.build = functools.partial(build.build, root=pathlib.Path({str(tmp_path)!r}))
         from cpdagthink.cli import main
-        sys.exit(main(["book", "--only", "01", "--backend", "reference", "--limit", "40",
+        sys.exit(main(["book", "--only", "01", "--backend", "reference", "--limit", "400",
                        "-p", "out_root={tmp_path / 'runs'}", "-p", "cache_dir={tmp_path / 'cache'}"]))
     """))
     book = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True, env={**os.environ, "CORR2CAUSE_CSV": str(test_csv)},
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert book.stdout.readline().startswith("executing 01_main_results.ipynb")
-    time.sleep(6)  # the kernel is up and running the chapter's runs
+    # Interrupted once the kernel is writing the chapter's first records, not after a fixed wait: on a fast
+    # machine the chapter is done within seconds and the signal would reach the jupyter-book step instead.
+    deadline = time.monotonic() + 300
+    while not any((tmp_path / "runs").glob("**/records.jsonl")):
+        assert time.monotonic() < deadline and book.poll() is None, "the chapter wrote no record"
+        time.sleep(0.05)
     os.killpg(book.pid, signal.SIGINT)
     _, err = book.communicate(timeout=120)
     assert book.returncode == 130, err
