@@ -58,8 +58,8 @@ def test_perturbations_keep_labels_and_change_the_surface(test_csv):
 
 
 def test_every_row_of_the_test_split_keeps_its_oracle_label_in_the_generator_paraphrase(test_csv):
-    """The done-when of issue 20: the whole split, reworded with the Corr2Cause generator's paraphrase
-    templates (what its Paraphrase-OOD split uses), parses and keeps every oracle label."""
+    """The whole split, reworded with the Corr2Cause generator's paraphrase templates (what its Paraphrase-OOD
+    split uses), parses and keeps every oracle label."""
     original = read_csv(test_csv)
     rows = perturb(original, "paraphrase", seed=0)
     assert len(rows) == len(original) == 1162
