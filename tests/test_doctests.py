@@ -1,7 +1,7 @@
 """The docstring examples of the public core a researcher calls first: the oracle's labels
 (:func:`~cpdagthink.causal.oracle.label_text`), a graph's answer (``CausalAnalysis.answer``) and the
 schema-derived regex (:func:`~cpdagthink.method.schema.analysis_regex`). Each module's examples run as one
-test, which fails on the first example whose output differs."""
+test, which fails with every example whose output differs."""
 
 from __future__ import annotations
 
