@@ -106,7 +106,8 @@ _SRC_BEFORE_51 = _EFFORT_REF + ": models before gpt-5.1 default to medium and do
 _SRC_51 = (_EFFORT_REF + ": gpt-5.1 defaults to none; its values are none, low, medium, high (the service's "
            "refusal of 'minimal' lists the same four)")
 _SRC_XHIGH = _EFFORT_REF + ": xhigh is supported for all models after gpt-5.1-codex-max"
-_SRC_55 = "reported from the service: gpt-5.5 and gpt-5.6 apply a default effort (medium), so they reason unless sent none"
+_SRC_55 = ("reported from the service: gpt-5.5 and gpt-5.6 apply a default effort (medium), so they reason "
+           "unless sent none")
 _SRC_CODEX = "reported from the service: codex models take no none (no off switch); Codex CLI docs: default medium"
 _OPENAI_REASONING = dict(token_param="max_completion_tokens", sampling=False, reasoning_control="reasoning_effort",
                          api="responses", strict_tools=True)
