@@ -35,7 +35,8 @@ browser:
 
 # Two workers (pytest-xdist), one per core. Each module runs whole on one worker (--dist loadscope), so a
 # module-scoped fixture (a model loaded, a server started, runs computed) is made once, not once per worker.
-# (--dist loadgroup would group by marks but groups nothing under pytest 9.2: pytest-xdist issue #1386.)
+# (--dist loadgroup would group by marks but groups nothing under pytest 9.2:
+# https://github.com/pytest-dev/pytest-xdist/issues/1386.)
 # TEST_WORKERS=0 runs the suite in one process.
 TEST_WORKERS ?= 2
 PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadscope

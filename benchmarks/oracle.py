@@ -5,7 +5,7 @@ once; rows then share their premise's analysis) and the same labels computed by 
 orientation of the skeleton with the same v-structures, relations by simple path enumeration), measured in the
 same run. Target: the oracle under 1 s on this 2-core machine.
 
-Then the rows whose classes are too large to enumerate (issue 19): every pair of 8, 9 and 10 variables
+Then the rows whose classes are too large to enumerate: every pair of 8, 9 and 10 variables
 correlated (one undirected component, n! DAGs), and the two 10-variable premises with the most text (no edge
 at all, and a chain), each labelled for all four relations from a cold cache: wall-clock and peak memory
 (tracemalloc, in a second pass so that tracing does not slow the timed one). Target: under 1 s per row.

@@ -1,4 +1,5 @@
-"""The command line contracts other issues and reviewers rely on."""
+"""The command line's contracts: the subcommands, flags, exit codes and messages that the Makefile, the
+workflow, the notebooks and the README rely on."""
 
 from __future__ import annotations
 

@@ -200,8 +200,8 @@ def test_data_that_cannot_give_the_sample_asked_for_is_refused(test_csv, tmp_pat
 
 @pytest.mark.parametrize("backend, model", [("local", None), ("vllm", "Qwen/Qwen3.5-27B")])
 def test_one_seeds_run_is_seed_0_of_several_seeds_runs(backend, model, test_csv):
-    """Issue 20: the primary run is seed 0 of the sampled runs, so one seed samples as three do; greedy only
-    when asked for."""
+    """The primary run is seed 0 of the sampled runs, so one seed samples as three do; greedy only when asked
+    for."""
     one = RunParameters(backend=backend, model=model, data=str(test_csv), limit=4).to_config()
     three = RunParameters(backend=backend, model=model, data=str(test_csv), limit=4, seeds=[0, 1, 2]).to_config()
     assert not one.decoding.greedy and one.decoding == three.decoding
@@ -212,7 +212,7 @@ def test_one_seeds_run_is_seed_0_of_several_seeds_runs(backend, model, test_csv)
 
 
 def test_a_long_model_name_still_names_a_folder_that_can_be_created(test_csv, tmp_path):
-    """Issue 19 item 10: a 300-character model name made a run folder name longer than a file name may be."""
+    """A 300-character model name names a run folder within a file name's 255 bytes."""
     long = "org/" + "m" * 300
     config = RunParameters(backend="openai", model=long, data=str(test_csv), limit=2, out_root=str(tmp_path)).to_config()
     folder = config.folder(config.instances())

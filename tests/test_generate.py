@@ -11,7 +11,8 @@ from cpdagthink.causal.oracle import label_text
 from cpdagthink.causal.premise import PARAPHRASE_WORDINGS, paraphrase_hypothesis, parse_hypothesis, parse_premise, split_input
 from cpdagthink.cli import main
 from cpdagthink.run.data import read_csv
-from cpdagthink.run.generate import FAMILIES, STRESS_SIZES, generate, perturb, read_edges, rows_from_dag, write_rows
+from cpdagthink.run.generate import (FAMILIES, STRESS_SIZES, generate, instances_from_dag, perturb, read_edges,
+                                     write_instances)
 
 
 @pytest.mark.parametrize("family, n", [("random7", 7), ("alarm7", 7), ("asia8", 8)])
@@ -34,10 +35,10 @@ def test_alarm_subgraphs_are_connected_induced_subgraphs():
 
 def test_any_dag_lists_every_separating_set(tmp_path):
     dag = nx.DiGraph([("A", "C"), ("B", "C"), ("C", "D")])
-    rows = rows_from_dag(dag, 10, __import__("random").Random(0), "generated:test")
+    rows = instances_from_dag(dag, 10, __import__("random").Random(0), "generated:test")
     facts = parse_premise(split_input(rows[0].input)[0])
     assert facts.independent("A", "B") and facts.independent("A", "D", {"C"}) and facts.independent("A", "D", {"B", "C"})
-    written = read_csv(write_rows(rows, tmp_path / "g.csv"))
+    written = read_csv(write_instances(rows, tmp_path / "g.csv"))
     assert [i.label for i in written] == [r.label for r in rows]
 
 
@@ -57,8 +58,8 @@ def test_perturbations_keep_labels_and_change_the_surface(test_csv):
 
 
 def test_every_row_of_the_test_split_keeps_its_oracle_label_in_the_generator_paraphrase(test_csv):
-    """The done-when of issue 20: the whole split, reworded with the Corr2Cause generator's paraphrase
-    templates (what its Paraphrase-OOD split uses), parses and keeps every oracle label."""
+    """The whole split, reworded with the Corr2Cause generator's paraphrase templates (what its Paraphrase-OOD
+    split uses), parses and keeps every oracle label."""
     original = read_csv(test_csv)
     rows = perturb(original, "paraphrase", seed=0)
     assert len(rows) == len(original) == 1162

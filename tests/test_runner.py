@@ -217,7 +217,8 @@ UNSATISFIABLE = ("Premise: Suppose there is a closed system of 3 variables, A, B
 
 
 def test_a_premise_no_dag_satisfies_is_recorded_on_its_row_and_the_run_goes_on(test_csv, tmp_path):
-    """A CSV row whose facts no DAG has exactly (A-B correlated, yet separated given C) used to stop every run."""
+    """A CSV row whose facts no DAG has exactly (A-B correlated, yet separated given C) is recorded with its
+    problem, and the run goes on to the rows after it."""
     import csv
 
     rows = list(csv.DictReader(open(test_csv, newline="", encoding="utf-8")))[:3]
@@ -298,7 +299,7 @@ class SaysYes(Backend):
 
 @pytest.mark.parametrize("condition", ["baseline_enhanced", "twoturn_prose_pc"])
 def test_a_hypothesis_the_oracle_cannot_read_is_posed_all_the_same(items, tmp_path, condition):
-    """Issue 20: such a row used to be a problem, posed to no condition; now only its oracle label is missing."""
+    """Such a row is posed to every condition like any other; only its oracle label is missing."""
     odd = items[0].model_copy(update={"hypothesis": "A is a close friend of B."})
     result = run_condition(CONDITIONS[condition], SaysYes(), [odd, *items[1:3]], tmp_path / "run",
                            cache_dir=tmp_path / "c", progress=False)

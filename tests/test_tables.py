@@ -158,7 +158,7 @@ def test_by_variables_omits_thin_bins(test_csv, tmp_path, monkeypatch):
 
 
 def test_a_row_without_an_oracle_label_is_scored_on_its_published_label():
-    """Issue 20: a row the oracle cannot label (e.g. a hypothesis in an unknown wording) is posed and scored;
+    """A row the oracle cannot label (e.g. a hypothesis in an unknown wording) is posed and scored;
     its corrected score falls back to the published label and the frame says how many such rows there were."""
     records = [record(i, g, p) for i, (g, p) in enumerate(zip(GOLD, TARGET[0]))]
     records[0] = records[0].model_copy(update={"oracle_label": None})

@@ -130,12 +130,12 @@ def cmd_reference(args: argparse.Namespace) -> int:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
-    from .run.generate import generate, write_rows
+    from .run.generate import generate, write_instances
 
     _refuse_overwriting_input(args)
     rows = generate(args.family, seed=args.seed, graphs=args.graphs, per_graph=args.per_graph, data=args.data)
     with _writing(args.out):
-        write_rows(rows, args.out)
+        write_instances(rows, args.out)
     positives = sum(r.label for r in rows)
     print(f"wrote {len(rows)} rows ({positives} positive) of family {args.family} (seed {args.seed}) to {args.out}")
     return 0

@@ -194,13 +194,13 @@ def scores_against(
     return {"gold": binary_scores(pred, gold), "corrected": binary_scores(pred, corrected)}
 
 
-def bootstrap_indices(n_items: int, n_resamples: int, seed: int) -> np.ndarray:
-    """Resampled instance indices, shape ``(n_resamples, n_items)``.
+def bootstrap_indices(n_instances: int, n_resamples: int, seed: int) -> np.ndarray:
+    """Resampled instance indices, shape ``(n_resamples, n_instances)``.
 
-    Exactly ``np.random.default_rng(seed).integers(0, n_items, size=(n_resamples, n_items))``; a row is one
-    bootstrap sample, shared by both conditions so the comparison stays paired.
+    Exactly ``np.random.default_rng(seed).integers(0, n_instances, size=(n_resamples, n_instances))``; a row
+    of the array is one bootstrap sample, shared by both conditions so the comparison stays paired.
     """
-    return np.random.default_rng(seed).integers(0, n_items, size=(n_resamples, n_items))
+    return np.random.default_rng(seed).integers(0, n_instances, size=(n_resamples, n_instances))
 
 
 def bootstrap_f1_deltas(

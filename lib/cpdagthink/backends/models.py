@@ -32,25 +32,10 @@ from pathlib import Path
 from ..files import write_atomic
 from ..paths import PROJECT_ROOT
 from .base import BackendError
+from .profiles import RecommendedSampling
 
 DEFAULT_MODEL = "qwen2.5-0.5b"
 _CHUNK = 1 << 20
-
-
-@dataclass(frozen=True)
-class RecommendedSampling:
-    """The sampling a model's publisher recommends, with where it says so.
-
-    The fields mirror :class:`~cpdagthink.method.chat.Request`'s (top_k 0, top_p 1, min_p 0 = that filter off). Settings the
-    backends do not apply (e.g. a repetition penalty) are named in ``note`` rather than silently dropped.
-    """
-
-    temperature: float
-    top_p: float = 1.0
-    top_k: int = 0
-    min_p: float = 0.0
-    source: str = ""
-    note: str = ""
 
 
 @dataclass(frozen=True)

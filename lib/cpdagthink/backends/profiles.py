@@ -43,14 +43,20 @@ class ProfileError(CpdagthinkError, ValueError):
 
 
 @dataclass(frozen=True)
-class Sampling:
-    """Recommended sampling for a mode, and where the recommendation comes from."""
+class RecommendedSampling:
+    """The sampling a model's publisher recommends, with where it says so.
+
+    The fields mirror :class:`~cpdagthink.method.decoding.Sampling`'s (top_k 0, top_p 1, min_p 0 = that filter
+    off). Settings the backends do not apply (e.g. a repetition penalty) are named in ``note`` rather than
+    silently dropped.
+    """
 
     temperature: float
-    top_p: float
+    top_p: float = 1.0
     top_k: int = 0
     min_p: float = 0.0
     source: str = ""
+    note: str = ""
 
 
 @dataclass(frozen=True)
@@ -68,7 +74,7 @@ class ModelProfile:
     reasoning_parser: str | None = None  # vLLM --reasoning-parser / structured_outputs_config
     tool_envelope: ToolEnvelope = "hermes"  # text envelope of a regex-constrained tool call
     tool_call_parser: str | None = None  # vLLM --tool-call-parser that reads that envelope back
-    recommended: dict[str, Sampling] = field(default_factory=dict)  # by mode: "thinking" / "non_thinking"
+    recommended: dict[str, RecommendedSampling] = field(default_factory=dict)  # by mode: "thinking" / "non_thinking"
     default_effort: str | None = None  # the effort the service applies when none is sent
     effort_source: str = ""  # where ``efforts`` and ``default_effort`` come from
     api: Api = "chat"  # the OpenAI API the openai backend uses for this family (``api`` option overrides)
@@ -100,8 +106,9 @@ _SRC_BEFORE_51 = _EFFORT_REF + ": models before gpt-5.1 default to medium and do
 _SRC_51 = (_EFFORT_REF + ": gpt-5.1 defaults to none; its values are none, low, medium, high (the service's "
            "refusal of 'minimal' lists the same four)")
 _SRC_XHIGH = _EFFORT_REF + ": xhigh is supported for all models after gpt-5.1-codex-max"
-_SRC_55 = "issue 18: gpt-5.5 and gpt-5.6 apply a default effort (medium), so they reason unless sent none"
-_SRC_CODEX = "issue 18: codex models take no none (no off switch); Codex CLI docs: default medium"
+_SRC_55 = ("reported from the service: gpt-5.5 and gpt-5.6 apply a default effort (medium), so they reason "
+           "unless sent none")
+_SRC_CODEX = "reported from the service: codex models take no none (no off switch); Codex CLI docs: default medium"
 _OPENAI_REASONING = dict(token_param="max_completion_tokens", sampling=False, reasoning_control="reasoning_effort",
                          api="responses", strict_tools=True)
 _ALL_EFFORTS_51 = ("none", "low", "medium", "high", "xhigh")
@@ -150,8 +157,8 @@ PROFILES: tuple[ModelProfile, ...] = (
         "qwen3.5", r"(qwen/)?qwen3\.[5-9]", reasoning_control="chat_template_kwargs", thinking="switchable",
         reasoning_parser="qwen3", tool_envelope="hermes", tool_call_parser="hermes",
         recommended={
-            "thinking": Sampling(1.0, 0.95, 20, 0.0, _QWEN35_SOURCE + " (thinking, general)" + _NOT_SENT),
-            "non_thinking": Sampling(0.7, 0.8, 20, 0.0, _QWEN35_SOURCE + " (instruct, general)" + _NOT_SENT),
+            "thinking": RecommendedSampling(1.0, 0.95, 20, 0.0, _QWEN35_SOURCE + " (thinking, general)" + _NOT_SENT),
+            "non_thinking": RecommendedSampling(0.7, 0.8, 20, 0.0, _QWEN35_SOURCE + " (instruct, general)" + _NOT_SENT),
         },
         notes="Qwen3.5/3.6 templates write tool calls as XML (<function=...>, vLLM parser qwen3_coder); the "
               "constrained call is the Hermes JSON envelope, which the hermes parser reads back."),
@@ -159,19 +166,19 @@ PROFILES: tuple[ModelProfile, ...] = (
         "qwen3", r"(qwen/)?qwen3(?![.\d])", reasoning_control="chat_template_kwargs", thinking="switchable",
         reasoning_parser="qwen3", tool_envelope="hermes", tool_call_parser="hermes",
         recommended={
-            "thinking": Sampling(0.6, 0.95, 20, 0.0, _QWEN3_SOURCE + " (thinking mode; do not use greedy)"),
-            "non_thinking": Sampling(0.7, 0.8, 20, 0.0, _QWEN3_SOURCE + " (non-thinking mode)"),
+            "thinking": RecommendedSampling(0.6, 0.95, 20, 0.0, _QWEN3_SOURCE + " (thinking mode; do not use greedy)"),
+            "non_thinking": RecommendedSampling(0.7, 0.8, 20, 0.0, _QWEN3_SOURCE + " (non-thinking mode)"),
         },
         notes="Hybrid thinking switched by the chat template's enable_thinking."),
     ModelProfile(
         "qwen2.5", r"(qwen/)?qwen2\.5", tool_envelope="hermes", tool_call_parser="hermes",
-        recommended={"non_thinking": Sampling(0.7, 0.8, 20, 0.0,
+        recommended={"non_thinking": RecommendedSampling(0.7, 0.8, 20, 0.0,
                                               "Qwen2.5 generation_config.json; its repetition_penalty 1.05 is not sent "
                                               "(no request sets a repetition penalty)")},
         notes="No thinking mode; Qwen's docs name hermes as the vLLM tool parser for Qwen2.5."),
     ModelProfile(
         "mistral", r"mistralai/", tool_envelope="mistral", tool_call_parser="mistral",
-        recommended={"non_thinking": Sampling(0.15, 1.0, 0, 0.0,
+        recommended={"non_thinking": RecommendedSampling(0.15, 1.0, 0, 0.0,
                                               "Mistral-Small-3.1-24B-Instruct-2503 model card (temperature 0.15)")},
         notes="Tool calls as [TOOL_CALLS][{...}]; vLLM serves Mistral checkpoints with --tokenizer-mode mistral "
               "--tool-call-parser mistral. Magistral (reasoning) models: override reasoning_parser=mistral."),
@@ -190,7 +197,7 @@ def profile_for(model: str) -> ModelProfile:
     return PROFILES[-1]
 
 
-def recommended_sampling(model: str, thinking: bool = True) -> Sampling | None:
+def recommended_sampling(model: str, thinking: bool = True) -> RecommendedSampling | None:
     """The publisher's recommended sampling for ``model`` in the thinking or non-thinking mode (a family
     with one mode only answers with it); None where no recommendation is recorded."""
     found = profile_for(model).recommended

@@ -502,7 +502,29 @@ GAPS = {UNFAITHFUL: "no DAG satisfies the premise", REFUSED: "premise too large 
 
 
 def label_text(text: str) -> OracleLabel:
-    """Label a Corr2Cause ``input`` cell; unfaithful or oversized premises get ``label=None`` and a ``problem``."""
+    r"""Label a Corr2Cause ``input`` cell; unfaithful or oversized premises get ``label=None`` and a ``problem``.
+
+    A collider A -> C <- B, the only DAG with these facts:
+
+    >>> premise = ("Premise: Suppose there is a closed system of 3 variables, A, B and C. All the statistical "
+    ...            "relations among these 3 variables are as follows: A correlates with C. B correlates with C. "
+    ...            "However, A is independent of B.")
+    >>> label_text(premise + "\nHypothesis: A directly causes C.").label
+    1
+    >>> label_text(premise + "\nHypothesis: C directly causes A.").label
+    0
+    >>> collider = "There exists at least one collider (i.e., common effect) of A and B."
+    >>> label_text(premise + "\nHypothesis: " + collider).label
+    1
+
+    No DAG makes A and B independent both alone and given their common effect:
+
+    >>> verdict = label_text(premise + " A and B are independent given C.\nHypothesis: A directly causes C.")
+    >>> verdict.label, verdict.gap
+    (None, 'no DAG satisfies the premise')
+    >>> verdict.problem
+    'unfaithful premise: no DAG has exactly the stated independencies'
+    """
     premise, hypothesis = split_input(text)
     try:
         analysis = analyse_premise(premise)

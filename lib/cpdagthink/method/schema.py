@@ -117,7 +117,26 @@ class CausalAnalysis(BaseModel):
         polynomial time) it is decided on the graph itself (``oracle.entailed_by_cpdag``), so a large class
         costs no more than a small one. Any other graph has its completions listed, at most
         ``MAX_COMPLETIONS``. A graph that no DAG extends or that allows more completions, or a hypothesis that
-        does not parse over these variables, answers NO with the reason."""
+        does not parse over these variables, answers NO with the reason.
+
+        >>> collider = CausalAnalysis(
+        ...     variables=["A", "B", "C"], skeleton=[("A", "C"), ("B", "C")],
+        ...     separating_sets=[{"pair": ("A", "B"), "separating_set": []}], v_structures=[("A", "C", "B")],
+        ...     directed_edges=[("A", "C"), ("B", "C")], undirected_edges=[])
+        >>> collider.answer("A directly causes C.")
+        GraphVerdict(holds=True, detail='decided on the CPDAG (0 undirected edge(s))')
+        >>> collider.answer("C directly causes A.").holds
+        False
+
+        Only the edges are read. A -> B - C closes to the chain A -> B -> C, which is not a CPDAG (a chain's
+        CPDAG leaves it undirected), so its one completion is checked:
+
+        >>> chain = collider.model_copy(update={"directed_edges": [("A", "B")], "undirected_edges": [("B", "C")]})
+        >>> chain.answer("A causes something else which causes C.")
+        GraphVerdict(holds=True, detail='checked 1 completion(s)')
+        >>> chain.answer("D directly causes A.")
+        GraphVerdict(holds=False, detail="graph unusable: unknown variable D: 'D directly causes A.'")
+        """
         graph = PDAG(tuple(self.variables), {tuple(e) for e in self.directed_edges},
                      {pair(*e) for e in self.undirected_edges})
         try:
@@ -204,7 +223,24 @@ def _regex(variables: tuple[str, ...] | None) -> str:
 
 def analysis_regex(variables: list[str] | tuple[str, ...] | None = None) -> str:
     """The schema-derived regex for the tool-call arguments (appendix F.2), narrowed to ``variables`` (the
-    narrowing is the project's own, module docstring)."""
+    narrowing is the project's own, module docstring).
+
+    >>> import re
+    >>> regex = analysis_regex(["A", "B"])
+    >>> emitted = ('{"variables": ["A", "B"], "skeleton": [["A", "B"]], "separating_sets": [], '
+    ...            '"v_structures": [], "directed_edges": [], "undirected_edges": [["A", "B"]]}')
+    >>> re.fullmatch(regex, emitted) is not None
+    True
+
+    A self-loop, or a name the instance does not declare, cannot be emitted under it; the generic regex
+    takes any one-letter names:
+
+    >>> re.fullmatch(regex, emitted.replace('[["A", "B"]]}', '[["A", "A"]]}')) is None
+    True
+    >>> foreign = emitted.replace('"B"', '"D"')
+    >>> re.fullmatch(regex, foreign) is None, re.fullmatch(analysis_regex(), foreign) is not None
+    (True, True)
+    """
     return _regex(tuple(variables) if variables else None)
 
 

@@ -1,6 +1,6 @@
 """Corr2Cause-format instances from any DAG, the paper's stress families, and surface perturbations.
 
-Every generated row carries a ``source`` naming the family, the seed and the graph, so a generated split
+Every generated instance carries a ``source`` naming the family, the seed and the graph, so a generated split
 is never mistaken for one of the hub's (e.g. the hub's Paraphrase-OOD split).
 """
 
@@ -59,8 +59,9 @@ STRESS_SIZES = {
 
 
 @dataclass(frozen=True)
-class Row:
-    """One Corr2Cause-format CSV row."""
+class GeneratedInstance:
+    """One generated Corr2Cause instance as a CSV row of the hub's format (its ``input`` cell whole) plus
+    ``source``; :func:`~cpdagthink.run.data.read_csv` reads it back as an :class:`Instance`."""
 
     input: str
     label: int
@@ -90,7 +91,7 @@ def read_edges(path: str | Path) -> nx.DiGraph:
 
 def letter_dag(dag: nx.DiGraph) -> tuple[nx.DiGraph, str]:
     """Rename nodes to A, B, C, ... along a topological order, as Corr2Cause's generator does; also return
-    the legend (``A=asia,B=smoke,...``) that the rows' ``source`` records."""
+    the legend (``A=asia,B=smoke,...``) that the instances' ``source`` records."""
     order = list(nx.lexicographical_topological_sort(dag))
     names = dict(zip(order, ascii_uppercase))
     legend = ",".join(f"{letter}={node}" for node, letter in names.items())
@@ -110,7 +111,7 @@ def all_queries(variables: tuple[str, ...], rng: random.Random) -> list[tuple[Qu
     return queries
 
 
-def rows_from_dag(dag: nx.DiGraph, per_graph: int, rng: random.Random, source: str) -> list[Row]:
+def instances_from_dag(dag: nx.DiGraph, per_graph: int, rng: random.Random, source: str) -> list[GeneratedInstance]:
     """Verbalise a DAG's d-separations as a premise and draw ``per_graph`` labelled hypotheses, half of
     them positive where the class entails enough (labels come from the oracle)."""
     facts = independence_facts(dag, tuple(sorted(dag.nodes)))
@@ -125,7 +126,7 @@ def rows_from_dag(dag: nx.DiGraph, per_graph: int, rng: random.Random, source: s
     chosen = rng.sample(positives, take_pos) + rng.sample(negatives, take_neg)
     rng.shuffle(chosen)
     return [
-        Row(
+        GeneratedInstance(
             input=f"{premise}\nHypothesis: {verbalise_hypothesis(q, w)}",
             label=label,
             num_variables=len(facts.variables),
@@ -157,13 +158,14 @@ def connected_induced_subgraph(graph: nx.DiGraph, size: int, rng: random.Random)
     return graph.subgraph(nodes).copy()
 
 
-def stress_family(family: str, graphs: int, per_graph: int, seed: int, graphs_dir: Path = GRAPHS_DIR) -> list[Row]:
-    """Rows of one larger-graph stress family: ``random7``, ``alarm7`` or ``asia8`` (paper §4.3, app. C)."""
+def stress_family(family: str, graphs: int, per_graph: int, seed: int,
+                  graphs_dir: Path = GRAPHS_DIR) -> list[GeneratedInstance]:
+    """The instances of one larger-graph stress family: ``random7``, ``alarm7`` or ``asia8`` (paper §4.3, app. C)."""
     rng = random.Random(seed)
-    rows: list[Row] = []
+    instances: list[GeneratedInstance] = []
     if family == "asia8":
         dag, legend = letter_dag(read_edges(graphs_dir / "asia.edges"))
-        return rows_from_dag(dag, per_graph, rng, f"generated:asia8 seed={seed} ASIA (Lauritzen & Spiegelhalter 1988) {legend}")
+        return instances_from_dag(dag, per_graph, rng, f"generated:asia8 seed={seed} ASIA (Lauritzen & Spiegelhalter 1988) {legend}")
     seen: set[frozenset] = set()
     alarm = read_edges(graphs_dir / "alarm.edges") if family == "alarm7" else None
     attempts = 0
@@ -185,8 +187,8 @@ def stress_family(family: str, graphs: int, per_graph: int, seed: int, graphs_di
         if key in seen:
             continue
         seen.add(key)
-        rows.extend(rows_from_dag(dag, per_graph, rng, source))
-    return rows
+        instances.extend(instances_from_dag(dag, per_graph, rng, source))
+    return instances
 
 
 # ----------------------------------------------------------------------------------------- perturbations
@@ -204,7 +206,7 @@ def rename(facts: Facts, mapping: dict[str, str]) -> Facts:
     )
 
 
-def refactor_row(instance: Instance, rng: random.Random, seed: int) -> Row:
+def refactor_instance(instance: Instance, rng: random.Random, seed: int) -> GeneratedInstance:
     """Rename every variable to a different letter drawn at random (breaks the alphabetical-order shortcut)."""
     facts, hypothesis = parse_premise(instance.premise), instance.hypothesis
     pool = [c for c in ascii_uppercase if c not in facts.variables]
@@ -214,7 +216,7 @@ def refactor_row(instance: Instance, rng: random.Random, seed: int) -> Row:
     query = parse_hypothesis(hypothesis, facts.variables)
     renamed_query = Query(query.relation, mapping[query.x], mapping[query.y])
     wording = _hub_wording_index(hypothesis, query)
-    return Row(
+    return GeneratedInstance(
         input=f"{verbalise_premise(rename(facts, mapping))}\nHypothesis: {verbalise_hypothesis(renamed_query, wording)}",
         label=instance.label,
         num_variables=instance.num_variables,
@@ -230,11 +232,11 @@ def _hub_wording_index(hypothesis: str, query: Query) -> int:
     raise ValueError(f"hypothesis not in a known wording: {hypothesis!r}")
 
 
-def paraphrase_row(instance: Instance, rng: random.Random, seed: int) -> Row:
+def paraphrase_instance(instance: Instance, rng: random.Random, seed: int) -> GeneratedInstance:
     """Reword the hypothesis as the Corr2Cause generator words its Paraphrase-OOD split (one template per
-    relation, so no draw is made; ``rng`` is taken for a uniform call with :func:`refactor_row`)."""
+    relation, so no draw is made; ``rng`` is taken for a uniform call with :func:`refactor_instance`)."""
     query = parse_hypothesis(instance.hypothesis)
-    return Row(
+    return GeneratedInstance(
         input=f"{instance.premise}\nHypothesis: {paraphrase_hypothesis(query)}",
         label=instance.label,
         num_variables=instance.num_variables,
@@ -243,10 +245,10 @@ def paraphrase_row(instance: Instance, rng: random.Random, seed: int) -> Row:
     )
 
 
-def perturb(instances: list[Instance], family: str, seed: int) -> list[Row]:
+def perturb(instances: list[Instance], family: str, seed: int) -> list[GeneratedInstance]:
     """Apply ``refactor`` or ``paraphrase`` to every instance, deterministically for a seed."""
     rng = random.Random(seed)
-    make = {"refactor": refactor_row, "paraphrase": paraphrase_row}.get(family)
+    make = {"refactor": refactor_instance, "paraphrase": paraphrase_instance}.get(family)
     if make is None:
         raise ValueError(f"unknown perturbation {family!r}; choose refactor or paraphrase")
     return [make(instance, rng, seed) for instance in instances]
@@ -262,7 +264,7 @@ def stress_size(family: str, graphs: int | None = None, per_graph: int | None = 
 
 
 def generate(family: str, *, seed: int = 0, graphs: int | None = None, per_graph: int | None = None,
-             data: str | Path | None = None) -> list[Row]:
+             data: str | Path | None = None) -> list[GeneratedInstance]:
     """One entry point for every family (``data`` is the source CSV of the two perturbations; a stress
     family's ``graphs`` and ``per_graph`` default to its :data:`STRESS_SIZES`)."""
     if family in ("refactor", "paraphrase"):
@@ -280,15 +282,15 @@ def generate(family: str, *, seed: int = 0, graphs: int | None = None, per_graph
     return stress_family(family, graphs, per_graph, seed)
 
 
-def write_rows(rows: list[Row], path: str | Path) -> Path:
-    """Write rows as a Corr2Cause-format CSV (plus the ``source`` column)."""
+def write_instances(instances: list[GeneratedInstance], path: str | Path) -> Path:
+    """Write instances as a Corr2Cause-format CSV (plus the ``source`` column)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", newline="", encoding="utf-8") as handle:
         writer = csv.DictWriter(handle, fieldnames=COLUMNS)
         writer.writeheader()
-        for row in rows:
-            writer.writerow(row.__dict__)
+        for instance in instances:
+            writer.writerow(instance.__dict__)
     return path
 
 
@@ -298,7 +300,7 @@ def generated_split(family: str, seed: int = 0) -> Path:
     wordings = hashlib.sha256(json.dumps({r.value: w for r, w in HYPOTHESIS_WORDINGS.items()}).encode()).hexdigest()[:8]
     path = OUTPUTS_ROOT / "generated" / f"{family}-of-test-seed{seed}-w{wordings}.csv"
     if not path.is_file():
-        write_rows(perturb(load_split("test"), family, seed), path)
+        write_instances(perturb(load_split("test"), family, seed), path)
     return path
 
 
@@ -309,5 +311,5 @@ def stress_csv(family: str, graphs: int | None, per_graph: int | None, seed: int
     graphs, per_graph = size.graphs, size.per_graph
     path = OUTPUTS_ROOT / "generated" / f"{family}-g{graphs}-k{per_graph}-seed{seed}.csv"
     if not path.is_file():
-        write_rows(generate(family, seed=seed, graphs=graphs, per_graph=per_graph), path)
+        write_instances(generate(family, seed=seed, graphs=graphs, per_graph=per_graph), path)
     return path
