@@ -14,13 +14,16 @@ from pathlib import Path
 import pytest
 import yaml
 
+from cpdagthink.book.build import SUMMARY
+from cpdagthink.book.build_record import RECORD
+
 ROOT = Path(__file__).parents[1]
 README_LIMIT = 10_000  # bytes: what a newcomer reads first, the rest is in the book
 USING = ROOT / "book" / "using"
 
 _FENCE = re.compile(r"^(```|~~~).*?^\1", re.S | re.M)
 _CODE = re.compile(r"`[^`\n]*`")
-_LINK = re.compile(r"\[[^\]\n]*\]\(([^)\s]+)\)")
+_LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 _INCLUDE = re.compile(r"^```\{include\} (\S+)\n(?::start-after: (.+)\n)?(?::end-before: (.+)\n)?", re.M)
 
 
@@ -56,7 +59,10 @@ def _included(page: Path) -> str:
 
 
 def _pages() -> list[Path]:
-    return [ROOT / "README.md", ROOT / "benchmarks" / "README.md", *sorted((ROOT / "book").rglob("*.md"))]
+    """The documentation's pages as written (not those ``cpdagthink render`` writes into ``book/``)."""
+    written = {SUMMARY, RECORD}
+    return [ROOT / "README.md", ROOT / "benchmarks" / "README.md", *sorted((ROOT / "docs").glob("*.md")),
+            *sorted(page for page in (ROOT / "book").rglob("*.md") if page.name not in written)]
 
 
 def _toc_files() -> list[str]:
@@ -145,7 +151,7 @@ def test_the_using_pages_build_with_the_book_without_a_warning(tmp_path):
                  "book/using", "benchmarks/README.md"):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (shutil.copytree if (ROOT / name).is_dir() else shutil.copy)(ROOT / name, tmp_path / name)
-    for written in ("build_summary.md", "build_record.md"):  # what `cpdagthink render` writes for the intro
+    for written in (SUMMARY, RECORD):  # what `cpdagthink render` writes for the intro
         (tmp_path / "book" / written).write_text("Written by the render.\n")
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
     using = next(part for part in toc["parts"] if part["caption"] == "Using cpdagthink")
