@@ -206,7 +206,7 @@ def test_notebooks_are_thin_and_tag_their_code():
 def test_book_builds_with_tables_and_figures(test_csv, tmp_path, monkeypatch):
     monkeypatch.setenv("CORR2CAUSE_CSV", str(test_csv))
     for name in ("_config.yml", "_toc.yml", "_static", "data/paper_reported.csv", "book/intro.md",
-                 "book/paper_figures.md"):
+                 "book/paper_figures.md", "book/using", "benchmarks/README.md"):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         copy = shutil.copytree if (PROJECT_ROOT / name).is_dir() else shutil.copy
         copy(PROJECT_ROOT / name, tmp_path / name)
@@ -331,7 +331,7 @@ def test_the_printed_book_has_no_toggles_no_near_blank_pages_and_its_tables_fit(
         pytest.skip("poppler-utils is absent: run scripts/install-browser.sh")
     monkeypatch.setenv("CORR2CAUSE_CSV", str(test_csv))
     _book_root(tmp_path, ("01_main_results", "03_ablations"))
-    shutil.copy(PROJECT_ROOT / "README.md", tmp_path / "README.md")  # the intro includes parts of it
+    shutil.copytree(PROJECT_ROOT / "book" / "using", tmp_path / "book" / "using")  # the intro includes a part of it
     build({"backend": "reference", "out_root": str(tmp_path / "runs"), "cache_dir": str(tmp_path / "cache")},
           only=["01", "03"], root=tmp_path)
     pdf = tmp_path / "_build" / "book.pdf"

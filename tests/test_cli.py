@@ -193,9 +193,9 @@ def test_prompt_command_refuses_what_does_not_exist(test_csv, tmp_path, monkeypa
 @pytest.mark.parametrize("extra", [[], ["--tool-choice", "forced"], ["--condition", "baseline_enhanced"],
                                    ["--condition", "no_thinking"], ["--seeds", "0", "1", "2"]])
 def test_the_readme_api_commands_run_against_a_reasoning_model_api(test_csv, tmp_path, monkeypatch, capsys, extra):
-    """The README's `cpdagthink run ... --backend openai --model gpt-5.4-mini` commands, as written but for the
-    endpoint and sample size, against a server that enforces the reasoning-model rules (HTTP 400 for
-    max_tokens or a temperature; reasoning tokens in usage)."""
+    """The documented `cpdagthink run ... --backend openai --model gpt-5.4-mini` commands (the book's "Your own
+    model and server"), as written but for the endpoint and sample size, against a server that enforces the
+    reasoning-model rules (HTTP 400 for max_tokens or a temperature; reasoning tokens in usage)."""
     from reasoning_api_server import ReasoningAPIServer
 
     from cpdagthink.cli import main
@@ -352,7 +352,7 @@ README_API_RUN = ["run", "--condition", "structured", "--backend", "openai", "--
 
 
 def test_a_run_whose_every_request_is_refused_exits_non_zero(test_csv, tmp_path, monkeypatch, capsys):
-    """The README command forced onto chat completions, which refuse tools with an effort from gpt-5.4 on."""
+    """The documented command forced onto chat completions, which refuse tools with an effort from gpt-5.4 on."""
     from reasoning_api_server import ReasoningAPIServer
 
     from cpdagthink.cli import main

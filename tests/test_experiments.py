@@ -156,11 +156,13 @@ def test_the_printed_reproduce_command_runs_as_printed_from_a_fresh_shell_offlin
     shutil.copyfile(test_csv, shared / "test.csv")
     checkout.mkdir()
     shutil.copytree(PROJECT_ROOT / "lib", checkout / "lib", ignore=shutil.ignore_patterns("__pycache__"))
-    for name in ("notebooks", "prompts", "data", "_static", "_config.yml", "_toc.yml", "README.md", "pyproject.toml"):
+    for name in ("notebooks", "prompts", "data", "benchmarks", "_static", "_config.yml", "_toc.yml", "README.md",
+                 "pyproject.toml"):
         (checkout / name).symlink_to(PROJECT_ROOT / name)
     (checkout / "book").mkdir()
     for page in (PROJECT_ROOT / "book").glob("*.md"):
         shutil.copyfile(page, checkout / "book" / page.name)
+    shutil.copytree(PROJECT_ROOT / "book" / "using", checkout / "book" / "using")
     command = ex.reproduce_command("06_failure_gallery",
                                    notebook_defaults(NOTEBOOKS / "06_failure_gallery.ipynb") | {"backend": "reference"})
     assert command == "cpdagthink book --only 06 -p backend=reference"

@@ -1,7 +1,8 @@
 """Notebook parameters: list values given on papermill's command line, and parameter cells papermill reads whole.
 
-Every papermill command of the README is prepared (``--prepare-only``: parameters injected, nothing executed)
-by papermill's own command line, then the notebook's cells up to the list coercion are run in-process.
+Every papermill command of the book's page "Re-running the chapters" is prepared (``--prepare-only``: parameters
+injected, nothing executed) by papermill's own command line, then the notebook's cells up to the list coercion are
+run in-process.
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ from cpdagthink.book.build import NOTEBOOKS, notebook_parameters
 from cpdagthink.paths import PROJECT_ROOT
 from cpdagthink.run.parameters import coerce_list, coerce_lists
 
-README_COMMANDS = [line.strip() for line in (PROJECT_ROOT / "README.md").read_text(encoding="utf-8").splitlines()
-                   if line.strip().startswith("papermill ")]
+# The papermill commands of the book's page "Re-running the chapters".
+DOCUMENTED_COMMANDS = [line.strip() for line in (PROJECT_ROOT / "book" / "using" / "rerunning.md").read_text(
+    encoding="utf-8").splitlines() if line.strip().startswith("papermill ")]
 
 
 @pytest.mark.parametrize("value, expected", [
@@ -55,8 +57,8 @@ def test_every_notebook_parameter_is_visible_to_papermill(caplog):
     assert not [r.getMessage() for r in caplog.records], "papermill could not parse a parameter line"
 
 
-def test_the_readme_documents_papermill_commands():
-    assert len(README_COMMANDS) >= 4 and any("'[" in command for command in README_COMMANDS)
+def test_the_book_documents_papermill_commands():
+    assert len(DOCUMENTED_COMMANDS) >= 4 and any("'[" in command for command in DOCUMENTED_COMMANDS)
 
 
 def _prepared_namespace(notebook: nbformat.NotebookNode) -> dict:
@@ -70,8 +72,8 @@ def _prepared_namespace(notebook: nbformat.NotebookNode) -> dict:
     raise AssertionError("the notebook has no 'coerce-lists' cell")
 
 
-@pytest.mark.parametrize("command", README_COMMANDS)
-def test_each_readme_papermill_command_works_as_written(command, tmp_path, caplog):
+@pytest.mark.parametrize("command", DOCUMENTED_COMMANDS)
+def test_each_documented_papermill_command_works_as_written(command, tmp_path, caplog):
     args = shlex.split(command)[1:]
     given = {name: value for flag, name, value in zip(args, args[1:], args[2:]) if flag == "-p"}
     args[1] = str(tmp_path / "out.ipynb")

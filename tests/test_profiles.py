@@ -114,7 +114,8 @@ def test_recommended_sampling_by_mode():
 
 def test_a_recommended_parameter_no_request_sends_is_said_to_be_not_sent():
     """A penalty a card recommends is not part of any request (``Sampling`` has no penalty field): where a
-    source names one, in the profiles and in the README's family table, it says it is not sent."""
+    source names one, in the profiles and in the book's family table ("Your own model and server"), it says it is
+    not sent."""
     import re
     from pathlib import Path
 
@@ -126,8 +127,8 @@ def test_a_recommended_parameter_no_request_sends_is_said_to_be_not_sent():
             for name in penalty.findall(sampling.source):
                 assert name not in Sampling.model_fields, name
                 assert re.search(rf"{name} [\d.]+ is not sent", sampling.source), (profile.family, mode, sampling.source)
-    readme = (Path(__file__).parents[1] / "README.md").read_text()
-    rows = [line for line in readme.splitlines() if line.startswith("| `Qwen") or line.startswith("| `mistral")]
+    page = (Path(__file__).parents[1] / "book" / "using" / "own-model-and-server.md").read_text()
+    rows = [line for line in page.splitlines() if line.startswith("| `Qwen") or line.startswith("| `mistral")]
     assert rows
     for row in rows:
         for name in set(penalty.findall(row)):

@@ -30,7 +30,7 @@ from reasoning_api_server import ReasoningAPIServer  # noqa: E402
 
 SIMULATED = PROJECT_ROOT / "workflow" / "cluster" / "simulated.py"
 PROJECT_PARTS = ("lib", "notebooks", "prompts", "data/graphs", "data/paper_reported.csv", "workflow", "book/intro.md",
-                 "book/paper_figures.md", "_static", "_config.yml", "_toc.yml")
+                 "book/paper_figures.md", "book/using", "benchmarks/README.md", "_static", "_config.yml", "_toc.yml")
 
 
 # ------------------------------------------------------------------------------------------------ units
@@ -374,7 +374,7 @@ def test_a_duplicated_group_job_is_refused_by_the_run_lock_and_two_runs_share_on
 
 
 # A small split of every variable count: the proof is of scheduling (a job per group, chapters from records two
-# at a time, the book once, a second pass idle), not of scale; `benchmarks/` and the README time the full split.
+# at a time, the book once, a second pass idle), not of scale; `benchmarks/README.md` times the full split.
 SMALL_SPLIT = ["backend=reference", "limit=24", "sample_variables=null"]
 
 

@@ -1,5 +1,5 @@
 """``vllm serve`` on the converted default model, answered through the ``openai`` backend with
-``--regex-mode vllm``, as the README's server command does: same conditions, same checks."""
+``--regex-mode vllm``, as the documented server command does: same conditions, same checks."""
 
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..paths import PROJECT_ROOT
+from ..paths import PAPER_REPORTED
 from ..run.records import RunRecord
 from .markup import Markdown, Part, number, table
 from .metrics import (
@@ -32,7 +32,6 @@ from .metrics import (
     seed_summary,
 )
 
-PAPER_CSV = PROJECT_ROOT / "data" / "paper_reported.csv"
 
 Runs = Mapping[tuple[str, int], Sequence[RunRecord]]
 
@@ -354,12 +353,13 @@ def cost_tables(runs: Runs, baseline: str = "baseline_enhanced") -> tuple[pd.Dat
 def paper(keys: Iterable[str] | None = None, section: str | None = None) -> pd.DataFrame:
     """Paper-reported figures (``data/paper_reported.csv``) in the order asked for, labelled as the paper's.
     Asking for a key the file does not hold is an error, so a page never silently loses a figure."""
-    table = pd.read_csv(PAPER_CSV)
+    with PAPER_REPORTED.open(encoding="utf-8") as handle:
+        table = pd.read_csv(handle)
     if keys is not None:
         keys = list(keys)
         missing = sorted(set(keys) - set(table["key"]))
         if missing:
-            raise KeyError(f"not in {PAPER_CSV.name}: {missing}")
+            raise KeyError(f"not in {PAPER_REPORTED.name}: {missing}")
         table = table.set_index("key").loc[keys].reset_index()
     if section is not None:
         table = table[table["section"].str.contains(section, regex=False)]

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..files import write_atomic
-from ..paths import PROJECT_ROOT
+from ..paths import IN_CHECKOUT, PROJECT_ROOT, USER_CACHE
 from .base import BackendError
 from .profiles import RecommendedSampling
 
@@ -113,13 +113,11 @@ class ModelFile:
 
 
 def default_cache_dir() -> Path:
-    """``$CPDAGTHINK_MODEL_CACHE``, else ``<project>/outputs/models`` (source checkout), else ~/.cache."""
+    """``$CPDAGTHINK_MODEL_CACHE``, else ``<project>/outputs/models`` (source checkout), else the user's cache."""
     env = os.environ.get("CPDAGTHINK_MODEL_CACHE")
     if env:
         return Path(env)
-    if (PROJECT_ROOT / "pyproject.toml").is_file():
-        return PROJECT_ROOT / "outputs" / "models"
-    return Path.home() / ".cache" / "cpdagthink" / "models"
+    return (PROJECT_ROOT / "outputs" if IN_CHECKOUT else USER_CACHE) / "models"
 
 
 def sha256_file(path: str | Path) -> str:

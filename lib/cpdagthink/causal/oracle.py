@@ -452,7 +452,7 @@ def entailed_by_cpdag(cpdag: CPDAG | PDAG, query: Query) -> bool:
     - common cause: iff it holds in the member where x heads its chain component, and y its own.
     - common effect: iff it holds in the members where x, then y, has a maximal clique of undirected parents.
 
-    The proofs (README, "The oracle") rest on the independent orientation of chain components (Andersson et
+    The proofs (the book's page "The oracle") rest on the independent orientation of chain components (Andersson et
     al. 1997), their shared outside parents, and covered-edge reversal (Chickering 1995, Lemma 1); for a
     common effect of two nodes in one chain component the argument is a sketch, checked against the listed
     class in the tests. Every NO is shown by a member, so an error could only be a YES.

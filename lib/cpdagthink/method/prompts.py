@@ -1,4 +1,5 @@
-"""Prompt files under ``prompts/``: loaded by name, filled with ``string.Template`` fields, hashed.
+"""Prompt files, shipped with the package (``prompts/`` in the checkout): loaded by name, filled with
+``string.Template`` fields, hashed.
 
 ``$pc_scaffold``, ``$decision_rules`` and ``$tool_name`` are filled in every prompt, so the PC instructions
 (the paper's "same scaffold") and the per-relation rules for deciding a hypothesis against a CPDAG are each
@@ -17,10 +18,9 @@ from functools import lru_cache
 from string import Template
 
 from ..errors import CpdagthinkError
-from ..paths import PROJECT_ROOT
+from ..paths import PROMPTS
 from .schema import TOOL_NAME
 
-PROMPTS_DIR = PROJECT_ROOT / "prompts"
 _SHARED_FIELDS = ("pc_scaffold", "decision_rules")
 CALL_INSTRUCTIONS = {"auto": "call_instruction_auto", "forced": "call_instruction_forced"}
 
@@ -32,7 +32,7 @@ class PromptError(CpdagthinkError, KeyError):
 @lru_cache(maxsize=64)
 def raw(name: str) -> str:
     """The text of ``prompts/<name>.md``."""
-    path = PROMPTS_DIR / f"{name}.md"
+    path = PROMPTS / f"{name}.md"
     if not path.is_file():
         raise PromptError(f"no prompt file {path}")
     return path.read_text(encoding="utf-8").strip()

@@ -1,7 +1,7 @@
 """Corr2Cause instances: one typed record per row, from a local CSV or the dataset hub at a pinned revision.
 
 The local path comes from a parameter, ``CORR2CAUSE_CSV``, or the workspace copy beside the checkout
-(:data:`WORKSPACE_CSV`, the Makefile's rule too); otherwise the file is downloaded once into ``data/hub/`` at
+(:data:`WORKSPACE_CSV`, the Makefile's rule too); otherwise the file is downloaded once into :data:`HUB_CACHE` (``data/hub/`` in a checkout) at
 :data:`HUB_REVISION`. The in-distribution test split is checked against its published
 fingerprint, so a silently different file never feeds an experiment.
 """
@@ -19,7 +19,7 @@ from pydantic import BaseModel
 from ..causal.instance import Instance
 from ..causal.premise import PremiseError, declared_variables, split_input
 from ..errors import CpdagthinkError
-from ..paths import PROJECT_ROOT
+from ..paths import IN_CHECKOUT, PROJECT_ROOT, USER_CACHE
 
 HUB_REPO = "causalnlp/corr2cause"
 HUB_REVISION = "42ba12c769e11ff6427c9f52d7db58e3f9bf3e53"
@@ -31,7 +31,7 @@ HUB_FILES = {
 ENV_CSV = "CORR2CAUSE_CSV"
 # The workspace copy of the test split, relative to the project root (the Makefile's SHARED_CSV).
 WORKSPACE_CSV = PROJECT_ROOT.parent / "shared" / "corr2cause" / "test.csv"
-HUB_CACHE = PROJECT_ROOT / "data" / "hub"
+HUB_CACHE = (PROJECT_ROOT / "data" if IN_CHECKOUT else USER_CACHE) / "hub"
 
 
 class Fingerprint(BaseModel):

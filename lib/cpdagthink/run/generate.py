@@ -11,6 +11,7 @@ import hashlib
 import json
 import random
 from dataclasses import dataclass
+from importlib.resources.abc import Traversable
 from itertools import combinations, permutations
 from pathlib import Path
 from string import ascii_uppercase
@@ -31,10 +32,9 @@ from ..causal.premise import (
     verbalise_hypothesis,
     verbalise_premise,
 )
-from ..paths import OUTPUTS_ROOT, PROJECT_ROOT
+from ..paths import GRAPHS, OUTPUTS_ROOT
 from .data import load_split, read_csv
 
-GRAPHS_DIR = PROJECT_ROOT / "data" / "graphs"
 FAMILIES = ("random7", "alarm7", "asia8", "refactor", "paraphrase")
 COLUMNS = ("input", "label", "num_variables", "template", "source")
 
@@ -79,10 +79,10 @@ def template_name(query: Query, wording: int, variables: tuple[str, ...]) -> str
     return "has_collider" if query.relation is Relation.COLLIDER else "has_confounder"
 
 
-def read_edges(path: str | Path) -> nx.DiGraph:
-    """Read a ``PARENT CHILD`` edge list (``#`` comments allowed)."""
+def read_edges(path: str | Path | Traversable) -> nx.DiGraph:
+    """Read a ``PARENT CHILD`` edge list (``#`` comments allowed): a file, or one the package ships."""
     graph = nx.DiGraph()
-    for line in Path(path).read_text().splitlines():
+    for line in (Path(path) if isinstance(path, str) else path).read_text(encoding="utf-8").splitlines():
         if line.strip() and not line.startswith("#"):
             parent, child = line.split()
             graph.add_edge(parent, child)
@@ -159,7 +159,7 @@ def connected_induced_subgraph(graph: nx.DiGraph, size: int, rng: random.Random)
 
 
 def stress_family(family: str, graphs: int, per_graph: int, seed: int,
-                  graphs_dir: Path = GRAPHS_DIR) -> list[GeneratedInstance]:
+                  graphs_dir: Traversable = GRAPHS) -> list[GeneratedInstance]:
     """The instances of one larger-graph stress family: ``random7``, ``alarm7`` or ``asia8`` (paper §4.3, app. C)."""
     rng = random.Random(seed)
     instances: list[GeneratedInstance] = []
