@@ -28,8 +28,8 @@ def test_bin_tables_are_narrow():
 
 def test_markdown_table_renders_missing_values_as_dashes():
     frame = pd.DataFrame({"a": [1.234, math.nan]}, index=pd.Index(["x", "y"], name="row"))
-    assert presentation.markdown_table(frame).source().splitlines() == ["| row | a |", "|---|---|", r"| x | 1\.23 |",
-                                                                 "| y | — |"]
+    assert presentation.markdown_table(frame).source().splitlines() == [
+        "| row | a |", "|---|---|", r"| x | 1\.23 |", "| y | — |"]
 
 
 def test_tables_print_readable_labels_without_index_columns():
@@ -84,7 +84,7 @@ def test_tables_print_counts_and_seeds_as_whole_numbers_and_name_every_key():
     assert "Structured Thinking" in html and "baseline_enhanced" not in html
     seeds = pd.DataFrame({"seed": [0.0, math.nan], "n": [4.0, 4.0], "F1": [50.0, 66.666]},
                          index=pd.Index(["structured", "always YES"], name="condition"))
-    assert presentation.markdown_table(seeds).source().splitlines()[2:] == [r"| Structured Thinking | 0 | 4 | 50\.00 |",
-                                                                      r"| always YES | — | 4 | 66\.67 |"]
+    assert presentation.markdown_table(seeds).source().splitlines()[2:] == [
+        r"| Structured Thinking | 0 | 4 | 50\.00 |", r"| always YES | — | 4 | 66\.67 |"]
     kinds = presentation.show(pd.DataFrame({"outputs": [2]}, index=pd.Index(["directed_and_undirected"], name="kind")))
     assert "edge both directed and undirected" in kinds.to_html()

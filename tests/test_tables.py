@@ -218,6 +218,6 @@ def test_the_cost_tables_lead_with_tokens_and_flag_time_as_load_sensitive():
     assert (row["mean_prompt_tokens"], row["mean_completion_tokens"], row["mean_reasoning_tokens"]) == (250, 50, 30)
     assert row["token_ratio"] == pytest.approx(300 / 120)
     assert list(presentation.readable(times).columns) == ["condition", "model time per instance (s, load-sensitive)",
-                                                    "ms per completion token (load-sensitive)",
-                                                    "time vs baseline (load-sensitive)"]
+                                                          "ms per completion token (load-sensitive)",
+                                                          "time vs baseline (load-sensitive)"]
     assert times.set_index("condition").loc["structured", "ms_per_completion_token"] == pytest.approx(40.0)

@@ -25,6 +25,7 @@ from ..chapters import METADATA_KEY, reproduce_command
 TARGET, BASELINE = "structured", "baseline_enhanced"
 REFERENCE = "reference agent"
 
+
 @dataclass
 class Reading:
     """Numbers, phrases and tables one page quotes, by glue name (tables paste as markdown tables, with the
@@ -57,6 +58,7 @@ def glue_figure(name: str, figure) -> None:
     glue(name, figure, display=False)
     plt.close(figure)
 
+
 def show_figure(figure, caption: str) -> None:
     """Display a figure a section draws only when it ran, with its caption below it, and close it."""
     import matplotlib.pyplot as plt
@@ -87,6 +89,7 @@ def constant_phrase(runs: Mapping[tuple[str, int], Sequence[RunRecord]]) -> str:
     return ("Constant answers: " + "; ".join(f"{presentation.label(c)} answered {what}" for c, what in found.items())
             + ". Such a condition's F1 is that of a constant predictor, not a reading of the premise.")
 
+
 def signed(value: float, digits: int = 1) -> str:
     """``+1.2`` / ``-0.5``; ``n/a`` for a missing number; never a negative zero."""
     if value is None or math.isnan(value):
@@ -108,12 +111,14 @@ def gain_clause(row: Mapping[str, Any]) -> str:
     return (f"{signed(row['gain (pp)'])} pp (95% CI [{signed(row['CI low'])}, {signed(row['CI high'])}], "
             f"McNemar p = {p_value(row['McNemar p'])})")
 
+
 def per_seed_gains(paired: pd.DataFrame, comparison: str) -> str:
     """Each seed's own gain, interval and p, in one sentence fragment (never averaged across seeds)."""
     rows = paired[paired["comparison"] == comparison]
     if rows.empty:
         return "no paired run"
     return "; ".join(f"seed {int(r['seed'])}: {gain_clause(r)}" for _, r in rows.iterrows())
+
 
 def sample_phrases(instances: Sequence[Instance], seeds: Sequence[int]) -> dict[str, str]:
     positives = sum(i.label for i in instances)
@@ -126,6 +131,7 @@ def paper_numbers(keys: Sequence[str]) -> dict[str, float]:
     """Paper figures by glue name ``paper_<key>``."""
     table = tables.paper(keys)
     return {f"paper_{k}": float(v) for k, v in zip(table["key"], table["value"])}
+
 
 @dataclass
 class Headline:
@@ -181,6 +187,7 @@ class Headline:
         return {"figure": self.figure, "paper_key": self.paper_key, "paper": self.paper, "value": plain(self.value),
                 "ci_low": plain(self.ci_low), "ci_high": plain(self.ci_high), "unit": self.unit,
                 "verdict": self.verdict(), "causes": list(self.causes), "degenerate": self.degenerate}
+
 
 def first_screen(setup: RunConfig, instances: Sequence[Instance], seeds: Sequence[int], chapter: str,
                  namespace: Mapping[str, Any], headline: Headline, conditions: Sequence[str] = (),

@@ -79,6 +79,7 @@ def verdict(paired: pd.DataFrame, comparison: str,
              f"{below} of {seeds} favour the baseline" if below else ""]
     return lead + "By their own intervals, " + " and ".join(p for p in parts if p) + "."
 
+
 def paired_headline(paired: pd.DataFrame, comparison: str, figure: str, paper_key: str, missing: str = "",
                     runs: Mapping[tuple[str, int], Sequence[RunRecord]] | None = None) -> Headline:
     """The key figure from a :func:`tables.paired_frame`: the first seed's gain and CI (the primary run), with
