@@ -4,7 +4,8 @@
 and from every layer listed before it; as each layer is one folder (or the package's top, for the few
 modules every layer uses and the command line over all of them), no two folders can import each other.
 Imports inside functions count too: a lazy import is still a dependency. A module must sit in the folder
-of its row.
+of its row, every relative import must name a module of the package, and no chain of imports may lead back to
+the module it starts from (within a layer too).
 """
 
 from __future__ import annotations
