@@ -19,9 +19,9 @@ from cpdagthink.analysis.tables import paper
 from cpdagthink.backends.profiles import profile_for, with_overrides
 from cpdagthink.backends.reference import ReferenceBackend
 from cpdagthink.backends.vllm_offline import VLLMBackend
-from cpdagthink.book.build import (NOTEBOOKS, build, build_single_file, build_summary, chapter_records,
-                             hide_injected_parameters, notebook_defaults, notebook_parameters, render,
-                             select_notebooks)
+from cpdagthink.book.build import (build, build_single_file, build_summary, chapter_records,
+                             hide_injected_parameters, render)
+from cpdagthink.book.chapters import NOTEBOOKS, notebook_defaults, notebook_parameters, select_notebooks
 from cpdagthink.cli import main
 from cpdagthink.paths import PROJECT_ROOT
 

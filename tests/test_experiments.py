@@ -51,20 +51,6 @@ def test_banner_names_the_resolved_model_budgets_and_runs_and_puts_the_verdict_f
     assert ex.model_name(ex.updated(setup, backend="local", model="/m/own.gguf")) == "own.gguf"
 
 
-def test_reproduce_command_lists_what_differs_from_the_notebook_defaults():
-    from cpdagthink.book.build import NOTEBOOKS, notebook_defaults
-
-    namespace = notebook_defaults(NOTEBOOKS / "04_probes.ipynb") | {
-        "backend": "reference", "limit": 0, "probes": ["scramble_full", "drop_premise"], "model": None,
-        "interactive_widgets": False, "split": "1"}
-    # a string that reads back as JSON is quoted; lists as JSON; the shell sees one word per parameter
-    assert ex.reproduce_command("04_probes", namespace) == (
-        """cpdagthink book --only 04 -p backend=reference -p 'split="1"' -p limit=0 """
-        """-p 'probes=["scramble_full", "drop_premise"]'""")
-    assert ex.reproduce_command("04_probes", notebook_defaults(NOTEBOOKS / "04_probes.ipynb")) == \
-        "cpdagthink book --only 04"
-
-
 def test_run_folders_separate_samples_and_probes(setup):
     a = setup.instances()
     b = ex.updated(setup, limit=10).instances()
@@ -136,40 +122,3 @@ def test_render_only_refuses_a_run_not_yet_computed_naming_its_folder(setup, mon
     monkeypatch.setenv(ex.ENV_RENDER_ONLY, "1")
     _refuse_backends(monkeypatch)
     assert ex.run(setup, "structured", 0, instances, progress=False) == made
-
-
-@pytest.mark.slow
-def test_the_printed_reproduce_command_runs_as_printed_from_a_fresh_shell_offline(tmp_path, test_csv):
-    """A checkout with the workspace copy beside it (as this project is laid out), no $CORR2CAUSE_CSV, no hub:
-    the command a page prints builds that page."""
-    import os
-    import shutil
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    from cpdagthink.book.build import NOTEBOOKS, notebook_defaults
-    from cpdagthink.paths import PROJECT_ROOT
-
-    checkout, shared = tmp_path / "project", tmp_path / "shared" / "corr2cause"
-    shared.mkdir(parents=True)
-    shutil.copyfile(test_csv, shared / "test.csv")
-    checkout.mkdir()
-    shutil.copytree(PROJECT_ROOT / "lib", checkout / "lib", ignore=shutil.ignore_patterns("__pycache__"))
-    for name in ("notebooks", "prompts", "data", "benchmarks", "_static", "_config.yml", "_toc.yml", "README.md",
-                 "pyproject.toml"):
-        (checkout / name).symlink_to(PROJECT_ROOT / name)
-    (checkout / "book").mkdir()
-    for page in (PROJECT_ROOT / "book").glob("*.md"):
-        shutil.copyfile(page, checkout / "book" / page.name)
-    shutil.copytree(PROJECT_ROOT / "book" / "using", checkout / "book" / "using")
-    command = ex.reproduce_command("06_failure_gallery",
-                                   notebook_defaults(NOTEBOOKS / "06_failure_gallery.ipynb") | {"backend": "reference"})
-    assert command == "cpdagthink book --only 06 -p backend=reference"
-    env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": str(tmp_path / "home"),
-           "PYTHONPATH": str(checkout / "lib"), "CPDAGTHINK_OUTPUTS": str(tmp_path / "outputs"), "HF_HUB_OFFLINE": "1",
-           **{k: os.environ[k] for k in ("CPDAGTHINK_MODEL_CACHE", "CHROME_BIN", "CPDAGTHINK_CHROMIUM") if k in os.environ}}
-    done = subprocess.run(["bash", "-c", command], cwd=checkout, env=env, capture_output=True, text=True, timeout=1200)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    page = (checkout / "book" / "06_failure_gallery.ipynb").read_text()
-    assert "Reproduce this page" in page and str(shared / "test.csv") not in page

@@ -31,6 +31,25 @@ def gallery():
     return gallery_rows(runs, [*INSTANCES, TRICKY])
 
 
+def test_the_style_and_script_are_package_files_the_wheel_ships():
+    """The explorer reads its own CSS and JavaScript from the package, and pyproject.toml declares every file of
+    that folder as package data (a wheel without them would build pages with no style and no script)."""
+    import fnmatch
+    import tomllib
+    from importlib.resources import files
+
+    from cpdagthink.paths import PROJECT_ROOT
+
+    static = files("cpdagthink.book").joinpath("static")
+    assert explorer.STYLE == static.joinpath("explorer.css").read_text(encoding="utf-8")
+    assert explorer.SCRIPT == static.joinpath("explorer.js").read_text(encoding="utf-8")
+    declared = tomllib.loads((PROJECT_ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    patterns = declared["tool"]["setuptools"]["package-data"]["cpdagthink.book.static"]
+    shipped = sorted(f.name for f in static.iterdir())
+    assert shipped == ["explorer.css", "explorer.js"]
+    assert all(any(fnmatch.fnmatch(name, p) for p in patterns) for name in shipped)
+
+
 def test_svg_draws_arrows_lines_and_the_differences():
     shown = make("ABC", directed=[("A", "B")], undirected=[("B", "C")])
     ref = make("ABC", directed=[("A", "B"), ("C", "B")])

@@ -18,7 +18,7 @@ import pytest
 from click.testing import CliRunner
 from papermill.cli import papermill as papermill_cli
 
-from cpdagthink.book.build import NOTEBOOKS, notebook_parameters
+from cpdagthink.book.chapters import NOTEBOOKS, notebook_parameters
 from cpdagthink.paths import PROJECT_ROOT
 from cpdagthink.run.parameters import coerce_list, coerce_lists
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from cpdagthink.book import build as book, plan
+from cpdagthink.book import build as book, chapters, plan
 from cpdagthink.cli import main
 from cpdagthink.errors import CpdagthinkError
 from cpdagthink.run.runfolder import METADATA, RECORDS, SUMMARY
@@ -167,7 +167,7 @@ def test_cli_prints_the_plan_and_executes_one_group(roots, capsys):
 
 
 def test_a_notebook_reads_its_runs_by_part_and_key_in_the_order_declared(roots):
-    namespace = {**book.chapter_values(book.NOTEBOOKS / "04_probes.ipynb", {"backend": "reference", **roots}),
+    namespace = {**chapters.chapter_values(chapters.NOTEBOOKS / "04_probes.ipynb", {"backend": "reference", **roots}),
                  "probes": '["drop_premise", "scramble_full"]'}  # as papermill passes a list: text
     parts = plan.read("04_probes", namespace, progress=False)
     assert list(parts) == ["runs"]  # the reference backend is the reference agent: no second part

@@ -11,7 +11,7 @@ import pytest
 from cpdagthink.analysis import tables
 from cpdagthink.analysis.markup import Markdown, strong
 from cpdagthink.analysis.metrics import OmittedGroup
-from cpdagthink.book import readings
+from cpdagthink.book import presentation, readings
 from cpdagthink.causal.instance import Instance
 
 from test_tables import GOLD, two_seed_grid
@@ -271,7 +271,7 @@ def test_a_section_that_ran_shows_its_figure_with_a_caption_of_what_is_drawn(dis
 
 def test_first_screen_carries_configuration_and_headline_for_the_intro(test_csv, tmp_path, monkeypatch, displayed):
     from cpdagthink.book import experiments as ex
-    from cpdagthink.book.build import NOTEBOOKS, notebook_defaults
+    from cpdagthink.book.chapters import METADATA_KEY, NOTEBOOKS, notebook_defaults
 
     monkeypatch.setenv("CORR2CAUSE_CSV", str(test_csv))
     namespace = notebook_defaults(NOTEBOOKS / "01_main_results.ipynb") | {
@@ -283,7 +283,7 @@ def test_first_screen_carries_configuration_and_headline_for_the_intro(test_csv,
     (text, metadata), = displayed
     assert str(text).startswith("Verdict. This build cannot test the paper's claim")
     assert text.source().startswith("**Verdict\\.** This build cannot test")
-    record = metadata[readings.METADATA_KEY]
+    record = metadata[METADATA_KEY]
     assert record["configuration"]["instances"] == 4 and record["configuration"]["negatives"] == 2
     assert record["headline"]["value"] == 2.0 and record["command"].startswith("cpdagthink book --only 01 -p backend=reference")
 
@@ -498,4 +498,4 @@ def test_the_probe_summary_gives_shares_in_percent_beside_the_drops_in_points():
     summary = readings.probe_summary(table)
     assert summary.loc[("m", "scramble_full")].to_dict() == {"n": 4, "drop_gold_pp": 5.0, "drop_oracle_pp": 0.0,
                                                              "flipped_share_pct": 12.5, "intervened_share_pct": 100.0}
-    assert list(tables.readable(summary).columns)[-2:] == ["answers flipped (%)", "turns changed (%)"]
+    assert list(presentation.readable(summary).columns)[-2:] == ["answers flipped (%)", "turns changed (%)"]

@@ -1,9 +1,7 @@
-"""Tables the book shows: scores, per-seed paired gains and their seed summary, bins, per-bin gains, paper rows."""
+"""The numbers behind the book's tables: scores, per-seed paired gains and their seed summary, bins, per-bin gains,
+paper rows."""
 
 from __future__ import annotations
-
-import math
-import subprocess
 
 import pandas as pd
 import pytest
@@ -12,6 +10,7 @@ from analyses import run_record
 from cpdagthink.analysis import tables
 from cpdagthink.analysis.metrics import paired_comparison
 from cpdagthink.book import experiments as ex
+from cpdagthink.book import presentation
 from cpdagthink.paths import PAPER_REPORTED, PROJECT_ROOT
 from cpdagthink.run.records import RunRecord, TurnRecord
 
@@ -94,12 +93,6 @@ def test_bin_gain_frame_matches_per_bin_comparisons_and_names_omitted_bins(runs)
     assert row["CI low"] == pytest.approx(100 * expected.ci_low) and row["positives"] == 2
 
 
-def test_bin_tables_are_narrow(runs):
-    sizes, accuracy = tables.bin_tables(tables.bins_frame(runs))
-    assert list(sizes.columns) == ["n", "positives"] and sizes.loc[5, "positives"] == 1
-    assert list(accuracy.columns) == ["accuracy BaselineEnhanced", "accuracy Structured Thinking"]
-
-
 def test_cut_off_and_usage():
     cut = record(0, 1, None, finish="length")
     assert cut.cut_off and not record(1, 1, 1).cut_off
@@ -113,8 +106,6 @@ def test_paper_rows_in_order_and_missing_keys_refused():
     assert list(table["value"]) == [73.01, 86.36] and set(table["source"]) == {"paper"}
     with pytest.raises(KeyError, match="no_such_key"):
         tables.paper(["no_such_key"])
-    view = tables.paper_view(["main_mcnemar_p"]).iloc[0]
-    assert view["value"] == "2.4e-06" and "Structured Thinking vs BaselineEnhanced" in view["paper figure"]
     assert tables.paper(["split_size_ood"])["value"].item() == 2246
 
 
@@ -124,12 +115,6 @@ def test_paper_csv_holds_the_papers_comparators():
     assert (table.loc["split_size_id", "value"], table.loc["asia8_9b_n", "value"]) == (1162, 40)
     assert set(table.loc[["gain_n5_id", "gain_n6_id", "gain_n5_ood", "gain_n6_ood"], "page"]) == {7}
     assert table.index.is_unique
-
-
-def test_markdown_table_renders_missing_values_as_dashes():
-    frame = pd.DataFrame({"a": [1.234, math.nan]}, index=pd.Index(["x", "y"], name="row"))
-    assert tables.markdown_table(frame).source().splitlines() == ["| row | a |", "|---|---|", r"| x | 1\.23 |",
-                                                                 "| y | — |"]
 
 
 def test_reference_grid_end_to_end(test_csv, tmp_path, monkeypatch):
@@ -207,16 +192,6 @@ def test_trivial_predictors_stand_beside_every_f1():
     assert table.index[-1][0] == "majority class, always NO" and table.iloc[-1]["accuracy"] == 50
 
 
-def test_tables_print_readable_labels_without_index_columns():
-    frame = pd.DataFrame({"F1": [1.234, math.nan]}, index=pd.Index(["structured", "baseline_enhanced"], name="condition"))
-    html = tables.show(frame).to_html()
-    assert "Structured Thinking" in html and "BaselineEnhanced" in html and "—" in html and "1.23" in html
-    assert "structured<" not in html and 'class="row_heading' not in html
-    assert tables.label("structured vs no_constrained_decoding") == "Structured Thinking vs no constrained decoding"
-    long = "x" * 80
-    assert long in tables.show(pd.DataFrame({"hypothesis": [long]})).to_html()  # never cut short with "…"
-
-
 def test_scores_count_unparsed_answers_by_the_records_rule():
     """Chapter 01's count agrees with RunRecord.unparsed: a rejected request or a row that could not be posed
     has no answer but is not an unparsed one."""
@@ -226,40 +201,6 @@ def test_scores_count_unparsed_answers_by_the_records_rule():
     scores = tables.scores_frame({("structured", 0): rows})
     assert set(scores["unparsed"]) == {1}
     assert tables.answers_frame({("structured", 0): rows}).loc[0, "rejected"] == 1
-
-
-def test_a_shown_table_escapes_text_from_a_csv_or_a_model():
-    hostile = '<img src=x onerror="window.pwned=1">'
-    html = tables.show(pd.DataFrame({"hypothesis": [hostile], hostile: [1.5]})).to_html()
-    assert "<img" not in html and "&lt;img src=x onerror=" in html
-
-
-def test_a_markdown_table_shows_its_text_literally():
-    table = tables.markdown_table(pd.DataFrame({"<b>model</b>": ["<script>alert(1)</script> a|b"]})).source()
-    assert "<" not in table.replace("\\<", "") and r"\<script\>" in table and r"a\|b" in table
-
-
-def test_run_details_show_app_j_fields_of_a_real_run(test_csv, tmp_path):
-    from cpdagthink.run.config import RunParameters
-
-    setup = RunParameters(backend="reference", data=str(test_csv), limit=2, out_root=str(tmp_path / "runs"),
-                          cache_dir=str(tmp_path / "cache")).to_config()
-    instances = setup.instances()
-    assert ex.run_metadata(setup, "structured", 0, instances) == {}  # not run yet
-    ex.run(setup, "structured", 0, instances, progress=False)
-    details = tables.run_details(ex.run_metadata(setup, "structured", 0, instances)).set_index("field")["value"]
-    assert details["python"] and "networkx" in details["packages"] and "pydantic" in details["packages"]
-    assert details["hardware"].startswith("CPU: ") or details["hardware"]
-    assert details["model revision"] == "—"  # the symbolic agent has no weights
-    assert details["code (git commit)"].split()[0] in (subprocess.run(
-        ["git", "rev-parse", "HEAD"], cwd=PROJECT_ROOT, capture_output=True, text=True).stdout.strip(), "—")
-
-
-def test_run_details_say_when_the_code_had_uncommitted_changes():
-    details = tables.run_details({"git": {"commit": "abc123", "dirty": True}}).set_index("field")["value"]
-    assert details["code (git commit)"] == "abc123 with uncommitted changes"
-    clean = tables.run_details({"git": {"commit": "abc123", "dirty": False}}).set_index("field")["value"]
-    assert clean["code (git commit)"] == "abc123"
 
 
 def test_the_cost_tables_lead_with_tokens_and_flag_time_as_load_sensitive():
@@ -276,21 +217,7 @@ def test_the_cost_tables_lead_with_tokens_and_flag_time_as_load_sensitive():
     row = tokens.set_index("condition").loc["structured"]
     assert (row["mean_prompt_tokens"], row["mean_completion_tokens"], row["mean_reasoning_tokens"]) == (250, 50, 30)
     assert row["token_ratio"] == pytest.approx(300 / 120)
-    assert list(tables.readable(times).columns) == ["condition", "model time per instance (s, load-sensitive)",
-                                                    "ms per completion token (load-sensitive)",
-                                                    "time vs baseline (load-sensitive)"]
+    assert list(presentation.readable(times).columns) == ["condition", "model time per instance (s, load-sensitive)",
+                                                          "ms per completion token (load-sensitive)",
+                                                          "time vs baseline (load-sensitive)"]
     assert times.set_index("condition").loc["structured", "ms_per_completion_token"] == pytest.approx(40.0)
-
-
-def test_tables_print_counts_and_seeds_as_whole_numbers_and_name_every_key():
-    measures = pd.DataFrame({"structured": [4.0, 3.0, 0.75], "baseline_enhanced": [4.0, 2.0, 0.5]},
-                            index=pd.Index(["records", "parsed", "parse_rate"]))
-    html = tables.show(measures, 3).to_html()
-    assert ">4</td>" in html and ">3</td>" in html and "4.000" not in html and ">0.750</td>" in html
-    assert "Structured Thinking" in html and "baseline_enhanced" not in html
-    seeds = pd.DataFrame({"seed": [0.0, math.nan], "n": [4.0, 4.0], "F1": [50.0, 66.666]},
-                         index=pd.Index(["structured", "always YES"], name="condition"))
-    assert tables.markdown_table(seeds).source().splitlines()[2:] == [r"| Structured Thinking | 0 | 4 | 50\.00 |",
-                                                                      r"| always YES | — | 4 | 66\.67 |"]
-    kinds = tables.show(pd.DataFrame({"outputs": [2]}, index=pd.Index(["directed_and_undirected"], name="kind")))
-    assert "edge both directed and undirected" in kinds.to_html()

@@ -21,46 +21,8 @@ from ..analysis.metrics import counted
 from ..errors import CpdagthinkError
 from ..paths import PROJECT_ROOT
 from . import build_record
-
-NOTEBOOKS = PROJECT_ROOT / "notebooks"
-
-
-def _parameter_assignments(path: Path) -> list[tuple[str, Any]]:
-    """``(name, value node)`` of each assignment in the notebook's cell tagged ``parameters``."""
-    import ast
-
-    import nbformat
-
-    for cell in nbformat.read(path, as_version=4).cells:
-        if "parameters" in cell.get("metadata", {}).get("tags", []):
-            return [(t.id, node.value) for node in ast.parse(cell.source).body if isinstance(node, ast.Assign)
-                    for t in node.targets if isinstance(t, ast.Name)]
-    raise ValueError(f"{path.name} has no cell tagged 'parameters'")
-
-
-def notebook_parameters(path: Path) -> set[str]:
-    """Names assigned in the notebook's cell tagged ``parameters``."""
-    return {name for name, _ in _parameter_assignments(path)}
-
-
-def notebook_defaults(path: Path) -> dict[str, Any]:
-    """The parameters cell's values that are literals (``limit = 4``, ``seeds = [0]``), by name."""
-    import ast
-
-    defaults = {}
-    for name, node in _parameter_assignments(path):
-        try:
-            defaults[name] = ast.literal_eval(node)
-        except (ValueError, TypeError, SyntaxError):
-            continue  # an expression: not a run parameter
-    return defaults
-
-
-def chapter_values(notebook: Path, overrides: dict[str, Any]) -> dict[str, Any]:
-    """The parameters a notebook runs with: its parameters cell's defaults, and the overrides it declares (a
-    chapter ignores the others, as papermill is only given these)."""
-    accepted = notebook_parameters(notebook)
-    return {**notebook_defaults(notebook), **{k: v for k, v in overrides.items() if k in accepted}}
+from .chapters import (ENV_RENDER_ONLY, METADATA_KEY, RenderOnlyError, chapter_values, notebook_parameters,
+                       select_notebooks)
 
 
 def check_parameters(notebooks: list[Path], overrides: dict[str, Any]) -> None:
@@ -131,8 +93,6 @@ def execute(notebook: Path, overrides: dict[str, Any], output_dir: Path) -> Path
     made render-only, from complete run records, as ``render_only``)."""
     import papermill
 
-    from .experiments import ENV_RENDER_ONLY
-
     unknown = set(overrides) - notebook_parameters(notebook)
     parameters = papermill_parameters(notebook, overrides)
     output = output_dir / notebook.name
@@ -144,8 +104,6 @@ def execute(notebook: Path, overrides: dict[str, Any], output_dir: Path) -> Path
             papermill.execute_notebook(str(notebook), str(output), parameters=parameters, cwd=str(PROJECT_ROOT),
                                        kernel_name="python3", progress_bar=False, log_output=False)
     except papermill.PapermillExecutionError as error:
-        from .experiments import RenderOnlyError
-
         if error.ename == RenderOnlyError.__name__:  # a run to compute first: its one line, not a traceback
             raise RenderOnlyError(f"{notebook.stem}: {error.evalue}") from None
         raise
@@ -257,8 +215,6 @@ def _stale(record: dict[str, Any]) -> str | None:
 
 def read_chapter(path: Path) -> Chapter:
     """One executed chapter (:class:`Chapter`); a file that is not a notebook raises ValueError naming it."""
-    from .readings import METADATA_KEY
-
     nb = _read_notebook(path)
     outputs = (o for c in nb.cells for o in c.get("outputs", []))
     record = next((o["metadata"][METADATA_KEY] for o in outputs if METADATA_KEY in o.get("metadata", {})), None)
@@ -303,7 +259,7 @@ def build_summary(records: dict[str, dict[str, Any]], others: Sequence[Chapter] 
     chapters whose execution did not finish or whose first screen this version cannot read, each with why."""
     import pandas as pd
 
-    from ..analysis.tables import markdown_table
+    from .presentation import markdown_table
 
     left = [Markdown(strong("Chapters not counted here:"), " ", Markdown("; ").join(
         Markdown(c.name, ": ", "its execution did not finish, " + c.unfinished if c.unfinished else
@@ -498,27 +454,12 @@ def build_single_file(root: Path = PROJECT_ROOT) -> Path:
     return pdf
 
 
-def select_notebooks(only: list[str] | None = None) -> list[Path]:
-    """Every chapter, or those whose names start with an entry of ``only``; an entry that matches no
-    chapter is refused with the list of chapters (a typo must not build an empty book)."""
-    notebooks = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
-    if not only:
-        return notebooks
-    unmatched = [prefix for prefix in only if not any(n.name.startswith(prefix) for n in notebooks)]
-    if unmatched:
-        raise ValueError(f"no chapter starts with {', '.join(map(repr, unmatched))}; the chapters are: "
-                         + ", ".join(n.stem for n in notebooks))
-    return [n for n in notebooks if any(n.name.startswith(prefix) for prefix in only)]
-
-
 @contextlib.contextmanager
 def _kernel_environment(render_only: bool) -> Iterator[None]:
     """The environment of the kernels started meanwhile (they inherit this process's): no progress bars (in a
     page they are widgets of the computation, not results, and a page made again from the same records must
     be the same page; papermill shows no kernel output on the console anyway), and the render-only switch
     when asked."""
-    from .experiments import ENV_RENDER_ONLY
-
     changes = {"TQDM_DISABLE": "1", **({ENV_RENDER_ONLY: "1"} if render_only else {})}
     before = {name: os.environ.get(name) for name in changes}
     os.environ.update(changes)

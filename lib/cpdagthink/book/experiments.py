@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..analysis.markup import Markdown, code, emphasis, paragraphs, strong
@@ -24,17 +23,7 @@ from ..run.config import RunConfig, RunParameters
 from ..run.records import RunRecord
 from ..run.runfolder import METADATA, completeness, read_json
 from ..run.runner import run_config
-
-ENV_RENDER_ONLY = "CPDAGTHINK_RENDER_ONLY"
-
-
-class RenderOnlyError(CpdagthinkError):
-    """Render-only (:data:`ENV_RENDER_ONLY`) and a run is not complete: it must be computed elsewhere first."""
-
-
-def render_only() -> bool:
-    """Pages are made from complete run folders only, with no backend built (:data:`ENV_RENDER_ONLY` set)."""
-    return os.environ.get(ENV_RENDER_ONLY, "").strip().lower() in ("1", "true", "yes")
+from .chapters import ENV_RENDER_ONLY, RenderOnlyError, render_only
 
 
 def setup_from_parameters(namespace: Mapping[str, Any]) -> RunConfig:
@@ -156,7 +145,7 @@ def banner(setup: RunConfig, instances: Sequence[Instance], seeds: Sequence[int]
     """What a page says first: the verdict (whether this build can test the paper's claim, before any
     number), then which model, data, sample (positives and negatives), seeds, budgets and decoding, which
     conditions and probes ran, and the command that reproduces the page."""
-    from ..analysis.tables import label
+    from .presentation import label
 
     positives = sum(i.label for i in instances)
     source = setup.data or f"Corr2Cause {setup.split} split"
@@ -176,33 +165,6 @@ def banner(setup: RunConfig, instances: Sequence[Instance], seeds: Sequence[int]
         "the full data.")
     return paragraphs(Markdown(strong("Verdict."), f" {verdict}") if verdict else "", run,
                       Markdown("Reproduce this page: ", code(command)) if command else "")
-
-
-def reproduce_command(chapter: str, namespace: Mapping[str, Any]) -> str:
-    """The command that re-executes one chapter with the parameters it ran with: ``cpdagthink book --only NN``
-    and one ``-p name=value`` per parameter that differs from the notebook's default."""
-    import shlex
-
-    from .build import NOTEBOOKS, notebook_defaults
-
-    defaults = notebook_defaults(NOTEBOOKS / f"{chapter}.ipynb")
-    parts = ["cpdagthink", "book", "--only", chapter.split("_")[0]]
-    for name, default in defaults.items():
-        value = namespace.get(name, default)
-        if name == "interactive_widgets" or value == default:
-            continue
-        text = value if isinstance(value, str) and _is_plain(value) else json.dumps(value)
-        parts += ["-p", shlex.quote(f"{name}={text}")]
-    return " ".join(parts)
-
-
-def _is_plain(text: str) -> bool:
-    """A string that ``-p name=value`` reads back as that same string (not as a number, list or null)."""
-    try:
-        json.loads(text)
-    except ValueError:
-        return True
-    return False
 
 
 def _decoding_text(decoding: Any) -> str:

@@ -2,7 +2,7 @@
 
 Each returns a matplotlib figure sized for the book's page; its caption (what it shows, the sample size and
 whether a number is this run's or the paper's) lives in the page's markdown next to the ``{glue:figure}``.
-Every axis and legend names conditions, probes and kinds by :func:`tables.label` (never a raw key), every bar
+Every axis and legend names conditions, probes and kinds by :func:`presentation.label` (never a raw key), every bar
 carries its value (so a bar at zero is drawn and read), and a figure with a reference level draws it: the zero
 line, the always-YES F1 of the sample, the paper's figure.
 """
@@ -16,7 +16,7 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
 
-from ..analysis import tables
+from . import presentation
 
 WIDTH = 6.4
 LABELS = {"gold": "gold labels", "corrected": "corrected labels", "fn": "false negatives", "fp": "false positives"}
@@ -29,7 +29,7 @@ def _figure(rows: int = 1) -> tuple[Figure, plt.Axes]:
 
 def _named(frame: pd.DataFrame, *columns: str) -> pd.DataFrame:
     """``frame`` with the keys in ``columns`` replaced by readable names."""
-    return frame.assign(**{c: frame[c].map(lambda key: LABELS.get(key, tables.label(key))) for c in columns})
+    return frame.assign(**{c: frame[c].map(lambda key: LABELS.get(key, presentation.label(key))) for c in columns})
 
 
 def _values(ax: plt.Axes, digits: int = 1) -> None:
@@ -46,7 +46,7 @@ def _zero(ax: plt.Axes, vertical: bool) -> None:
 
 def _paper_marks(ax: plt.Axes, paper: Mapping[str, float], order: list[str], label: str) -> None:
     """The paper's value of each category on a horizontal bar chart (categories in ``order``, readable names)."""
-    marks = [(paper[key], order.index(tables.label(key))) for key in paper if tables.label(key) in order]
+    marks = [(paper[key], order.index(presentation.label(key))) for key in paper if presentation.label(key) in order]
     if marks:
         x, y = zip(*marks)
         ax.scatter(x, y, marker="x", s=60, color="black", zorder=4, label=label)
@@ -109,7 +109,7 @@ def gain_points(gains: pd.DataFrame, x: str = "variables") -> Figure:
             paper_drawn = True
     ax.set_xticks(range(len(ticks)), [str(t) for t in ticks])
     _zero(ax, vertical=False)
-    ax.set(xlabel="number of variables" if x == "variables" else tables.label(x),
+    ax.set(xlabel="number of variables" if x == "variables" else presentation.label(x),
            ylabel="gain, structured minus baseline (pp)")
     _legend(ax)
     return fig

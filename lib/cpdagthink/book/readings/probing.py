@@ -1,0 +1,102 @@
+"""Chapter 04, the turn-2 probes: the F1 drop under each probe of the recorded turn-1 graph and why a drop
+is not a finding.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+import pandas as pd
+
+from ...analysis import tables
+from ...analysis.markup import Markdown, code
+from ...causal.instance import Instance
+from ...run.records import RunRecord
+from .. import presentation
+from .glue import Headline, REFERENCE, Reading, paper_numbers, sample_phrases, sentence, signed
+from .verdicts import answer_causes, paired_headline
+
+
+def probe_grid(runs: Mapping[tuple[str, int], Sequence[RunRecord]], probes: Sequence[str], seeds: Sequence[int],
+               agent: str) -> tuple[pd.DataFrame, dict[str, Sequence[RunRecord]], pd.DataFrame]:
+    """Every probe on Structured Thinking's recorded turn 1, per seed (``runs`` keyed ``(probe, seed)``, the
+    unprobed run as ``unprobed``): :func:`probes.probe_table` rows with the agent's name and seed, the probed
+    records of the first seed (for an example), and each probe's drop as a paired comparison
+    (``unprobed vs <probe>``: the gain is unprobed minus probed, the drop)."""
+    from ...analysis.probes import probe_table
+
+    frames = []
+    for seed in seeds:
+        probed = {name: runs[(name, seed)] for name in probes}
+        frames.append(probe_table(runs[("unprobed", seed)], probed).assign(agent=agent, seed=seed))
+    example = {name: runs[(name, seeds[0])] for name in probes}
+    paired = tables.paired_frame(runs, "unprobed", probes, n_resamples=2000)
+    return pd.concat(frames).reset_index(), example, paired
+
+
+def probe_headline(paired: pd.DataFrame, runs: Mapping[tuple[str, int], Sequence[RunRecord]],
+                   seed: int) -> Headline:
+    """Chapter 04's key figure: the drop under the full scramble (unprobed minus probed) at ``seed`` (the
+    first), with the causes its answers rest on (``runs``: :func:`probe_grid`'s, keyed ``(probe, seed)``)."""
+    missing = ("the model produced no turn-1 object on any row, so there was no graph to probe"
+               if tables.produced_no_object(runs[("unprobed", seed)]) else "")
+    return paired_headline(paired, "unprobed vs scramble_full", "the drop under the full scramble",
+                           "probe_full_drop", missing, runs)
+
+
+def probe_causes(runs: Mapping[tuple[str, int], Sequence[RunRecord]], probes: Sequence[str], seed: int) -> str:
+    """Why the probes' drops at ``seed`` are not findings, from the records (empty when they can be read): the
+    unprobed answers' own causes (:func:`answer_causes`) and the probes under which no scored answer changed,
+    whose drops are 0 by construction."""
+    base = runs[("unprobed", seed)]
+    causes, degenerate = answer_causes({"unprobed": base}, "")
+    same = [p for p in probes if (p, seed) in runs and [r.says_yes for r in runs[(p, seed)]] == [r.says_yes for r in base]]
+    if same and base:
+        causes += (f"under {', '.join(map(presentation.label, same))} no scored answer changed, so "
+                   f"{'its drop is' if len(same) == 1 else 'their drops are'} 0 by construction",)
+    if not (degenerate or same):
+        return ""
+    return sentence(f"Not a finding at seed {seed}: " + "; ".join(causes))
+
+
+def probe_summary(table: pd.DataFrame) -> pd.DataFrame:
+    """Per agent and probe, means over seeds of the F1 drop (gold and oracle labels, pp) and the shares of
+    answers flipped and of turns the probe really changed, in % like the drops beside them."""
+    columns = ["n", "drop_gold_pp", "drop_oracle_pp", "flipped_share", "intervened_share"]
+    means = table.groupby(["agent", "probe"], sort=False)[columns].mean().astype({"n": int})
+    shares = ["flipped_share", "intervened_share"]
+    return means.assign(**{c: 100 * means[c] for c in shares}).rename(columns={c: f"{c}_pct" for c in shares})
+
+
+def probe_example(probed: Mapping[str, Sequence[RunRecord]]) -> Markdown:
+    """What the first probe changed on its first instance (the note kept in the record, never shown to the
+    model)."""
+    name, records = next(iter(probed.items()))
+    record = records[0]
+    note = record.intervention.note if record.intervention else "nothing"
+    return Markdown("Example of what a probe changed (", code(name), f", {record.id}): {note}")
+
+
+def probes_reading(table: pd.DataFrame, agent: str, probes: Sequence[str], instances: Sequence[Instance],
+                   seeds: Sequence[int], runs: Mapping[tuple[str, int], Sequence[RunRecord]] | None = None
+                   ) -> Reading:
+    """Chapter 04: the F1 drop under each probe (unprobed minus probed, as everywhere in the book) for the
+    model, with why they are not findings where the model's ``runs`` (:func:`probe_grid`'s) say so, and the
+    share of flipped answers for the model and for the reference agent."""
+    mean = table.groupby(["agent", "probe"])["drop_gold_pp"].mean()
+    flips = table.groupby("agent")["flipped_share"].mean()
+    numbers = {f"drop_{p}": float(mean.get((agent, p), math.nan)) for p in probes}
+    numbers |= {"flips_model": 100 * float(flips.get(agent, math.nan)),
+                "flips_reference": 100 * float(flips.get(REFERENCE, math.nan))}
+    numbers |= paper_numbers(["probe_full_drop", "probe_premise_drop", "probe_partial_drop_low",
+                              "probe_partial_drop_high"])
+    drops = Markdown("; ").join(Markdown(code(p), f" {signed(numbers[f'drop_{p}'])} pp") for p in probes)
+    swap = ("" if "swap_valid_cpdag" in probes else
+            Markdown(" The validity-preserving swaps were not run (add them to ", code("probes"), ")."))
+    flips_reference = ("" if math.isnan(numbers["flips_reference"]) else
+                       f", against {numbers['flips_reference']:.0f}% for the reference agent, which by construction "
+                       "follows the graph it is shown")
+    return Reading(numbers, sample_phrases(instances, seeds) | {
+        "probe_drops": Markdown(drops, ".", swap, *([" ", probe_causes(runs, probes, seeds[0])] if runs else [])),
+        "flips": f"On average {numbers['flips_model']:.0f}% of this model's answers flip under a probe{flips_reference}."})

@@ -1,0 +1,102 @@
+"""Chapter 03, the ablations: each one-factor removal's drop against Structured Thinking, the scale
+interaction and the tool choice.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+import pandas as pd
+
+from ...analysis import tables
+from ...analysis.markup import Markdown, code
+from ...causal.instance import Instance
+from ...run.records import RunRecord
+from .glue import Headline, Reading, TARGET, paper_numbers, sample_phrases, sentence, signed
+from .verdicts import answer_causes, paired_headline
+
+
+ABLATIONS = {"minimal_instruction": "replacing the PC prompt with a minimal instruction",
+             "no_constrained_decoding": "removing the regex constraint", "no_thinking": "switching thinking off"}
+
+
+def ablation_table(scores: pd.DataFrame, runs: Mapping[tuple[str, int], Sequence[RunRecord]]) -> pd.DataFrame:
+    """F1 per condition (mean over seeds) and its drop: Structured Thinking minus the condition (pp; positive:
+    the removal hurt). A condition whose drop would not be a finding gets none, and its note says why: a tool
+    condition that produced no turn-1 object on any row, or answers that make its F1 degenerate on some seed
+    (:func:`answer_causes`), its own or Structured Thinking's."""
+    f1 = tables.seed_frame(scores, "gold").set_index("condition")["F1 mean"]
+    empty = {c for (c, _), records in runs.items() if tables.produced_no_object(records)}
+    degenerate: dict[str, str] = {}
+    for (condition, seed), records in runs.items():
+        if condition != TARGET and (TARGET, seed) in runs:
+            causes, bad = answer_causes({TARGET: runs[(TARGET, seed)], condition: records}, "the drop")
+            if bad:
+                degenerate.setdefault(condition, f"seed {seed}: " + "; ".join(causes))
+    note = pd.Series([NO_OBJECT if c in empty else
+                      "no Structured Thinking object on any row" if TARGET in empty and c != TARGET else
+                      degenerate.get(c, "") for c in f1.index], index=f1.index)
+    drop = (f1.get(TARGET, math.nan) - f1).mask(note != "")
+    return pd.DataFrame({"F1": f1, "drop vs Structured Thinking (pp)": drop, "note": note})
+
+
+NO_OBJECT = "no turn-1 object on any row"
+
+
+def ablation_phrase(drops: pd.DataFrame, refused: Mapping[str, str]) -> str:
+    """Each one-factor removal's drop in words, or why there is none."""
+    parts = []
+    for condition, what in ABLATIONS.items():
+        if condition in refused or condition not in drops.index:
+            parts.append(f"{what} was not run")
+        elif drops.loc[condition, "note"]:
+            parts.append(f"{what} gives no drop to report ({drops.loc[condition, 'note']})")
+        else:
+            parts.append(f"{what} drops F1 by {signed(drops.loc[condition, 'drop vs Structured Thinking (pp)'])} pp")
+    return sentence("; ".join(parts))
+
+
+def scale_table(scores: pd.DataFrame, model: str | None,
+                runs_by_model: Mapping[str, Mapping[tuple[str, int], Sequence[RunRecord]]]) -> pd.DataFrame:
+    """F1 (gold, mean over seeds) per condition and model: the setup's ``model`` (``scores``) and each other
+    model's runs on the same backend and sample (the scale interaction of App. D)."""
+    frames = [scores.assign(model=model or "default")]
+    frames += [tables.scores_frame(runs).assign(model=other) for other, runs in runs_by_model.items()]
+    every = pd.concat(frames)
+    return every[every["labels"] == "gold"].pivot_table(index="condition", columns="model", values="F1", sort=False)
+
+
+def tool_choice_table(runs: Mapping[tuple[str, int], Sequence[RunRecord]],
+                      forced: Mapping[tuple[str, int], Sequence[RunRecord]], seeds: Sequence[int]) -> pd.DataFrame:
+    """Structured Thinking with ``tool_choice="auto"`` (plus the prompt instruction, ``runs``) against the tool
+    forced by name (App. A.1; ``forced``, keyed ``structured (forced)``): F1 mean and sd over seeds."""
+    both = {("structured (auto)", s): runs[(TARGET, s)] for s in seeds} | dict(forced)
+    return tables.seed_frame(tables.scores_frame(both))
+
+
+def ablations(drops: pd.DataFrame, thinking_supported: bool, instances: Sequence[Instance],
+              seeds: Sequence[int], refused: Mapping[str, str] | None = None) -> Reading:
+    """Chapter 03: each one-factor removal's drop in F1 against Structured Thinking (Structured Thinking minus
+    the ablation); ``refused`` names the conditions this model cannot serve (:func:`experiments.refusals`)."""
+    refused = refused or {}
+    numbers = paper_numbers(["ablation_minimal_f1", "ablation_no_thinking_drop", "ablation_no_constrained_drop",
+                             "ablation_9b_no_thinking_structured_gain", "ablation_9b_no_thinking_baseline_gain",
+                             "ablation_9b_constrained_gain"])
+    note = ("" if thinking_supported else "This model has no thinking mode, so the no-thinking row sends the same "
+            "prompts as Structured Thinking: its difference is zero by construction, not a finding.")
+    if refused:
+        note = Markdown(" ").join(Markdown(code(c), f" was not run: {why}.") for c, why in refused.items())
+    return Reading(numbers, sample_phrases(instances, seeds) | {"thinking_note": note,
+                                                                "ablation_drops": ablation_phrase(drops, refused)})
+
+
+def ablation_headline(paired: pd.DataFrame, drops: pd.DataFrame,
+                      runs: Mapping[tuple[str, int], Sequence[RunRecord]] | None = None) -> Headline:
+    """Chapter 03's key figure: the drop without constrained decoding (Structured Thinking minus it), with
+    the first seed's paired CI and the causes its answers rest on (read from ``runs``)."""
+    condition = "no_constrained_decoding"
+    figure = "the drop without constrained decoding"
+    missing = (f"{figure} has nothing to compare: the condition produced {NO_OBJECT}"
+               if condition in drops.index and drops.loc[condition, "note"] == NO_OBJECT else "")
+    return paired_headline(paired, f"{TARGET} vs {condition}", figure, "ablation_no_constrained_drop", missing, runs)

@@ -1,0 +1,102 @@
+"""Chapter 01, the main results: F1 per condition beside the paper's Table 1 and the gain of Structured
+Thinking over BaselineEnhanced.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+import pandas as pd
+
+from ...analysis import tables
+from ...analysis.metrics import counted
+from ...causal.instance import Instance
+from ...run.records import RunRecord
+from .glue import (BASELINE, REFERENCE, Reading, TARGET, constant_phrase, paper_numbers, per_seed_gains, sample_phrases,
+                   sentence, trivial_phrase)
+from .verdicts import paired_headline, verdict
+
+
+MAIN_CONDITIONS = {"structured": "structured", "baseline": BASELINE, "prose": "twoturn_prose_pc",
+                   "singleturn": "singleturn_structured", "reference": REFERENCE}
+
+
+PRIMARY_SEED = "paper Qwen3.5-27B, primary seed"
+THREE_SEEDS = "paper Qwen3.5-27B, mean of 3 seeds"
+
+
+def main_summary_table(scores: pd.DataFrame, seeds: Sequence[int]) -> pd.DataFrame:
+    """Table 1 compared like with like: this run's first seed (its primary run) beside the paper's primary
+    seed, and, with several seeds, this run's mean and sd over them beside the paper's three-seed mean and sd
+    (§4.2). Each paper figure sits in its own model's column: Qwen3.5-27B for the main rows, Qwen3.6-27B for
+    the single-turn diagnostic and its own baseline."""
+    gold = scores[scores["labels"] == "gold"]
+    first = gold[gold["seed"] == seeds[0]].set_index("condition")["F1"]
+    frame = pd.DataFrame({f"this run, seed {seeds[0]}": first})
+    primary = tables.paper(["main_f1_baseline", "main_f1_structured", "prose_f1", "baseline_qwen36", "singleturn_qwen36"])
+    for model, part in primary.groupby("model", sort=False):
+        name = PRIMARY_SEED if model == "Qwen3.5-27B" else f"paper {model}"
+        frame = frame.join(part.set_index("condition")["value"].rename(name), how="outer")
+    if len(seeds) > 1:
+        over = tables.seed_frame(scores, "gold").set_index("condition")
+        three = tables.paper(["seeds_f1_baseline", "seeds_f1_structured"]).set_index("condition")["value"]
+        spread = tables.paper(["seeds_f1_baseline_sd", "seeds_f1_structured_sd"]).set_index("condition")["value"]
+        frame = frame.join(pd.DataFrame({f"this run, mean of {len(seeds)} seeds": over["F1 mean"], "sd": over["F1 sd"],
+                                         THREE_SEEDS: three, "paper sd": spread}), how="outer")
+    order = [BASELINE, TARGET, "twoturn_prose_pc", "singleturn_structured", REFERENCE]
+    return frame.reindex(sorted(frame.index, key=lambda c: order.index(c) if c in order else len(order)))
+
+
+def budget_note(scores: pd.DataFrame) -> str:
+    """Which conditions lost answers to the token budget or to unparsable output (empty when none did)."""
+    gold = scores[scores["labels"] == "gold"]
+    totals = gold.groupby("condition", sort=False)[["n", "unparsed", "cut off"]].sum()
+    parts = [f"{c}: {int(r['cut off'])} of {counted(int(r['n']), 'answer')} cut off by the token budget, "
+             f"{int(r['unparsed'])} without a parsable answer"
+             for c, r in totals.iterrows() if r["cut off"] or r["unparsed"]]
+    if not parts:
+        return "No answer was cut off by the token budget or left unparsed."
+    return ("Budgets shaped this run: " + "; ".join(parts) + ". An unparsed answer counts as NO, so where "
+            "answers are missing, F1 reflects the token budget as much as the model's causal reasoning.")
+
+
+def main_results(scores: pd.DataFrame, paired: pd.DataFrame, instances: Sequence[Instance],
+                 seeds: Sequence[int], runs: Mapping[tuple[str, int], Sequence[RunRecord]] | None = None) -> Reading:
+    """Chapter 01: F1 per condition (mean and sd over seeds), the structured-vs-baseline gain per seed with
+    its own CI and McNemar p, the mean and sd of that gain, and the paper's figures beside them."""
+    f1 = tables.seed_frame(scores, "gold").set_index("condition")
+    comparison = f"{TARGET} vs {BASELINE}"
+    gains = tables.gain_seed_frame(paired).set_index("comparison")
+    numbers = {f"f1_{name}": float(f1["F1 mean"].get(c, math.nan)) for name, c in MAIN_CONDITIONS.items()}
+    numbers |= {f"sd_{name}": float(f1["F1 sd"].get(c, math.nan)) for name, c in MAIN_CONDITIONS.items()}
+    has_gain = comparison in gains.index
+    numbers |= {"gain_mean": float(gains.loc[comparison, "gain mean"]) if has_gain else math.nan,
+                "gain_sd": float(gains.loc[comparison, "gain sd"]) if has_gain else math.nan}
+    numbers |= paper_numbers(["main_f1_structured", "main_f1_baseline", "main_delta", "main_ci_low",
+                              "main_ci_high", "main_mcnemar_p", "seeds_f1_structured", "seeds_f1_structured_sd",
+                              "seeds_f1_baseline", "seeds_f1_baseline_sd", "seeds_delta", "seeds_delta_sd",
+                              "prose_f1", "baseline_qwen36", "singleturn_qwen36", "split_size_id"])
+    reference = f1["F1 mean"].get(REFERENCE, math.nan)
+    spread = ("a single seed, so no spread across seeds" if len(seeds) < 2 else
+              f"sd across seeds {numbers['sd_structured']:.1f} and {numbers['sd_baseline']:.1f}; "
+              f"gain sd {numbers['gain_sd']:.1f} pp")
+    phrases = sample_phrases(instances, seeds) | {
+        "seed_spread": spread,
+        "seed_gains": per_seed_gains(paired, comparison),
+        "verdict": verdict(paired, comparison, runs),
+        "budget_note": budget_note(scores),
+        "reference": ("On the reference backend every row above is the reference agent's own." if math.isnan(reference)
+                      else f"The reference agent, which reads the oracle's CPDAG exactly, reaches {reference:.1f} "
+                      "against gold." + ("" if reference >= 100 else " It falls short of 100 only on rows whose gold "
+                                         "label is one of the dataset's 18 errors.")),
+        "trivial": sentence(trivial_phrase(instances)),
+        "constant": constant_phrase(runs or {}),
+    }
+    headline = paired_headline(paired, comparison, "the gain of Structured Thinking over BaselineEnhanced",
+                               "main_delta", runs=runs)
+    summary = main_summary_table(scores, seeds)
+    always_yes = tables.trivial_predictors([i.label for i in instances])["always-YES F1"]
+    for column in (c for c in summary.columns if c.startswith("this run")):  # the same sample under every seed
+        summary.loc["always YES (this sample)", column] = always_yes
+    return Reading(numbers, phrases, {"summary_table": summary}, headline)

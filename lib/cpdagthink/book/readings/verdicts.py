@@ -1,0 +1,93 @@
+"""What a key figure rests on: the causes its answers name (constant answers, cut-offs, rows without a
+finished answer), the verdict of the per-seed intervals, and a paired comparison's :class:`~.glue.Headline`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import pandas as pd
+
+from ...analysis import tables
+from ...analysis.metrics import counted
+from ...run.records import RunRecord
+from .. import presentation
+from .glue import Headline, sentence
+
+
+def answer_causes(sides: Mapping[str, Sequence[RunRecord]], figure: str) -> tuple[tuple[str, ...], bool]:
+    """What the answers behind ``figure`` rest on, named from the records (``sides``: each side's records by
+    condition, the side the figure is read from first): rows without a finished answer, answers cut off at
+    the token budget, constant answers, two sides scored alike on every row; and whether these make the figure
+    degenerate (a side with a finished answer on fewer than half its rows, a first side whose scored answers are
+    all the same, or two sides scored alike on every row), so that it is what such answers produce rather than
+    a finding. A constant second side is named but can be a finding (a probe that turns every answer to NO)."""
+    causes, degenerate = [], False
+    for i, (condition, records) in enumerate(sides.items()):
+        p, name = tables.answer_profile(records), presentation.label(condition)
+        if 2 * p.finished < p.n:
+            degenerate = True
+            causes.append(f"{name} finished {p.finished} of its {counted(p.n, 'answer')} ({p.cut_off} cut off at "
+                          "the token budget; a missing answer scores NO)")
+        elif p.constant:
+            degenerate = degenerate or i == 0
+            rows = (f"every one of its {counted(p.n, 'row')}" if p.finished == p.n else
+                    f"every row it finished ({p.finished} of {p.n}; the rest score NO)")
+            causes.append(f"{name} answered {p.constant} on {rows}")
+        elif p.cut_off:
+            causes.append(f"{p.cut_off} of {name}'s {counted(p.n, 'answer')} were cut off at the token budget")
+    scored = [[r.says_yes for r in records] for records in sides.values()]
+    if len(scored) == 2 and scored[0] == scored[1] and scored[0]:
+        degenerate = True
+        first, second = map(presentation.label, sides)
+        causes.append(f"{first} and {second} gave the same scored answer on every row, so {figure} is 0 by "
+                      "construction")
+    return tuple(causes), degenerate
+
+
+def pair_causes(runs: Mapping[tuple[str, int], Sequence[RunRecord]], comparison: str, seed: int,
+                figure: str) -> tuple[tuple[str, ...], bool]:
+    """:func:`answer_causes` of both sides of ``comparison`` (``target vs other``) at ``seed``; nothing when
+    either side's run is not in ``runs``."""
+    sides = comparison.split(" vs ", 1)
+    if any((side, seed) not in runs for side in sides):
+        return (), False
+    return answer_causes({side: runs[(side, seed)] for side in sides}, figure)
+
+
+def verdict(paired: pd.DataFrame, comparison: str,
+            runs: Mapping[tuple[str, int], Sequence[RunRecord]] | None = None) -> str:
+    """What the per-seed intervals say, counted over seeds; given the ``runs``, a seed whose answers make its
+    gain degenerate (:func:`answer_causes`) is named with its causes and not counted as a finding."""
+    rows = paired[paired["comparison"] == comparison]
+    if rows.empty:
+        return "There is no paired run to judge."
+    lead = ""
+    for seed in list(rows["seed"]):
+        causes, degenerate = pair_causes(runs or {}, comparison, int(seed), "the gain")
+        if degenerate:
+            lead += sentence(f"Seed {int(seed)} is not a finding: " + "; ".join(causes)) + " "
+            rows = rows[rows["seed"] != seed]
+    if rows.empty:
+        return lead.strip()
+    above, below = int((rows["CI low"] > 0).sum()), int((rows["CI high"] < 0).sum())
+    seeds = counted(len(rows), "seed")
+    if above == below == 0:
+        return lead + (f"On {'its' if len(rows) == 1 else 'every one of its'} {seeds} the interval contains zero: "
+                       "this run cannot separate the two conditions.")
+    parts = [f"{above} of {seeds} favour Structured Thinking" if above else "",
+             f"{below} of {seeds} favour the baseline" if below else ""]
+    return lead + "By their own intervals, " + " and ".join(p for p in parts if p) + "."
+
+
+def paired_headline(paired: pd.DataFrame, comparison: str, figure: str, paper_key: str, missing: str = "",
+                    runs: Mapping[tuple[str, int], Sequence[RunRecord]] | None = None) -> Headline:
+    """The key figure from a :func:`tables.paired_frame`: the first seed's gain and CI (the primary run), with
+    the causes its answers rest on, read from the ``runs`` the frame was computed from."""
+    rows = paired[paired["comparison"] == comparison]
+    if rows.empty or missing:
+        return Headline(figure, paper_key, missing=missing or f"{figure} was not run")
+    first = rows.iloc[0]
+    causes, degenerate = pair_causes(runs or {}, comparison, int(first["seed"]), figure)
+    return Headline(figure, paper_key, float(first["gain (pp)"]), float(first["CI low"]), float(first["CI high"]),
+                    causes=causes, degenerate=degenerate)
