@@ -274,7 +274,9 @@ def test_round_robin_and_ordered_batch(stub_factory):
     outs = backend.complete_batch(requests)
     assert [o.text for o in outs] == [f"echo: q{i}" for i in range(6)]
     assert len(a.hits) == 3 and len(b.hits) == 3
-    assert backend.identity()["base_urls"] == [a.url, b.url]
+    # where it is reached is provenance (each call's meta, the run's API), never what computes
+    assert {o.meta["base_url"] for o in outs} == {a.url, b.url} and a.url in backend.provenance().api
+    assert not any(a.url in json.dumps(v) or b.url in json.dumps(v) for v in backend.identity().values())
 
 
 def test_missing_key_for_the_real_api(monkeypatch):
@@ -292,7 +294,7 @@ def test_credentials_in_urls_and_error_bodies_are_never_recorded(stub_factory, m
     backend = make_backend("openai", model="stub", base_url=f"http://user:{url_key}@127.0.0.1:{port}/v1", timeout=5)
     out = backend.complete(Request(messages=user("hello")))
     assert stub.hits[0]["auth"] == f"Bearer {url_key}"  # the URL's password is the key the server gets ...
-    assert backend.identity()["base_urls"] == [stub.url] and out.meta["base_url"] == stub.url
+    assert backend.base_urls == [stub.url] and out.meta["base_url"] == stub.url
     for blob in (json.dumps(backend.identity()), json.dumps(out.to_json())):
         assert url_key not in blob and "user" not in blob.split("/v1")[0]  # ... and is written nowhere
     # a server that echoes the credentials in its error body: stored redacted

@@ -518,8 +518,8 @@ def test_a_run_folder_written_by_the_vllm_backend_renders_without_vllm(test_csv,
     setup = ex.setup_from_parameters({**defaults, **overrides})
     instances = setup.instances()
     for condition in defaults["conditions"]:
-        ex.run(setup, condition, 0, instances, progress=False)
-    ex.run(ex.reference_of(setup), "structured", 0, instances, progress=False)
+        ex.run(setup.for_run(condition, 0), instances, progress=False)
+    ex.run(ex.reference_of(setup).for_run("structured", 0), instances, progress=False)
     metadata = ex.run_metadata(setup, "structured", 0, instances)
     assert metadata["backend"]["vllm"] == "0.33.0" and metadata["backend"]["thinking"] == "supported"
     assert metadata["thinking_supported"] is True
@@ -639,7 +639,7 @@ def _interrupted(path):
     running cell shows the ``KeyboardInterrupt``, the later ones are pending."""
     _executed(path, CONFIG)
     nb = nbformat.read(path, as_version=4)
-    stopped = nbformat.v4.new_code_cell("ex.run(setup, 'structured')", metadata={"papermill": {"status": "failed"}})
+    stopped = nbformat.v4.new_code_cell("ex.run(setup.for_run('structured'))", metadata={"papermill": {"status": "failed"}})
     stopped.outputs = [nbformat.v4.new_output("error", ename="KeyboardInterrupt", evalue="", traceback=[])]
     nb.cells = [nbformat.v4.new_markdown_cell("# Main results"), *nb.cells, stopped,
                 nbformat.v4.new_code_cell("display(table)", metadata={"papermill": {"status": "pending"}})]

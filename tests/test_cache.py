@@ -158,3 +158,34 @@ def test_a_full_disk_leaves_no_temporary_file_and_says_so_on_one_line(tmp_path, 
     assert "\n" not in message and str(cache.path(KEY)) in message and "No space left on device" in message
     assert not [p for p in tmp_path.rglob("*") if p.is_file()]  # no temporary file, no torn entry
     assert cache.get(KEY) is None
+
+
+class Served(Backend):
+    """An API model served at ``base_urls``: where it is reached is not what it is."""
+
+    name = "openai"
+    thinking_supported = True
+
+    def __init__(self, base_urls):
+        self.base_urls, self.calls = base_urls, 0
+
+    def identity(self):
+        return {"backend": "openai", "model": "served-model"}
+
+    def complete(self, request):
+        self.calls += 1
+        return Completion(text="Answer: YES")
+
+
+def test_an_entry_keyed_when_the_identity_named_its_endpoints_is_replayed_and_kept_under_the_current_key(tmp_path):
+    request = Request(messages=({"role": "user", "content": "Does A cause B?"},))
+    backend = Served(["http://127.0.0.1:8000/v1"])
+    cache = CallCache(tmp_path)
+    former = request.cache_key({**backend.identity(), "base_urls": backend.base_urls})
+    cache.put(former, Completion(text="Answer: NO"))
+    [(completion, hit)] = CachedBackend(backend, cache).complete_batch([request])
+    assert hit and completion.text == "Answer: NO" and backend.calls == 0
+    assert cache.get(request.cache_key(backend.identity())).text == "Answer: NO"  # migrated, the old entry kept
+    assert cache.get(former).text == "Answer: NO"
+    elsewhere = Served(["http://localhost:8000/v1"])  # the current key serves every address from now on
+    assert CachedBackend(elsewhere, cache).complete_batch([request])[0][1] and elsewhere.calls == 0

@@ -6,7 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from cpdagthink.method.decoding import Decoding
-from cpdagthink.run.config import RunConfig, RunParameters
+from cpdagthink.run.config import RunConfig, RunParameters, RunSet
 
 
 @pytest.mark.parametrize("bad", [{"limit": -1}, {"limit": -5}, {"chunk_size": 0}, {"chunk_size": -2},
@@ -29,7 +29,7 @@ def test_several_seeds_under_greedy_decoding_are_refused():
     with pytest.raises(ValidationError, match="copies of one output"):
         RunParameters(backend="reference", seeds=[0, 1], sampling="greedy", temperature=0.0).to_config()
     with pytest.raises(ValidationError, match="copies of one output"):
-        RunConfig(seeds=(0, 1))
+        RunSet(seeds=(0, 1))
     sampled = RunParameters(backend="reference", seeds=[0, 1], temperature=0.7, top_p=0.8).to_config()
     assert sampled.decoding.temperature == 0.7 and sampled.decoding.top_p == 0.8 and sampled.seeds == (0, 1)
     assert RunParameters(backend="reference").to_config().decoding.greedy  # nothing to sample with: greedy
@@ -59,13 +59,38 @@ def test_a_run_folder_is_named_by_what_makes_the_run(test_csv):
     assert config.for_run(seed=0).folder(edited) != config.for_run(seed=0).folder(rows)
 
 
-def test_for_run_fixes_one_seed_and_carries_it_into_decoding():
+def test_for_run_makes_one_run_whose_seed_is_its_decodings():
     config = RunParameters(backend="reference", seeds=[3, 4], temperature=0.8).to_config()
     run = config.for_run("baseline_enhanced", 4)
-    assert run.seeds == (4,) and run.seed == 4 and run.decoding.seed == 4 and run.condition == "baseline_enhanced"
-    with pytest.raises(ValueError, match="use for_run"):
-        config.seed
+    assert isinstance(config, RunSet) and isinstance(run, RunConfig) and not hasattr(config, "seed")
+    assert run.seed == run.spec.seed == run.decoding.seed == 4 and run.condition == "baseline_enhanced"
+    assert "seeds" not in run.model_dump()
     assert Decoding(max_tokens_turn1=10, max_tokens_answer=5).one_turn_budget == 15
+
+
+def test_a_config_json_of_a_set_of_one_seed_reads_as_that_run():
+    """A folder's ``config.json`` written when a run was a set of one seed (``seeds: [s]``) reads as its run; a set
+    of several seeds is no run."""
+    run = RunParameters(backend="reference", seeds=[2], temperature=0.8).to_config().for_run()
+    written = {**run.model_dump(mode="json"), "seeds": [2]}
+    assert RunConfig.model_validate(written) == run
+    with pytest.raises(ValidationError, match="a run has one seed, its decoding's \\(2\\); this names \\[2, 3\\]"):
+        RunConfig.model_validate({**written, "seeds": [2, 3]})
+
+
+def test_the_spec_alone_derives_identity_folder_and_group_and_transport_is_none_of_them(test_csv):
+    """Two runs that differ only in how the model is reached are one run: one identity, one folder, one group."""
+    common = {"backend": "openai", "model": "gpt-4o", "data": str(test_csv), "limit": 4, "temperature": 0.5}
+    here = RunParameters(**common, base_url=["http://127.0.0.1:8000/v1"]).to_config().for_run()
+    there = RunParameters(**common, base_url=["http://localhost:8000/v1", "http://10.0.0.2:8000/v1"], timeout=9,
+                          retries=4, api_key_env="OTHER_KEY").to_config().for_run()
+    rows = here.instances()
+    assert here.backend_options != there.backend_options and here.spec == there.spec
+    assert here.spec.identity() == there.spec.identity() and here.folder(rows) == there.folder(rows)
+    assert here.spec.group == there.spec.group == "openai-gpt-4o-seed0"
+    for change in ({"temperature": 0.7}, {"max_tokens_turn1": 64}, {"api": "responses"}, {"condition": "minimal_instruction"}):
+        other = RunParameters(**{**common, **change}).to_config().for_run()
+        assert other.spec.identity() != here.spec.identity() and other.folder(rows) != here.folder(rows), change
 
 
 def test_no_thinking_is_refused_for_a_model_that_always_reasons_and_chapters_leave_it_out():
@@ -139,7 +164,7 @@ def test_repeated_seeds_are_refused_as_repeated_whatever_the_sampling():
             RunParameters(backend="reference", **params).to_config()
         assert "sampling" not in str(raised.value)
     with pytest.raises(ValidationError, match="seeds repeat"):
-        RunConfig(seeds=(1, 2, 1), decoding=Decoding(temperature=0.7))
+        RunSet(seeds=(1, 2, 1), decoding=Decoding(temperature=0.7))
 
 
 def test_an_infinite_timeout_is_refused_by_name():
@@ -214,12 +239,13 @@ def test_one_seeds_run_is_seed_0_of_several_seeds_runs(backend, model, test_csv)
 def test_a_long_model_name_still_names_a_folder_that_can_be_created(test_csv, tmp_path):
     """A 300-character model name names a run folder within a file name's 255 bytes."""
     long = "org/" + "m" * 300
-    config = RunParameters(backend="openai", model=long, data=str(test_csv), limit=2, out_root=str(tmp_path)).to_config()
+    config = RunParameters(backend="openai", model=long, data=str(test_csv), limit=2,
+                           out_root=str(tmp_path)).to_config().for_run()
     folder = config.folder(config.instances())
     assert len(folder.name.encode()) < 255
     folder.mkdir(parents=True)
     other = RunParameters(backend="openai", model=long + "x", data=str(test_csv), limit=2,
-                          out_root=str(tmp_path)).to_config()
+                          out_root=str(tmp_path)).to_config().for_run()
     assert other.folder(other.instances()) != folder
 
 

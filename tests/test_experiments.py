@@ -58,7 +58,7 @@ def test_run_folders_separate_samples_and_probes(setup):
     assert setup.for_run(seed=0, probe="drop_premise").folder(a).name.endswith("probe-drop_premise")
     budget = ex.updated(setup, decoding={"max_tokens_turn1": 64})
     assert budget.for_run(seed=0).folder(a) != setup.for_run(seed=0).folder(a)
-    records = ex.run(setup, "structured", 0, a, probe="drop_premise", progress=False)
+    records = ex.run(setup.for_run("structured", 0, "drop_premise"), a, progress=False)
     assert all(r.intervention.name == "drop_premise" and not r.intervention.include_premise for r in records)
     folder = setup.for_run("structured", 0, "drop_premise").folder(a)
     assert (folder / "config.json").is_file() and (folder / "summary.json").is_file()
@@ -91,15 +91,15 @@ def _refuse_backends(monkeypatch):
 
 def test_a_complete_run_is_read_from_its_folder_without_a_backend(setup, monkeypatch):
     instances = setup.instances()
-    made = ex.run(setup, "structured", 0, instances, progress=False)
+    made = ex.run(setup.for_run("structured", 0), instances, progress=False)
     folder = setup.for_run("structured", 0).folder(instances)
     before = {p.name: p.read_bytes() for p in folder.iterdir()}
     _refuse_backends(monkeypatch)
-    assert ex.run(setup, "structured", 0, instances, progress=False) == made
+    assert ex.run(setup.for_run("structured", 0), instances, progress=False) == made
     assert {p.name: p.read_bytes() for p in folder.iterdir()} == before  # metadata and summary not rewritten
     assert ex.thinking_supported(setup, "structured", 0, instances) is False  # read from metadata.json
     with pytest.raises(AssertionError, match="a backend was built: reference"):  # missing records: computed
-        ex.run(setup, "baseline_enhanced", 0, instances, progress=False)
+        ex.run(setup.for_run("baseline_enhanced", 0), instances, progress=False)
 
 
 def test_render_only_refuses_a_run_not_yet_computed_naming_its_folder(setup, monkeypatch):
@@ -109,7 +109,7 @@ def test_render_only_refuses_a_run_not_yet_computed_naming_its_folder(setup, mon
     _refuse_backends(monkeypatch)
     monkeypatch.setenv(ex.ENV_RENDER_ONLY, "1")
     with pytest.raises(ex.RenderOnlyError) as raised:
-        ex.run(setup, "structured", 0, instances, progress=False)
+        ex.run(setup.for_run("structured", 0), instances, progress=False)
     message = str(raised.value)
     assert "\n" not in message and message.startswith(f"{folder} does not hold this run yet (no run folder)")
     assert "make grid" in message and "cpdagthink plan" in message and "without --render-only" in message
@@ -118,7 +118,7 @@ def test_render_only_refuses_a_run_not_yet_computed_naming_its_folder(setup, mon
         ex.backend_of(setup)
     monkeypatch.delenv(ex.ENV_RENDER_ONLY)
     monkeypatch.setattr(ex, "make_backend", make_backend)  # computed where backends may be built, it renders
-    made = ex.run(setup, "structured", 0, instances, progress=False)
+    made = ex.run(setup.for_run("structured", 0), instances, progress=False)
     monkeypatch.setenv(ex.ENV_RENDER_ONLY, "1")
     _refuse_backends(monkeypatch)
-    assert ex.run(setup, "structured", 0, instances, progress=False) == made
+    assert ex.run(setup.for_run("structured", 0), instances, progress=False) == made

@@ -187,7 +187,7 @@ def test_real_probe_errors_in_the_browser(test_csv, browser, tmp_path, monkeypat
     setup = ex.setup_from_parameters({"backend": "reference", "limit": 12, "sample_variables": [5],
                                       "out_root": str(tmp_path / "runs"), "cache_dir": str(tmp_path / "cache")})
     instances = setup.instances()
-    runs = {name: ex.run(setup, "structured", 0, instances, intervention=PROBES[name], probe=name, progress=False)
+    runs = {name: ex.run(setup.for_run("structured", 0, name), instances, intervention=PROBES[name], progress=False)
             for name in ("scramble_full", "scramble_skeleton")}
     rows = gallery_rows(runs, instances)
     assert len(rows) >= 2 and set(rows["kind"]) == {"wrong_graph"}  # the agent reads whatever graph it is shown

@@ -70,7 +70,7 @@ def golden_tables(setup: RunConfig, instances: Sequence[Instance]) -> dict[str, 
     scores = scores.drop(columns=["cut off", "published only"])
     paired = tables.paired_frame(runs, "structured", [c for c in CONDITIONS if c != "structured"], n_resamples=2000)
     by_variables, omitted = tables.by_variables_frame(runs)
-    probed = {p: ex.run(setup, "structured", 0, instances, probe=p, progress=False) for p in PROBE_NAMES}
+    probed = {p: ex.run(setup.for_run("structured", 0, p), instances, progress=False) for p in PROBE_NAMES}
     probes = probe_table(runs[("structured", 0)], probed).reset_index()
     by_id = {i.id: i for i in instances}
     audited = audit.audit_records(runs[("structured", 0)],

@@ -32,7 +32,7 @@ LAYERS = (
     Layer("method", ("chat", "decoding", "schema", "prompts", "conditions", "interventions", "validate")),
     Layer("backends", ("base", "profiles", "models", "toolcalls", "jump_forward", "local", "openai_api",
                        "vllm_offline", "reference")),
-    Layer("run", ("parameters", "data", "generate", "config", "records", "runfolder", "cache", "runner",
+    Layer("run", ("parameters", "data", "generate", "spec", "config", "records", "runfolder", "cache", "runner",
                   "inspection")),
     Layer("analysis", ("metrics", "markup", "audit", "failures", "probes", "tables")),
     Layer("book", ("chapters", "presentation", "figures", "readings", "glue", "verdicts", "results", "bins", "removals",

@@ -188,3 +188,23 @@ def test_a_chapter_renders_from_records_alone_once_its_planned_groups_are_execut
     monkeypatch.setattr(book, "render", lambda root, *_: root / "_build" / "html" / "index.html")
     book.build({"backend": "reference", **roots}, only=["06"], root=tmp_path, render_only=True)
     assert (tmp_path / "book" / "06_failure_gallery.ipynb").is_file()
+
+
+def test_render_only_and_run_agree_on_every_folder_of_the_plan(roots, monkeypatch):
+    """The same server at another address: the plan names the same folders and groups, each complete, and
+    render-only reads every one of them as running would, with no model call."""
+    from reasoning_api_server import ReasoningAPIServer
+
+    from cpdagthink.book import experiments as ex
+
+    with ReasoningAPIServer() as server:
+        given = {"backend": "openai", "model": "gpt-5-mini", "limit": 4, **roots}
+        planned = plan.plan_book({**given, "base_url": [server.url]}, only=["06"])
+        plan.execute(planned, progress=False)
+        asked = len(server.requests)
+        alias = plan.plan_book({**given, "base_url": [server.url.replace("127.0.0.1", "localhost")]}, only=["06"])
+        assert [(r.folder, r.group, r.complete) for r in alias] == [(r.folder, r.group, True) for r in planned]
+        ran = [ex.run(r.config, progress=False) for r in alias]
+        monkeypatch.setenv(ex.ENV_RENDER_ONLY, "1")
+        assert [ex.run(r.config) for r in alias] == ran and all(ran)
+        assert len(server.requests) == asked

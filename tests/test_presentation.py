@@ -60,7 +60,7 @@ def test_run_details_show_app_j_fields_of_a_real_run(test_csv, tmp_path):
                           cache_dir=str(tmp_path / "cache")).to_config()
     instances = setup.instances()
     assert ex.run_metadata(setup, "structured", 0, instances) == {}  # not run yet
-    ex.run(setup, "structured", 0, instances, progress=False)
+    ex.run(setup.for_run("structured", 0), instances, progress=False)
     details = presentation.run_details(ex.run_metadata(setup, "structured", 0, instances)).set_index("field")["value"]
     assert details["python"] and "networkx" in details["packages"] and "pydantic" in details["packages"]
     assert details["hardware"].startswith("CPU: ") or details["hardware"]

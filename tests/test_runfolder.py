@@ -156,23 +156,22 @@ def test_a_missing_record_or_a_row_edited_since_makes_a_run_incomplete(made):
 def test_another_model_condition_probe_or_decoding_is_not_the_run_held(made):
     config, instances, folder = made
     others = {
-        "config.model": config.model_copy(update={"model": "gpt-4.1"}),
-        "config.backend_options.api": config.model_copy(update={"backend_options": {**config.backend_options,
-                                                                                    "api": "responses"}}),
-        "config.decoding.max_tokens_turn1": config.model_copy(
+        "run.model": config.model_copy(update={"model": "gpt-4.1"}),
+        "run.options.api": config.model_copy(update={"backend_options": {**config.backend_options,
+                                                                         "api": "responses"}}),
+        "run.decoding.max_tokens_turn1": config.model_copy(
             update={"decoding": config.decoding.model_copy(update={"max_tokens_turn1": 64})}),
-        "config.decoding.temperature": config.model_copy(
+        "run.decoding.temperature": config.model_copy(
             update={"decoding": config.decoding.model_copy(update={"temperature": 0.7})}),
-        "config.decoding.tool_choice": config.model_copy(
+        "run.decoding.tool_choice": config.model_copy(
             update={"decoding": config.decoding.model_copy(update={"tool_choice": "forced"})}),
-        "config.decoding.seed": config.model_copy(
-            update={"decoding": config.decoding.model_copy(update={"seed": 1}), "seeds": (1,)}),
-        "config.probe": config.model_copy(update={"probe": "drop_premise"}),
-        "config.condition": config.model_copy(update={"condition": "minimal_instruction"}),
+        "run.decoding.seed": config.model_copy(update={"decoding": config.decoding.model_copy(update={"seed": 1})}),
+        "run.probe": config.model_copy(update={"probe": "drop_premise"}),
+        "run.condition": config.model_copy(update={"condition": "minimal_instruction"}),
     }
     for field, other in others.items():
         missing = completeness(folder, other, instances).missing
-        assert missing.startswith(f"made with another configuration ({field}: "), (field, missing)
+        assert missing.startswith(f"made as another run ({field}"), (field, missing)
 
 
 def test_transport_options_and_the_sample_description_do_not_separate_runs(made):
@@ -211,22 +210,43 @@ def test_an_unfinished_session_or_stale_metadata_leaves_a_run_incomplete(made, t
     metadata = json.loads((folder / "metadata.json").read_text())
     (folder / "metadata.json").write_text(json.dumps({k: v for k, v in metadata.items() if k != "thinking_supported"}))
     assert "thinking mode" in completeness(folder, config, instances).missing
-    prompts = {**metadata["condition"], "prompt_hashes": {"structured_turn1_system": "0" * 64}}
-    (folder / "metadata.json").write_text(json.dumps({**metadata, "condition": prompts}))
-    assert completeness(folder, config, instances).missing.startswith("made with another condition (condition.prompt")
+    prompts = {**metadata["run"]["condition"], "prompt_hashes": {"structured_turn1_system": "0" * 64}}
+    (folder / "metadata.json").write_text(json.dumps({**metadata, "run": {**metadata["run"], "condition": prompts}}))
+    assert completeness(folder, config, instances).missing.startswith("made as another run (run.condition.prompt")
     (folder / "metadata.json").write_text("{not json")
     assert "is not valid JSON" in completeness(folder, config, instances).missing
     assert completeness(tmp_path / "absent", config, instances).missing == "no run folder"
 
 
-def test_a_config_json_that_is_no_run_configuration_leaves_a_run_incomplete(made):
+def _as_written_before_the_run_identity(folder):
+    """Rewrite a folder's ``metadata.json`` and ``config.json`` as an earlier version wrote them: no ``run``, the
+    condition, probe and decoding at the top, the backend's identity naming its endpoints, a config of one seed."""
+    metadata = json.loads((folder / "metadata.json").read_text())
+    run = metadata.pop("run")
+    metadata.update(condition=run["condition"], intervention=run["probe"], decoding=run["decoding"],
+                    backend={**metadata["backend"], "base_urls": ["http://127.0.0.1:9/v1"]})
+    (folder / "metadata.json").write_text(json.dumps(metadata))
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "seeds": [config["decoding"]["seed"]]}))
+
+
+def test_a_folder_written_before_the_run_identity_is_read_whole_and_resumed_without_a_call(made, tmp_path):
+    from cpdagthink.method.conditions import get_condition
+    from cpdagthink.run.runfolder import read_metadata
+    from cpdagthink.run.runner import run_condition
+
     config, instances, folder = made
-    held = json.loads((folder / "config.json").read_text())
-    (folder / "config.json").write_text(json.dumps({**held, "condition": "no_such_condition"}))
-    assert completeness(folder, config, instances).missing.startswith(
-        "its config.json is not a run configuration (Value error, unknown condition 'no_such_condition'")
-    (folder / "config.json").unlink()
-    assert completeness(folder, config, instances).missing == "no config.json"
+    before = read_metadata(folder)
+    _as_written_before_the_run_identity(folder)
+    upgraded = read_metadata(folder)
+    assert upgraded.run == before.run == config.spec.identity() and "base_urls" not in upgraded.backend
+    assert is_complete(folder, config, instances)
+    lines = (folder / RECORDS).read_text().splitlines(keepends=True)
+    (folder / RECORDS).write_text("".join(lines[:-1]))  # a run stopped before its last row
+    resumed = run_condition(get_condition("structured"), _Answering(), instances, folder, decoding=config.decoding,
+                            cache_dir=config.cache_dir, config=config, progress=False)
+    assert resumed.model_calls == 0 and resumed.cache_hits == 2
+    assert read_metadata(folder).run == config.spec.identity() and is_complete(folder, config, instances)
 
 
 def test_a_record_whose_answer_was_edited_against_its_output_is_named_and_not_read(made):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -77,10 +78,10 @@ def test_killed_run_resumes_with_exactly_one_record_each(items, tmp_path):
 def test_a_folder_of_another_configuration_is_not_resumed(items, tmp_path):
     condition = CONDITIONS["baseline_enhanced"]
     run_condition(condition, ReferenceBackend(), items[:3], tmp_path / "run", cache_dir=tmp_path / "c", progress=False)
-    with pytest.raises(RunMismatchError, match="different decoding"):
+    with pytest.raises(RunMismatchError, match=r"different run \(run.decoding.max_tokens_turn1"):
         run_condition(condition, ReferenceBackend(), items, tmp_path / "run", cache_dir=tmp_path / "c",
                       decoding=Decoding(max_tokens_turn1=64), progress=False)
-    with pytest.raises(RunMismatchError, match="different condition"):
+    with pytest.raises(RunMismatchError, match=r"different run \(run.condition"):
         run_condition(CONDITIONS["singleturn_structured"], ReferenceBackend(), items, tmp_path / "run",
                       cache_dir=tmp_path / "c", progress=False)
     assert len(read_records(tmp_path / "run")) == 3  # nothing was appended
@@ -237,14 +238,14 @@ def test_a_premise_no_dag_satisfies_is_recorded_on_its_row_and_the_run_goes_on(t
     assert all(r.answer for r in result.records if r is not crafted)
 
 
-class Reaches(Backend):
-    """The reference agent, identified as served from ``url`` (as the openai backend names its endpoint)."""
+class Built(Backend):
+    """The reference agent, identified by the build that computes it (as the local backend names its build)."""
 
-    def __init__(self, url: str):
-        self.inner, self.url = ReferenceBackend(), url
+    def __init__(self, build: str):
+        self.inner, self.build = ReferenceBackend(), build
 
     def identity(self):
-        return {**self.inner.identity(), "base_urls": [self.url]}
+        return {**self.inner.identity(), "build": self.build}
 
     def complete(self, request: Request) -> Completion:
         return self.inner.complete(request)
@@ -252,14 +253,12 @@ class Reaches(Backend):
 
 def test_a_folder_of_another_backend_names_the_field_and_both_values(items, tmp_path):
     condition = CONDITIONS["baseline_enhanced"]
-    run_condition(condition, Reaches("http://localhost:8000/v1"), items[:2], tmp_path / "run",
-                  cache_dir=tmp_path / "c", progress=False)
-    with pytest.raises(RunMismatchError, match=r'different backend \(backend.base_urls\[0\]: '
-                                               r'"http://127.0.0.1:8000/v1" asked, "http://localhost:8000/v1" in the folder\)'):
-        run_condition(condition, Reaches("http://127.0.0.1:8000/v1"), items[:2], tmp_path / "run",
-                      cache_dir=tmp_path / "c", progress=False)
-    with pytest.raises(RunMismatchError, match=r"decoding.max_tokens_turn1: 64 asked, 1024 in the folder"):
-        run_condition(condition, Reaches("http://localhost:8000/v1"), items[:2], tmp_path / "run",
+    run_condition(condition, Built("a"), items[:2], tmp_path / "run", cache_dir=tmp_path / "c", progress=False)
+    with pytest.raises(RunMismatchError, match=r'different backend \(backend.build: "b" asked, "a" in the folder\)'):
+        run_condition(condition, Built("b"), items[:2], tmp_path / "run", cache_dir=tmp_path / "c", progress=False)
+    with pytest.raises(RunMismatchError, match=r"different run \(run.decoding.max_tokens_turn1: 64 asked, 1024 in the "
+                                               r"folder\)"):
+        run_condition(condition, Built("a"), items[:2], tmp_path / "run",
                       cache_dir=tmp_path / "c", decoding=Decoding(max_tokens_turn1=64), progress=False)
 
 
@@ -399,13 +398,106 @@ def test_run_config_runs_one_configured_run_into_the_folder_it_names(test_csv, t
     from cpdagthink.run.runner import run_config
 
     setup = RunParameters(backend="reference", data=str(test_csv), limit=3, probe="drop_premise",
-                          out_root=str(tmp_path / "runs"), cache_dir=str(tmp_path / "cache")).to_config()
+                          out_root=str(tmp_path / "runs"), cache_dir=str(tmp_path / "cache")).to_config().for_run(probe="drop_premise")
     instances = setup.instances()
     result = run_config(setup, ReferenceBackend(), instances, progress=False)
     assert result.out_dir == setup.folder(instances) and result.summary.status == "finished"
     assert [r.intervention.name for r in result.records] == ["drop_premise"] * 3
     assert all(not r.intervention.include_premise for r in result.records)
     assert json.loads((result.out_dir / "config.json").read_text())["probe"] == "drop_premise"
-    two_seeds = setup.model_copy(update={"seeds": (0, 1)})
-    with pytest.raises(ValueError, match="a run has one seed"):
-        run_config(two_seeds, ReferenceBackend(), instances, tmp_path / "elsewhere", progress=False)
+
+
+# ----------------------------------------------------------------------------- one run, one identity (an API)
+def _api_run(urls, test_csv, tmp_path, *, out_root="runs", cache="cache", condition="baseline_enhanced"):
+    """``condition`` on 4 rows through the OpenAI backend at ``urls``, as ``cpdagthink run`` makes it."""
+    from cpdagthink.backends import make_backend
+    from cpdagthink.run.config import RunParameters
+    from cpdagthink.run.runner import run_config
+
+    config = RunParameters(backend="openai", model="gpt-5-mini", base_url=urls, condition=condition,
+                           data=str(test_csv), limit=4, out_root=str(tmp_path / out_root),
+                           cache_dir=str(tmp_path / cache)).to_config().for_run()
+    backend = make_backend(config.backend, **config.backend_arguments())
+    try:
+        return run_config(config, backend, config.instances(), progress=False)
+    finally:
+        backend.close()
+
+
+def test_the_same_server_at_another_address_resumes_its_run_with_zero_model_calls(test_csv, tmp_path):
+    """``--base-url http://127.0.0.1:PORT/v1`` finishes; ``http://localhost:PORT/v1`` names the same folder,
+    resumes it, and into another folder replays every call from the cache."""
+    from reasoning_api_server import ReasoningAPIServer
+
+    with ReasoningAPIServer() as server:
+        first = _api_run([server.url], test_csv, tmp_path)
+        asked = len(server.requests)
+        alias = server.url.replace("127.0.0.1", "localhost")
+        again = _api_run([alias], test_csv, tmp_path)
+        elsewhere = _api_run([alias], test_csv, tmp_path, out_root="elsewhere")
+        assert len(server.requests) == asked
+    assert first.summary.status == "finished" and first.model_calls == asked == 4
+    assert again.out_dir == first.out_dir and again.model_calls == 0 and again.records == first.records
+    assert elsewhere.model_calls == 0 and elsewhere.cache_hits == 4
+    assert [r.answer for r in elsewhere.records] == [r.answer for r in first.records]
+    assert {t.meta["base_url"] for r in first.records for t in r.turns} == {server.url}  # provenance, per call
+
+
+def test_replicas_in_turn_give_the_records_of_one_replica_and_one_cache_entry_per_call(test_csv, tmp_path):
+    from reasoning_api_server import ReasoningAPIServer
+
+    with ReasoningAPIServer() as a, ReasoningAPIServer() as b:
+        one = _api_run([a.url], test_csv, tmp_path, out_root="one", cache="one-cache")
+        two = _api_run([a.url, b.url], test_csv, tmp_path, out_root="two", cache="two-cache")
+        assert b.requests  # the second replica served some of the calls
+
+    def computed(records):  # what each call computed, without who served it and how fast (the test server
+        # numbers its reasoning summaries by the requests it has seen: ``raw`` and ``reasoning`` say who served)
+        return [r.model_dump(exclude={"turns"}) | {"turns": [t.model_dump(exclude={"meta", "latency_s", "raw",
+                                                                                   "reasoning"}) for t in r.turns]}
+                for r in records]
+
+    def entries(cache):
+        return sorted(p.name for p in (tmp_path / cache).rglob("*.json"))
+
+    assert one.out_dir.name == two.out_dir.name and computed(one.records) == computed(two.records)
+    assert entries("one-cache") == entries("two-cache") and len(entries("two-cache")) == two.model_calls == 4
+    assert {t.meta["base_url"] for r in two.records for t in r.turns} == {a.url, b.url}
+
+
+@pytest.mark.parametrize("change, field", [({"temperature": 0.7}, "decoding.temperature"),
+                                           ({"max_tokens_turn1": 64}, "decoding.max_tokens_turn1"),
+                                           ("prompt", "condition.prompt_hashes.structured_turn1_system")])
+def test_an_option_that_computes_differently_is_refused_on_resume_and_misses_the_cache(change, field, test_csv,
+                                                                                       tmp_path, monkeypatch):
+    import shutil
+
+    from cpdagthink.method import prompts
+    from cpdagthink.run.config import RunParameters
+    from cpdagthink.run.runner import run_config
+
+    given = {"backend": "reference", "data": str(test_csv), "limit": 3, "temperature": 0.5,
+             "out_root": str(tmp_path / "runs"), "cache_dir": str(tmp_path / "cache")}
+    run = RunParameters(**given).to_config().for_run()
+    instances = run.instances()
+    first = run_config(run, ReferenceBackend(), instances, progress=False)
+    try:
+        if change == "prompt":  # the same flags, an edited prompt file
+            edited = tmp_path / "prompts"
+            shutil.copytree(prompts.PROMPTS_DIR, edited)
+            with (edited / "structured_turn1_system.md").open("a") as prompt:
+                prompt.write("\nThink step by step.")
+            monkeypatch.setattr(prompts, "PROMPTS_DIR", edited)
+            prompts.raw.cache_clear()
+            other = run
+        else:
+            other = RunParameters(**{**given, **change}).to_config().for_run()
+        with pytest.raises(RunMismatchError, match=rf"different run \(run\.{re.escape(field)}: "):
+            run_config(other, ReferenceBackend(), instances, first.out_dir, progress=False)
+        elsewhere = run_config(other, ReferenceBackend(), instances, tmp_path / "elsewhere", progress=False)
+    finally:
+        monkeypatch.undo()
+        prompts.raw.cache_clear()
+    # every changed request is asked (a budget of turn 1 alone leaves turn 2 the very request it was)
+    assert first.model_calls == 6 and not any(r.turns[0].cache_hit for r in elsewhere.records)
+    assert elsewhere.model_calls == (3 if "max_tokens_turn1" in change else 6)

@@ -57,7 +57,9 @@ class Backend(ABC):
 
     @abstractmethod
     def identity(self) -> dict[str, Any]:
-        """Backend, model, revision or file hash, and fixed settings: what makes two calls comparable."""
+        """What computes: backend, model, revision or file hash, build, decoder and profile, the fixed settings
+        that make two calls comparable (the cache key's backend part). Never how the model is reached (a URL, a
+        timeout, a key): a service is named by the model it serves, not by its address."""
 
     def provenance(self) -> Provenance:
         """The model's resolved revisions and the API used, for run metadata (never part of the cache key)."""

@@ -822,6 +822,9 @@ class OpenAIBackend(Backend):
         return Provenance(model_revision=self.revision, api=f"OpenAI-compatible {api} at {where}")
 
     def identity(self) -> dict[str, Any]:
+        """What computes: the model as requests name it to the server, the revision asked for, the API, regex mode,
+        profile and effort. Never where it is reached: the endpoint that served each call is provenance, in the
+        call's ``meta["base_url"]``, so replicas and aliases of one server are one model."""
         p = self.profile
         # The snapshot a server reports is recorded per call (Completion.meta["served_model"]), not here:
         # identity() keys the cache and must not change once responses arrive.
@@ -830,7 +833,6 @@ class OpenAIBackend(Backend):
             "api": p.api,
             "model": self.model,
             "revision": self.revision,
-            "base_urls": list(self.base_urls),
             "regex_mode": self.regex_mode,
             "profile": {"family": p.family, "token_param": p.token_param, "sampling": p.sampling,
                         "reasoning_control": p.reasoning_control, "effort_off": p.effort_off,

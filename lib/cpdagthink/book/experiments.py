@@ -1,6 +1,6 @@
 """What the notebooks call: a run setup from their parameters and cached runs (tables: :mod:`cpdagthink.analysis.tables`).
 
-Notebooks stay thin: they build one :class:`RunConfig` from their ``parameters`` cell, ask for runs by
+Notebooks stay thin: they build one :class:`RunSet` from their ``parameters`` cell, ask for its runs by
 condition and seed (a run folder that holds its run whole is read as it is, with no backend built; new
 parameters run what is missing, reusing the call cache), and turn records into tables with
 :mod:`cpdagthink.analysis.tables`. With ``CPDAGTHINK_RENDER_ONLY=1`` (``cpdagthink book --render-only``) nothing is
@@ -19,35 +19,35 @@ from ..backends import Backend, make_backend
 from ..causal.instance import Instance
 from ..errors import CpdagthinkError
 from ..method.conditions import Intervention
-from ..run.config import RunConfig, RunParameters
+from ..run.config import RunConfig, RunParameters, RunSet
 from ..run.records import RunRecord
 from ..run.runfolder import METADATA, completeness, read_json
 from ..run.runner import run_config
 from .chapters import ENV_RENDER_ONLY, RenderOnlyError, render_only
 
 
-def setup_from_parameters(namespace: Mapping[str, Any]) -> RunConfig:
+def setup_from_parameters(namespace: Mapping[str, Any]) -> RunSet:
     """A notebook's one-line setup: the names of its parameters cell (``globals()``) that are run parameters,
-    validated into a :class:`RunConfig` (a bad value fails here, naming the parameter)."""
+    validated into a :class:`RunSet` (a bad value fails here, naming the parameter)."""
     known = {k: namespace[k] for k in RunParameters.model_fields if k in namespace}
     return RunParameters(**known).to_config()
 
 
-def reference_of(setup: RunConfig) -> RunConfig:
+def reference_of(setup: RunSet) -> RunSet:
     """The same sample and seeds answered by the symbolic reference agent (the upper-bound row)."""
-    return RunConfig.model_validate({**setup.model_dump(), "backend": "reference", "model": None,
+    return RunSet.model_validate({**setup.model_dump(), "backend": "reference", "model": None,
                                      "backend_options": {}})
 
 
-def updated(setup: RunConfig, **changes: Any) -> RunConfig:
+def updated(setup: RunSet, **changes: Any) -> RunSet:
     """``setup`` with some fields changed, validated again (e.g. another model, split or tool choice)."""
     decoding = changes.pop("decoding", {})
     data = setup.model_dump()
     data["decoding"] = {**data["decoding"], **decoding}
-    return RunConfig.model_validate({**data, **changes})
+    return RunSet.model_validate({**data, **changes})
 
 
-def ood_setup(setup: RunConfig, ood_split: str) -> RunConfig:
+def ood_setup(setup: RunSet, ood_split: str) -> RunSet:
     """The same sample size and settings on an OOD split: a CSV path or a split name (hub or ``generated:``)."""
     if str(ood_split).endswith(".csv"):
         return updated(setup, data=str(ood_split))
@@ -59,7 +59,7 @@ def _backend(name: str, arguments: str) -> Backend:
     return make_backend(name, **json.loads(arguments))
 
 
-def refusals(setup: RunConfig, conditions: Iterable[str]) -> dict[str, str]:
+def refusals(setup: RunSet, conditions: Iterable[str]) -> dict[str, str]:
     """The conditions this model cannot serve, each with the reason (e.g. ``no_thinking`` on a model that
     always reasons); the chapters leave them out and say why."""
     from pydantic import ValidationError
@@ -73,22 +73,21 @@ def refusals(setup: RunConfig, conditions: Iterable[str]) -> dict[str, str]:
     return refused
 
 
-def backend_of(setup: RunConfig) -> Backend:
-    """The setup's backend, built once per process (loading a model is the expensive part); never when
-    rendering only."""
+def backend_of(setup: RunSet | RunConfig) -> Backend:
+    """The backend of a setup or of one of its runs, built once per process (loading a model is the expensive
+    part); never when rendering only."""
     if render_only():
         raise RenderOnlyError(f"{ENV_RENDER_ONLY} is set: no backend is built here ({setup.label})")
     return _backend(setup.backend, json.dumps(setup.backend_arguments(), sort_keys=True))
 
 
-def run(setup: RunConfig, condition: str, seed: int = 0, instances: Sequence[Instance] | None = None,
-        intervention: Intervention | None = None, probe: str | None = None, progress: bool = True) -> list[RunRecord]:
-    """Records of ``condition`` at ``seed`` on the setup's sample, in sample order. A complete run folder
-    (:func:`runfolder.completeness`) is read as it is: no backend, no model, no key. Otherwise the run is
-    computed (cached and resumable), unless rendering only (:func:`render_only`): then
+def run(config: RunConfig, instances: Sequence[Instance] | None = None, intervention: Intervention | None = None,
+        progress: bool = True) -> list[RunRecord]:
+    """Records of one run (``setup.for_run(condition, seed, probe)``) on its sample, in sample order. A complete
+    run folder (:func:`runfolder.completeness`) is read as it is: no backend, no model, no key. Otherwise the run
+    is computed (cached and resumable), unless rendering only (:func:`render_only`): then
     :class:`RenderOnlyError` names the folder and how to compute it."""
-    instances = list(instances if instances is not None else setup.instances())
-    config = setup.for_run(condition, seed, probe)
+    instances = list(instances if instances is not None else config.instances())
     folder = config.folder(instances)
     held = completeness(folder, config, instances)
     if held.complete:
@@ -98,18 +97,18 @@ def run(setup: RunConfig, condition: str, seed: int = 0, instances: Sequence[Ins
             f"{folder} does not hold this run yet ({held.missing}) and {ENV_RENDER_ONLY} is set: compute it first "
             "(`make grid`, or `cpdagthink plan` with the chapter's parameters and `--group KEY --execute`), or "
             "execute the chapter without --render-only")
-    result = run_config(config, backend_of(setup), instances, folder, intervention=intervention, progress=progress)
+    result = run_config(config, backend_of(config), instances, folder, intervention=intervention, progress=progress)
     return result.records
 
 
-def run_grid(setup: RunConfig, conditions: Iterable[str], seeds: Iterable[int],
+def run_grid(setup: RunSet, conditions: Iterable[str], seeds: Iterable[int],
              instances: Sequence[Instance] | None = None) -> dict[tuple[str, int], list[RunRecord]]:
     """Every (condition, seed) run, keyed by that pair."""
     instances = list(instances if instances is not None else setup.instances())
-    return {(c, s): run(setup, c, s, instances) for s in seeds for c in conditions}
+    return {(c, s): run(setup.for_run(c, s), instances) for s in seeds for c in conditions}
 
 
-def model_name(setup: RunConfig) -> str:
+def model_name(setup: RunSet) -> str:
     """The model a setup runs, by its resolved name (never ``default``): the local registry's title for a
     short name, the file name of a ``.gguf`` path, the symbolic agent for the reference backend."""
     if setup.backend == "reference":
@@ -124,7 +123,7 @@ def model_name(setup: RunConfig) -> str:
     return str(setup.model)
 
 
-def configuration(setup: RunConfig, instances: Sequence[Instance], seeds: Sequence[int],
+def configuration(setup: RunSet, instances: Sequence[Instance], seeds: Sequence[int],
                   conditions: Sequence[str] = (), probes: Sequence[str] = ()) -> dict[str, Any]:
     """What a chapter ran, as plain values (the book's intro compares chapters by them)."""
     positives = sum(i.label for i in instances)
@@ -139,7 +138,7 @@ def configuration(setup: RunConfig, instances: Sequence[Instance], seeds: Sequen
             "conditions": list(conditions), "probes": list(probes)}
 
 
-def banner(setup: RunConfig, instances: Sequence[Instance], seeds: Sequence[int], *,
+def banner(setup: RunSet, instances: Sequence[Instance], seeds: Sequence[int], *,
            conditions: Sequence[str] = (), probes: Sequence[str] = (), verdict: str | None = None,
            command: str | None = None) -> Markdown:
     """What a page says first: the verdict (whether this build can test the paper's claim, before any
@@ -174,20 +173,20 @@ def _decoding_text(decoding: Any) -> str:
             f"min_p {decoding.min_p:g}")
 
 
-def _balance_text(setup: RunConfig) -> str:
+def _balance_text(setup: RunSet) -> str:
     if setup.sample_min_positives <= 1 or setup.limit == 0:
         return ""
     return (f", at least {setup.sample_min_positives} by choice, so that a sample this small has positives to "
             "score; its share of positives is then higher than the split's")
 
 
-def run_metadata(setup: RunConfig, condition: str, seed: int, instances: Sequence[Instance]) -> dict[str, Any]:
+def run_metadata(setup: RunSet, condition: str, seed: int, instances: Sequence[Instance]) -> dict[str, Any]:
     """The ``metadata.json`` of one run of this setup (empty when that run has not been made); read only, so a
     read-only copy of the run folders renders."""
     return read_json(setup.for_run(condition, seed).folder(list(instances)) / METADATA) or {}
 
 
-def thinking_supported(setup: RunConfig, condition: str, seed: int, instances: Sequence[Instance]) -> bool:
+def thinking_supported(setup: RunSet, condition: str, seed: int, instances: Sequence[Instance]) -> bool:
     """Whether the setup's model has a thinking mode, as the run of ``condition`` at ``seed`` recorded it (no
     backend is built to ask)."""
     found = run_metadata(setup, condition, seed, instances).get("thinking_supported")

@@ -10,7 +10,6 @@ model is loaded once (``cpdagthink plan --group KEY --execute``, what a workflow
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -19,9 +18,10 @@ from pydantic import BaseModel
 
 from ..causal.instance import Instance
 from ..errors import CpdagthinkError
-from ..run.config import RunConfig, _bounded, _short_hash
+from ..run.config import RunConfig, RunSet
 from ..run.parameters import coerce_list
-from ..run.records import RunRecord, json_sha256
+from ..run.records import RunRecord
+from ..run.spec import rows_sha256
 from ..run.runfolder import is_complete
 from . import experiments as ex
 from .readings import REFERENCE, TARGET
@@ -32,7 +32,7 @@ Key = tuple[str, int]  # how a chapter's tables name a run: (condition, probe or
 @dataclass(frozen=True)
 class Declared:
     """One run a chapter reads: the part of the chapter it belongs to (``runs``, ``ood``, ``stress:alarm7``...),
-    its key within that part, and its single-run config (``for_run(condition, seed, probe)``)."""
+    its key within that part, and its run (``setup.for_run(condition, seed, probe)``)."""
 
     part: str
     key: Key
@@ -43,18 +43,18 @@ def _list(values: Mapping[str, Any], name: str) -> list[Any]:
     return coerce_list(values.get(name), name) or []
 
 
-def _grid(part: str, setup: RunConfig, conditions: Sequence[str], seeds: Sequence[int]) -> list[Declared]:
+def _grid(part: str, setup: RunSet, conditions: Sequence[str], seeds: Sequence[int]) -> list[Declared]:
     """Every (condition, seed) run of ``setup``, seeds outer: the order the chapters' tables follow."""
     return [Declared(part, (c, s), setup.for_run(c, s)) for s in seeds for c in conditions]
 
 
-def _probed(part: str, setup: RunConfig, probes: Sequence[str], seeds: Sequence[int]) -> list[Declared]:
+def _probed(part: str, setup: RunSet, probes: Sequence[str], seeds: Sequence[int]) -> list[Declared]:
     """Structured Thinking unprobed (key ``unprobed``) and under each probe, per seed."""
     return [Declared(part, (probe or "unprobed", s), setup.for_run(TARGET, s, probe))
             for s in seeds for probe in (None, *probes)]
 
 
-def main_results_runs(setup: RunConfig, values: Mapping[str, Any]) -> list[Declared]:
+def main_results_runs(setup: RunSet, values: Mapping[str, Any]) -> list[Declared]:
     """Chapter 01: every condition at every seed and, unless the setup is the reference agent already, the
     reference agent's rows on the same sample (key ``reference agent``)."""
     runs = _grid("runs", setup, _list(values, "conditions"), setup.seeds)
@@ -64,7 +64,7 @@ def main_results_runs(setup: RunConfig, values: Mapping[str, Any]) -> list[Decla
     return runs
 
 
-def complexity_runs(setup: RunConfig, values: Mapping[str, Any]) -> list[Declared]:
+def complexity_runs(setup: RunSet, values: Mapping[str, Any]) -> list[Declared]:
     """Chapter 02: the grid on the setup's sample, on the OOD split's (part ``ood``) when ``ood_split`` names
     one, and on every row of each generated stress set (part ``stress:<family>``)."""
     from ..run.generate import stress_csv
@@ -80,7 +80,7 @@ def complexity_runs(setup: RunConfig, values: Mapping[str, Any]) -> list[Declare
     return runs
 
 
-def ablation_runs(setup: RunConfig, values: Mapping[str, Any]) -> list[Declared]:
+def ablation_runs(setup: RunSet, values: Mapping[str, Any]) -> list[Declared]:
     """Chapter 03: the conditions this model can serve (:func:`experiments.refusals`), the same for each extra
     model on the same backend (part ``scale:<model>``), and Structured Thinking with the tool forced by name
     (part ``forced``) when ``compare_tool_choice``."""
@@ -96,7 +96,7 @@ def ablation_runs(setup: RunConfig, values: Mapping[str, Any]) -> list[Declared]
     return runs
 
 
-def probe_runs(setup: RunConfig, values: Mapping[str, Any]) -> list[Declared]:
+def probe_runs(setup: RunSet, values: Mapping[str, Any]) -> list[Declared]:
     """Chapter 04: Structured Thinking unprobed and under every probe, per seed, for the model and (part
     ``reference``, unless the setup is the reference agent already) for the reference agent."""
     probes = _list(values, "probes")
@@ -106,19 +106,19 @@ def probe_runs(setup: RunConfig, values: Mapping[str, Any]) -> list[Declared]:
     return runs
 
 
-def audited_runs(setup: RunConfig, values: Mapping[str, Any]) -> list[Declared]:
+def audited_runs(setup: RunSet, values: Mapping[str, Any]) -> list[Declared]:
     """Chapter 05: the audited conditions at every seed, and the shortcut's conditions at the first seed
     (part ``shortcut``)."""
     return (_grid("runs", setup, _list(values, "conditions"), setup.seeds)
             + _grid("shortcut", setup, _list(values, "shortcut_conditions"), setup.seeds[:1]))
 
 
-def gallery_runs(setup: RunConfig, values: Mapping[str, Any]) -> list[Declared]:
+def gallery_runs(setup: RunSet, values: Mapping[str, Any]) -> list[Declared]:
     """Chapter 06: the gallery's conditions at the first seed."""
     return _grid("runs", setup, _list(values, "conditions"), setup.seeds[:1])
 
 
-CHAPTERS: dict[str, Callable[[RunConfig, Mapping[str, Any]], list[Declared]]] = {
+CHAPTERS: dict[str, Callable[[RunSet, Mapping[str, Any]], list[Declared]]] = {
     "01_main_results": main_results_runs, "02_complexity": complexity_runs, "03_ablations": ablation_runs,
     "04_probes": probe_runs, "05_audit": audited_runs, "06_failure_gallery": gallery_runs,
 }
@@ -139,10 +139,9 @@ class _Samples:
         self._drawn: dict[str, list[Instance]] = {}
 
     def of(self, config: RunConfig) -> list[Instance]:
-        key = config.model_dump_json(include={"split", "data", "limit", "sample_seed", "sample_variables",
-                                              "sample_min_positives"})
+        key = config.sample.model_dump_json()
         if key not in self._drawn:
-            self._drawn[key] = config.instances()
+            self._drawn[key] = config.sample.instances()
         return self._drawn[key]
 
 
@@ -152,9 +151,7 @@ def read(chapter: str, namespace: Mapping[str, Any], progress: bool = True
     declared (each run computed where its folder is not complete; see :func:`experiments.run`)."""
     samples, parts = _Samples(), {}
     for run in declared(chapter, namespace):
-        c = run.config
-        parts.setdefault(run.part, {})[run.key] = ex.run(c, c.condition, c.seed, samples.of(c), probe=c.probe,
-                                                         progress=progress)
+        parts.setdefault(run.part, {})[run.key] = ex.run(run.config, samples.of(run.config), progress=progress)
     return parts
 
 
@@ -169,8 +166,7 @@ class Rows(BaseModel):
 
     @classmethod
     def of(cls, config: RunConfig, instances: Sequence[Instance]) -> "Rows":
-        return cls(source=config.source, count=len(instances),
-                   sha256=json_sha256([(i.id, i.content_sha256) for i in instances]))
+        return cls(source=config.source, count=len(instances), sha256=rows_sha256(instances))
 
 
 class PlannedRun(BaseModel):
@@ -186,11 +182,9 @@ class PlannedRun(BaseModel):
 
 
 def group_of(config: RunConfig) -> str:
-    """The job that computes a run: one backend and model (with its options) at one seed, so one job loads a
-    model once; a short, file-name-safe key such as ``local-default-seed0``."""
-    model = _bounded(re.sub(r"[^A-Za-z0-9._-]+", "_", config.model or "default"), 48)
-    options = [_short_hash(config.backend_options, 6)] if config.backend_options else []
-    return "-".join([config.backend, model, f"seed{config.seed}", *options])
+    """The job that computes a run (:attr:`RunSpec.group <cpdagthink.run.spec.RunSpec.group>`): one backend and
+    model with its computed options at one seed, whatever the endpoints that serve it."""
+    return config.spec.group
 
 
 def plan_book(overrides: dict[str, Any], only: list[str] | None = None,
@@ -235,4 +229,4 @@ def execute(runs: Sequence[PlannedRun], progress: bool = True) -> None:
             if Rows.of(c, instances) != run.instances:
                 raise CpdagthinkError(f"the rows of {run.folder} are not those planned ({run.instances.source} "
                                       "changed since): run `cpdagthink plan` again")
-            ex.run(c, c.condition, c.seed, instances, probe=c.probe, progress=progress)
+            ex.run(c, instances, progress=progress)

@@ -46,7 +46,9 @@ class Request:
         return asdict(self)
 
     def cache_key(self, backend_identity: dict[str, Any]) -> str:
-        """Content address of this call: backend and model identity plus every decoding input."""
+        """Content address of this call: the identity of what computes it (backend, model, revision, build,
+        decoder, profile; never where it is reached) and every input of the request, which its run contributes
+        (the condition's messages, its decoding with the seed)."""
         payload = json.dumps({"backend": backend_identity, "request": self.to_json()}, sort_keys=True)
         return hashlib.sha256(payload.encode()).hexdigest()
 

@@ -1,5 +1,10 @@
 """The call cache: completions stored by content key, one JSON file each, written atomically.
 
+An entry is keyed by the backend's identity (what computes: model, revision, build, decoder, profile; never
+where a service is reached) and the request (:meth:`~cpdagthink.method.chat.Request.cache_key`). An entry
+keyed by the format that named an API's endpoints is read and re-stored under the current key
+(:func:`former_identities`), never asked again.
+
 A cache entry that cannot be read back as a completion (empty, truncated, not JSON, wrong shape, wrong
 types, nested past the parser's depth limit, binary) is never fatal: it is reported with its path, moved
 aside next to where it was (``<key>.json.bad-<time>``) so it can be inspected, and treated as a miss, so the
@@ -16,6 +21,7 @@ import os
 import time
 import warnings
 from pathlib import Path
+from typing import Any, Sequence
 
 from pydantic import TypeAdapter, ValidationError
 
@@ -29,6 +35,13 @@ DEFAULT_CACHE = OUTPUTS_ROOT / "cache"
 # One check for every way a file can fail to be a completion: pydantic's JSON parser reports bad bytes,
 # bad JSON and nesting past its depth limit as validation errors, as it does wrong fields and (strict) types.
 _ENTRY = TypeAdapter(Completion)
+
+
+def former_identities(identity: dict[str, Any], base_urls: Sequence[str | None] | None) -> list[dict[str, Any]]:
+    """The backend identities that key the same calls in the cache format that named an API backend's endpoints
+    in its identity: ``identity`` with the endpoints (``base_urls``) it is configured with. Entries of that format
+    are read under them and kept under the current key (:meth:`CallCache.get`)."""
+    return [{**identity, "base_urls": list(base_urls)}] if base_urls else []
 
 
 class CacheError(CpdagthinkError, OSError):
@@ -81,8 +94,21 @@ class CallCache:
         """Where the entry for ``key`` lives."""
         return self.directory / key[:2] / f"{key}.json"
 
-    def get(self, key: str) -> Completion | None:
-        """The stored completion, or None when absent or unreadable (an unreadable entry is set aside)."""
+    def get(self, key: str, former: Sequence[str] = ()) -> Completion | None:
+        """The stored completion, or None when absent or unreadable (an unreadable entry is set aside). Where
+        ``key`` holds none, the first of its ``former`` keys (:func:`former_identities`) that does is read and
+        stored under ``key`` too (when the folder is writable), so an entry is never paid for twice."""
+        found = self._read(key)
+        if found is None:
+            for old in former:
+                found = self._read(old)
+                if found is not None:
+                    if self.writable:
+                        self.put(key, found)
+                    break
+        return found
+
+    def _read(self, key: str) -> Completion | None:
         path = self.path(key)
         if not path.is_file():
             return None

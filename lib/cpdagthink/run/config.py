@@ -1,17 +1,17 @@
-"""One run configuration: what the command line, the notebooks and ``book`` all build, validate once, and
+"""Run configurations: what the command line, the notebooks and ``book`` all build, validate once, and
 derive the run folder, the instances and the backend from.
 
-A :class:`RunConfig` names a *set* of runs: one condition (and optional probe) on one sample, at one or
-more decoding seeds. Each seed is one run folder, and each folder holds the single-seed config it was made
-with as ``config.json``, so a folder can always say exactly what produced it.
+A :class:`RunSet` names a set of runs: one condition (and optional probe) on one sample, at one or more
+decoding seeds. Each seed is one :class:`RunConfig` (:meth:`RunSet.for_run`): one run, one folder, whose
+``config.json`` holds it, so a folder can always say exactly what produced it. What the run *is* (its
+identity, folder and plan group) is its :class:`~cpdagthink.run.spec.RunSpec`; the rest (base URLs, timeouts,
+the chunk size, the folders) is how it is reached and kept.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 from pathlib import Path
-from typing import Annotated, Any, Literal, Sequence
+from typing import Annotated, Any, Literal, Self, Sequence
 
 from pydantic import (
     AfterValidator,
@@ -30,10 +30,7 @@ from ..credentials import strip_credentials
 from ..method.decoding import Decoding, Sampling
 from ..paths import OUTPUTS_ROOT
 from .parameters import coerce_list
-
-
-def _short_hash(data: Any, length: int) -> str:
-    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:length]
+from .spec import RunSpec, Sample, computed_options
 
 
 def _distinct_seeds(seeds: Sequence[int]) -> Sequence[int]:
@@ -56,8 +53,8 @@ def bare_urls(urls: str | list[str]) -> str | list[str]:
 _Seeds = AfterValidator(_distinct_seeds)
 
 
-class RunConfig(BaseModel):
-    """Every choice that makes a run what it is; validated once, at whichever front door built it."""
+class _Choices(BaseModel):
+    """The choices a run and a set of runs share, validated once, at whichever front door built them."""
 
     # an error never quotes the input: a URL refused for the key it holds would print the key
     model_config = ConfigDict(frozen=True, extra="forbid", hide_input_in_errors=True)
@@ -73,7 +70,6 @@ class RunConfig(BaseModel):
     sample_seed: int = 0
     sample_variables: tuple[PositiveInt, ...] | None = None  # draw the sample from rows with these counts
     sample_min_positives: NonNegativeInt = 1  # at least this many gold positives in the sample
-    seeds: Annotated[tuple[int, ...], _Seeds] = Field((0,), min_length=1)  # decoding seeds, one run folder each
     decoding: Decoding = Field(default_factory=Decoding)
     chunk_size: PositiveInt | None = None  # instances per batched call; None: the backend's preference
     out_root: str = Field(default_factory=lambda: str(OUTPUTS_ROOT / "runs"))
@@ -85,7 +81,7 @@ class RunConfig(BaseModel):
         return {**options, "base_url": bare_urls(options["base_url"])} if options.get("base_url") else options
 
     @model_validator(mode="after")
-    def _check(self) -> "RunConfig":
+    def _check(self) -> Self:
         from ..method.conditions import CONDITIONS
 
         if self.condition not in CONDITIONS:
@@ -109,6 +105,83 @@ class RunConfig(BaseModel):
 
             check_condition(profile_for(self.model), self.thinks(), model=self.model,
                             effort=self.backend_options.get("reasoning_effort"))
+        return self
+
+    def thinks(self, condition: str | None = None) -> bool:
+        """Whether the requests of ``condition`` (this one's own by default) ask the model to think."""
+        from ..method.conditions import CONDITIONS
+
+        return CONDITIONS[condition or self.condition].thinking and self.decoding.thinking
+
+    @property
+    def label(self) -> str:
+        return f"{self.backend}:{self.model or 'default'}"
+
+    @property
+    def sample(self) -> Sample:
+        """The rows every run of these choices reads."""
+        return Sample(split=self.split, data=self.data, limit=self.limit, seed=self.sample_seed,
+                      variables=self.sample_variables, min_positives=self.sample_min_positives)
+
+    @property
+    def source(self) -> str:
+        return self.sample.source
+
+    def all_instances(self) -> list[Instance]:
+        """Every row of the CSV or split (:meth:`Sample.all_instances`)."""
+        return self.sample.all_instances()
+
+    def instances(self) -> list[Instance]:
+        """The sample every run of these choices uses (:meth:`Sample.instances`)."""
+        return self.sample.instances()
+
+    def backend_arguments(self) -> dict[str, Any]:
+        """Keyword options for :func:`backends.make_backend` (the model and the backend's own options)."""
+        return {**({"model": self.model} if self.model else {}), **self.backend_options}
+
+
+class RunConfig(_Choices):
+    """One run: its :class:`~cpdagthink.run.spec.RunSpec` (:attr:`spec`, what it is) and how it is reached and
+    kept (transport options, chunk size, folders). A run folder's ``config.json`` holds one."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_seed(cls, data: Any) -> Any:
+        """A ``config.json`` written when a run's config was a set of one seed (``seeds: [s]``) reads as that run:
+        its seed is its decoding's."""
+        if isinstance(data, dict) and "seeds" in data:
+            data = dict(data)
+            seeds = list(data.pop("seeds"))
+            decoding = data.get("decoding")
+            seed = decoding.seed if isinstance(decoding, Decoding) else (decoding or {}).get("seed", 0)
+            if seeds != [seed]:
+                raise ValueError(f"a run has one seed, its decoding's ({seed}); this names {seeds}: "
+                                 "make a RunSet for several")
+        return data
+
+    @property
+    def seed(self) -> int:
+        return self.decoding.seed
+
+    @property
+    def spec(self) -> RunSpec:
+        """What this run is; everything that decides whether two runs are the same is derived from it."""
+        return RunSpec(condition=self.condition, probe=self.probe, backend=self.backend, model=self.model,
+                       options=computed_options(self.backend_options), decoding=self.decoding, sample=self.sample)
+
+    def folder(self, instances: list[Instance]) -> Path:
+        """The run folder under ``out_root``, named by the spec (:meth:`RunSpec.folder_name`)."""
+        return Path(self.out_root) / self.spec.folder_name(instances)
+
+
+class RunSet(_Choices):
+    """A set of runs: the choices of one run at one or more decoding seeds, each seed one run (and one folder).
+    What ``--seeds`` and a chapter's ``setup`` ask for; :meth:`for_run` makes each :class:`RunConfig`."""
+
+    seeds: Annotated[tuple[int, ...], _Seeds] = Field((0,), min_length=1)  # decoding seeds, one run folder each
+
+    @model_validator(mode="after")
+    def _seeds_differ(self) -> "RunSet":
         if len(self.seeds) > 1 and self.decoding.greedy:
             raise ValueError(
                 f"{len(self.seeds)} seeds under greedy decoding (temperature 0) would be copies of one output; "
@@ -116,24 +189,17 @@ class RunConfig(BaseModel):
                 "recommended) or ask for one seed")
         return self
 
-    # -------------------------------------------------------------------------------------- derivations
-    def for_run(self, condition: str | None = None, seed: int | None = None, probe: str | None = None) -> "RunConfig":
-        """The single-run config of one condition at one seed (what a run folder's ``config.json`` holds)."""
+    def for_run(self, condition: str | None = None, seed: int | None = None, probe: str | None = None) -> RunConfig:
+        """The run of ``condition`` (the set's own by default) at ``seed`` (the first by default) under ``probe``."""
         seed = self.seeds[0] if seed is None else seed
         condition = condition or self.condition
-        update = {"condition": condition, "seeds": (seed,), "probe": probe,
+        update = {"condition": condition, "probe": probe,
                   "decoding": self._mode_decoding(condition).model_copy(update={"seed": seed})}
-        return RunConfig.model_validate({**self.model_dump(), **update})
-
-    def thinks(self, condition: str | None = None) -> bool:
-        """Whether the requests of ``condition`` (this config's own by default) ask the model to think."""
-        from ..method.conditions import CONDITIONS
-
-        return CONDITIONS[condition or self.condition].thinking and self.decoding.thinking
+        return RunConfig.model_validate({**self.model_dump(exclude={"seeds"}), **update})
 
     def _mode_decoding(self, condition: str) -> Decoding:
-        """The decoding of ``condition``: where it runs in the other thinking mode than this config's condition
-        and this config samples at the publisher's recommendation for its own mode, the recommendation for
+        """The decoding of ``condition``: where it runs in the other thinking mode than this set's condition
+        and this set samples at the publisher's recommendation for its own mode, the recommendation for
         the other mode (e.g. Qwen3.5's 0.7/0.8/20 for ``no_thinking`` beside 1.0/0.95/20 for ``structured``);
         any other sampling (chosen, greedy, or a model with one recommendation) is kept as it is."""
         own, other = self.thinks(), self.thinks(condition)
@@ -146,94 +212,6 @@ class RunConfig(BaseModel):
             return self.decoding
         return self.decoding.model_copy(update=theirs.model_dump())
 
-    @property
-    def seed(self) -> int:
-        if len(self.seeds) != 1:
-            raise ValueError(f"a run has one seed; this config names {list(self.seeds)}: use for_run(seed=...)")
-        return self.seeds[0]
-
-    @property
-    def label(self) -> str:
-        return f"{self.backend}:{self.model or 'default'}"
-
-    @property
-    def source(self) -> str:
-        return self.data or f"split:{self.split}"
-
-    def all_instances(self) -> list[Instance]:
-        """Every row of the config's CSV or split. ``generated:paraphrase`` and ``generated:refactor`` are this
-        project's offline stand-ins for the hub's OOD splits, made from the test split and named as such."""
-        from .data import load_split, read_csv
-
-        if self.data:
-            return read_csv(self.data)
-        if self.split.startswith("generated:"):
-            from .generate import generated_split
-
-            return read_csv(generated_split(self.split.partition(":")[2]), split=self.split)
-        return load_split(self.split)
-
-    def instances(self) -> list[Instance]:
-        """The sample every run of this config uses (seeded, label-stratified, drawn from rows with
-        ``sample_variables`` variables when given). ``limit=0`` is the whole split, whatever ``sample_variables``."""
-        from .data import sample
-
-        rows = self.all_instances()
-        if not rows:
-            raise ValueError(f"{self.source} holds no rows (a header only?): there is nothing to run")
-        if self.limit > 0 and self.sample_variables:
-            rows = [r for r in rows if r.num_variables in self.sample_variables]
-            if not rows:
-                raise ValueError(f"no row has {list(self.sample_variables)} variables")
-        drawn = sample(rows, self.limit, self.sample_seed, self.sample_min_positives)
-        if self.limit < len(rows) and len(drawn) < self.limit:
-            # too few positives (or negatives) for the asked mix: a smaller sample would pass for the asked one
-            positives = sum(r.label for r in rows)
-            raise ValueError(
-                f"a sample of {self.limit} rows with at least {self.sample_min_positives} gold positives cannot be "
-                f"drawn: the {len(rows)} rows it is drawn from hold {positives} positives and "
-                f"{len(rows) - positives} negatives; lower --sample-min-positives or --limit")
-        return drawn
-
-    def backend_arguments(self) -> dict[str, Any]:
-        """Keyword options for :func:`backends.make_backend` (the model and the backend's own options)."""
-        return {**({"model": self.model} if self.model else {}), **self.backend_options}
-
-    def folder(self, instances: list[Instance]) -> Path:
-        """The run folder: named by what it is, with short hashes of the instances (ids and content) and of
-        the decoding settings, so samples, data and budgets never share a folder."""
-        data = _short_hash([(i.id, i.content_sha256) for i in instances], 8)
-        settings = self.decoding.model_dump(exclude={"seed", "tool_choice"})
-        options = computed_options(self.backend_options)
-        decoding = _short_hash({**settings, **({"backend_options": options} if options else {})}, 6)
-        model = _bounded((self.model or "default").replace("/", "_"))
-        source = _bounded(Path(self.data).stem if self.data else self.split.replace(":", "_"))
-        parts = [self.condition, self.backend, model, source, f"n{len(instances)}-{data}", f"seed{self.seed}",
-                 f"dec{decoding}"]
-        if self.decoding.tool_choice != "auto":
-            parts.append(f"tool-{self.decoding.tool_choice}")
-        if self.probe:
-            parts.append(f"probe-{self.probe}")
-        return Path(self.out_root) / "-".join(parts)
-
-
-def _bounded(part: str, limit: int = 64) -> str:
-    """``part`` of a folder name, kept short enough that the whole name stays under the file system's 255 bytes
-    (a long model path or file name would otherwise fail to create the folder): a prefix and a hash of the rest."""
-    if len(part.encode()) <= limit:
-        return part
-    return f"{part[:limit - 9]}-{_short_hash(part, 8)}"
-
-
-# Options that say how to reach a model, not what it computes: they never separate two runs.
-_TRANSPORT_OPTIONS = frozenset({"base_url", "timeout", "retries", "max_retries", "max_concurrency", "api_key_env"})
-
-
-def computed_options(options: dict[str, Any]) -> dict[str, Any]:
-    """The backend options that change what a model computes: ``options`` without the transport ones (where the
-    model is reached, how long to wait, which variable holds the key)."""
-    return {k: v for k, v in options.items() if k not in _TRANSPORT_OPTIONS}
-
 
 _Listed = BeforeValidator(coerce_list)  # papermill and shells deliver lists as text
 
@@ -241,7 +219,7 @@ _Listed = BeforeValidator(coerce_list)  # papermill and shells deliver lists as 
 class RunParameters(BaseModel):
     """The flat parameters of every front door (``cpdagthink run``/``book`` flags, a notebook's parameters
     cell), validated up front with messages that name the parameter. :meth:`to_config` makes the
-    :class:`RunConfig`."""
+    :class:`RunSet`."""
 
     model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)  # as RunConfig's
 
@@ -312,7 +290,7 @@ class RunParameters(BaseModel):
                 "set --temperature (and --top-p/--top-k/--min-p) for a run with several seeds")
         return (found or Sampling()).model_copy(update=explicit)
 
-    def to_config(self) -> RunConfig:
+    def to_config(self) -> RunSet:
         options: dict[str, Any] = {k: getattr(self, k) for k in _BACKEND_OPTIONS if getattr(self, k) is not None}
         if self.base_url:
             options["base_url"] = self.base_url if len(self.base_url) > 1 else self.base_url[0]
@@ -320,7 +298,7 @@ class RunParameters(BaseModel):
                             max_tokens_answer=self.max_tokens_answer, thinking=self.thinking, seed=self.seeds[0],
                             **self.sampling_settings().model_dump())
         folders = {k: getattr(self, k) for k in ("out_root", "cache_dir") if getattr(self, k)}
-        return RunConfig(condition=self.condition, probe=self.probe, backend=self.backend, model=self.model,
+        return RunSet(condition=self.condition, probe=self.probe, backend=self.backend, model=self.model,
                          backend_options=options, split=self.split, data=self.data, limit=self.limit,
                          sample_seed=self.sample_seed, sample_min_positives=self.sample_min_positives,
                          sample_variables=tuple(self.sample_variables) if self.sample_variables else None,

@@ -12,13 +12,11 @@ import hashlib
 import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, computed_field
+from pydantic import BaseModel, ConfigDict, ValidationInfo, computed_field, model_validator
 
 from ..method.schema import CausalAnalysis
 
 SCHEMA_VERSION = 2
-# What makes two runs the same run (fields of :class:`RunMetadata`): resuming needs all of them to match.
-RUN_IDENTITY = ("condition", "intervention", "backend", "decoding")
 
 
 def json_sha256(data: Any) -> str:
@@ -196,17 +194,33 @@ class Hardware(BaseModel):
     cpu_cores: int | None
 
 
+def _former_metadata(data: dict[str, Any], config: dict[str, Any] | None) -> dict[str, Any]:
+    """A ``metadata.json`` of the format without ``run``, upgraded: the run's identity made of the condition,
+    probe and decoding it records and the backend, model and computed options of the ``config.json`` beside it
+    (without one: the backend its identity names, no model, no options); and the backend's identity without the
+    endpoints that format named in it (``base_urls``: transport, never identity)."""
+    from ..method.decoding import Decoding
+    from .spec import run_identity
+
+    backend = {k: v for k, v in (data.get("backend") or {}).items() if k != "base_urls"}
+    config = config or {}
+    run = run_identity(data.get("condition") or {}, data.get("intervention"),
+                       config.get("backend", backend.get("backend")), config.get("model"),
+                       config.get("backend_options") or {}, Decoding.model_validate(data.get("decoding") or {}))
+    return {**data, "run": run, "backend": backend}
+
+
 class RunMetadata(BaseModel):
-    """``metadata.json``: what a run is (the fields that must match to resume it) and what it ran with, as the
-    paper's App. J lists: decoding, model and tokenizer revisions, the API and the snapshots it served,
-    package versions and hardware."""
+    """``metadata.json``: what a run is (``run``, its :meth:`~cpdagthink.run.spec.RunSpec.identity`, and
+    ``backend``, what computed it: together what must match to resume it) and what it ran with, as the paper's
+    App. J lists: decoding, model and tokenizer revisions, the API and the snapshots it served, package versions
+    and hardware. A file of the format without ``run`` is upgraded as it is read (pass the folder's
+    ``config.json`` as ``context={"config": ...}``; :func:`cpdagthink.run.runfolder.read_metadata` does)."""
 
     record_schema: int
-    condition: dict[str, Any]
-    intervention: str | None
-    backend: dict[str, Any]  # the backend's identity (the cache key's model part)
+    run: dict[str, Any]  # the run's identity (condition with its prompt hashes, probe, backend, model, options, decoding)
+    backend: dict[str, Any]  # the backend's identity: what computes (the cache key's model part)
     thinking_supported: bool | None = None  # the model has a thinking mode (pages read it here, not from a backend)
-    decoding: dict[str, Any]
     instances: int
     instances_sha256: str
     sources: list[str]
@@ -227,6 +241,30 @@ class RunMetadata(BaseModel):
     wall_clock_s: float | None = None
     model_calls_this_session: int | None = None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _upgrade(cls, data: Any, info: ValidationInfo) -> Any:
+        if isinstance(data, dict) and "run" not in data:
+            return _former_metadata(data, (info.context or {}).get("config"))
+        return data
+
+    @computed_field
+    @property
+    def condition(self) -> dict[str, Any]:
+        """The condition as run, its prompt files' hashes included."""
+        return self.run["condition"]
+
+    @computed_field
+    @property
+    def intervention(self) -> str | None:
+        """The turn-2 probe, if one ran."""
+        return self.run["probe"]
+
+    @computed_field
+    @property
+    def decoding(self) -> dict[str, Any]:
+        return self.run["decoding"]
+
     def identity(self) -> dict[str, Any]:
-        """The fields that make two runs the same run, as JSON: a folder is resumed only when each matches."""
-        return self.model_dump(mode="json", include=set(RUN_IDENTITY))
+        """What a resumed session must match: the run's identity and the identity of what computes it."""
+        return {"run": self.run, "backend": self.backend}

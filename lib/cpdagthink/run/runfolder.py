@@ -7,6 +7,9 @@
 - Nothing is half-written: rewrites go through a temporary file and a rename.
 - A folder that holds its run whole is read as it is (:func:`completeness`): rendering a page from it needs no
   backend, no model and no lock, and changes nothing in it (it may be a read-only copy from another machine).
+- One identity: a folder holds the run its ``metadata.json`` names (``run``, the
+  :meth:`~cpdagthink.run.spec.RunSpec.identity`); completeness and resuming both compare that, and a
+  ``metadata.json`` of an earlier format is upgraded as it is read (:func:`read_metadata`).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from pydantic import BaseModel, ValidationError
 from ..errors import CpdagthinkError
 from ..files import write_atomic
 from ..method.conditions import parse_answer
-from .records import SCHEMA_VERSION, RunRecord, RunSummary
+from .records import SCHEMA_VERSION, RunMetadata, RunRecord, RunSummary
 
 if TYPE_CHECKING:
     from .config import RunConfig
@@ -119,8 +122,8 @@ def read_json(path: Path) -> dict[str, Any] | None:
 
 
 def difference(asked: Any, held: Any, path: str) -> str:
-    """The first field where two JSON values differ, with both values: ``backend.base_urls[0]: 'a' asked,
-    'b' in the folder``."""
+    """The first field where two JSON values differ, with both values: ``run.decoding.temperature: 0.7 asked,
+    0.5 in the folder``."""
     if isinstance(asked, dict) and isinstance(held, dict):
         key = next(k for k in sorted({*asked, *held}, key=str)
                    if k not in asked or k not in held or asked[k] != held[k])
@@ -147,48 +150,44 @@ class Completeness:
         return self.missing is None
 
 
-def _computed(config: "RunConfig") -> dict[str, Any]:
-    """What in a single-run config decides its records: not where the model is reached (transport options),
-    not how the sample was described (the records name their rows and contents), not where the folders are
-    (a folder copied from a cluster stays complete)."""
-    from .config import computed_options
+def read_metadata(folder: str | Path) -> RunMetadata | None:
+    """A run folder's ``metadata.json`` as a :class:`RunMetadata` (one written by an earlier version upgraded as
+    it is read, with the ``config.json`` beside it); None when absent. :class:`RunFolderError` when it is not JSON
+    or not run metadata."""
+    path = Path(folder)
+    data = read_json(path / METADATA)
+    if data is None:
+        return None
+    try:
+        return RunMetadata.model_validate(data, context={"config": read_json(path / CONFIG)})
+    except ValidationError as error:
+        raise RunFolderError(f"{path / METADATA} is not run metadata ({error.errors()[0]['msg']})") from None
 
-    return {**config.model_dump(mode="json", include={"condition", "probe", "backend", "model", "decoding"}),
-            "backend_options": computed_options(config.backend_options)}
 
-
-def _missing(path: Path, config: "RunConfig", instances: Sequence["Instance"]) -> tuple[str | None, list[RunRecord]]:
-    """What :func:`completeness` finds: why the run is not whole (None: it is), and its records when it is."""
-    from ..method.conditions import describe, get_condition
-    from .config import RunConfig
-
+def _run_missing(path: Path, config: "RunConfig") -> str | None:
+    """Why ``path`` does not hold the finished run ``config`` (None: it does), its records aside."""
     if not path.is_dir():
-        return "no run folder", []
+        return "no run folder"
     summary = read_json(path / SUMMARY)
     if summary is None:
-        return "no summary.json: its run never ended", []
+        return "no summary.json: its run never ended"
     if summary.get("status") != "finished":
         why = f": {summary['message']}" if summary.get("message") else ""
-        return f"its last session did not finish (status {summary.get('status')!r}{why})", []
-    held_config = read_json(path / CONFIG)
-    if held_config is None:
-        return "no config.json", []
-    try:
-        held = _computed(RunConfig.model_validate(held_config))
-    except ValidationError as error:
-        return f"its config.json is not a run configuration ({error.errors()[0]['msg']})", []
-    if held != (asked := _computed(config)):
-        return f"made with another configuration ({difference(asked, held, 'config')})", []
-    metadata = read_json(path / METADATA) or {}
-    if metadata.get("record_schema") != SCHEMA_VERSION:
-        return f"records of schema {metadata.get('record_schema')}, this version writes {SCHEMA_VERSION}", []
-    expected = json.loads(json.dumps({"condition": describe(get_condition(config.condition)),
-                                      "intervention": config.probe, "decoding": config.decoding.model_dump()}))
-    for key, value in expected.items():
-        if metadata.get(key) != value:
-            return f"made with another {key} ({difference(value, metadata.get(key), key)})", []
-    if metadata.get("thinking_supported") is None:
-        return "its metadata.json does not say whether the model has a thinking mode (written before it did)", []
+        return f"its last session did not finish (status {summary.get('status')!r}{why})"
+    metadata = read_metadata(path)
+    if metadata is None:
+        return "no metadata.json"
+    if metadata.record_schema != SCHEMA_VERSION:
+        return f"records of schema {metadata.record_schema}, this version writes {SCHEMA_VERSION}"
+    if metadata.run != (asked := config.spec.identity()):
+        return f"made as another run ({difference(asked, metadata.run, 'run')})"
+    if metadata.thinking_supported is None:
+        return "its metadata.json does not say whether the model has a thinking mode (written before it did)"
+    return None
+
+
+def _records_missing(path: Path, instances: Sequence["Instance"]) -> tuple[str | None, list[RunRecord]]:
+    """Why the records of ``path`` are not those of ``instances`` (None: they are), and the records when they are."""
     found, bad = parse_records((path / RECORDS).read_text(encoding="utf-8", errors="replace")
                                if (path / RECORDS).is_file() else "")
     edited = [line for line in bad if line.record_id is not None]
@@ -207,17 +206,17 @@ def _missing(path: Path, config: "RunConfig", instances: Sequence["Instance"]) -
 
 
 def completeness(folder: str | Path, config: "RunConfig", instances: Sequence["Instance"]) -> Completeness:
-    """Whether ``folder`` holds the run ``config`` (a single-run config, :meth:`RunConfig.for_run`) on
-    ``instances`` whole, so that a page can be made from it alone: its last session finished
-    (``summary.json``); its ``config.json`` names the same condition, probe, backend, model, computed backend
-    options and decoding (transport options such as base URLs, timeouts and key variables do not count); its
-    ``metadata.json`` was written by this record schema for the same condition (prompt hashes included),
-    probe and decoding, and says whether the model has a thinking mode; and every asked instance has a record
+    """Whether ``folder`` holds the run ``config`` on ``instances`` whole, so that a page can be made from it
+    alone: its last session finished (``summary.json``); its ``metadata.json`` was written by this record schema
+    for the same run (:meth:`RunSpec.identity <cpdagthink.run.spec.RunSpec.identity>`: condition with its prompt
+    hashes, probe, backend, model, computed options and decoding; never transport such as base URLs, timeouts
+    and key variables) and says whether the model has a thinking mode; and every asked instance has a record
     of the same content. A record of a request the service refused counts: it is the run's outcome for that
     row (``cpdagthink run`` on the folder asks it again). Reads only: no lock, nothing written."""
     path = Path(folder)
     try:
-        missing, records = _missing(path, config, instances)
+        missing = _run_missing(path, config)
+        missing, records = (missing, []) if missing else _records_missing(path, instances)
     except RunFolderError as error:  # a file that is not JSON: the run must be made again
         missing, records = str(error), []
     return Completeness(records, missing)

@@ -9,7 +9,6 @@ same row (its id and its content).
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import shutil
@@ -45,11 +44,12 @@ from ..method.conditions import (
 from ..method.decoding import Decoding
 from ..method.interventions import get_probe
 from ..paths import PROJECT_ROOT
-from .cache import DEFAULT_CACHE, CallCache
+from .cache import DEFAULT_CACHE, CallCache, former_identities
 from .config import RunConfig
 from .records import (SCHEMA_VERSION, GitRevision, Hardware, InterventionRecord, RunMetadata, RunRecord, RunSummary,
                       ToolCallRecord, TurnRecord, json_sha256)
-from .runfolder import CONFIG, METADATA, SUMMARY, RunFolder, difference
+from .runfolder import CONFIG, METADATA, SUMMARY, RunFolder, RunFolderError, difference, read_metadata
+from .spec import rows_sha256, run_identity
 
 ABORT_AFTER_REJECTIONS = 5
 # The frameworks App. J names (torch, transformers, vLLM, llama.cpp) and what this package runs on; read from
@@ -79,7 +79,8 @@ class CachedBackend:
             # The switch cannot change what such a model sees: one request, one cache entry.
             requests = [replace(r, thinking=False) for r in requests]
         keys = [r.cache_key(identity) for r in requests]
-        found = [self.cache.get(k) for k in keys]
+        formers = former_identities(identity, getattr(self.backend, "base_urls", None))
+        found = [self.cache.get(k, [r.cache_key(f) for f in formers]) for k, r in zip(keys, requests)]
         missing = [i for i, c in enumerate(found) if c is None]
         self.cache.require_writable(len(missing))
         if missing:
@@ -198,8 +199,9 @@ class RunResult:
 
 def _check_resumable(folder: RunFolder, metadata: RunMetadata, records: list[RunRecord],
                      instances: list[Instance]) -> None:
-    """Refuse to append to records written under another condition, prompt, model, decoding or version, or
-    for other data (a row of the same id but other content: another file of the same name, an edited CSV)."""
+    """Refuse to append to records of another run (:meth:`RunMetadata.identity`: another condition, prompt,
+    probe, model, computed option or decoding, or another backend computing it), of another record schema, or
+    of other data (a row of the same id but other content: another file of the same name, an edited CSV)."""
     if not records:
         return
     content = {i.id: i.content_sha256 for i in instances}
@@ -208,19 +210,49 @@ def _check_resumable(folder: RunFolder, metadata: RunMetadata, records: list[Run
         raise RunMismatchError(
             f"{folder.path} holds records of other data: {len(other)} row(s) with the same id but other content "
             f"(first: {other[0]}), e.g. another file of the same name or an edited CSV. Choose another output folder.")
-    old = folder.read_json(METADATA) or {}
-    if old.get("record_schema") != SCHEMA_VERSION:
+    try:
+        old = read_metadata(folder.path)
+    except RunFolderError:
+        old = None  # unreadable: its records cannot be told to be this run's
+    if old is None or old.record_schema != SCHEMA_VERSION:
+        held = (folder.read_json(METADATA) or {}).get("record_schema", 1)
         raise RunMismatchError(
             f"{folder.path} holds {len(records)} records of another version of cpdagthink (record schema "
-            f"{old.get('record_schema', 1)}, this one writes {SCHEMA_VERSION}); choose another output folder.")
-    new = metadata.identity()
-    differs = [k for k in new if old.get(k) != new[k]]
+            f"{held}, this one writes {SCHEMA_VERSION}); choose another output folder.")
+    new, held = metadata.identity(), old.identity()
+    differs = [k for k in new if held.get(k) != new[k]]
     if differs:
-        details = "; ".join(difference(new[k], old.get(k), k) for k in differs)
+        details = "; ".join(difference(new[k], held.get(k), k) for k in differs)
         raise RunMismatchError(
             f"{folder.path} already holds {len(records)} records of a run with a different {', '.join(differs)} "
             f"({details}); resuming would mix the two. Choose another output folder or remove this one."
         )
+
+
+def _metadata(run: dict[str, Any], backend: Backend, instances: list[Instance], done: list[RunRecord],
+              started: float) -> RunMetadata:
+    """The ``metadata.json`` a session starts with: the run's identity, what computes it, and its provenance."""
+    provenance = backend.provenance()
+    return RunMetadata(
+        record_schema=SCHEMA_VERSION,
+        run=run,
+        backend=backend.identity(),
+        thinking_supported=backend.thinking_supported,
+        instances=len(instances),
+        instances_sha256=rows_sha256(instances),
+        sources=sorted({i.source for i in instances}),
+        seed=run["decoding"]["seed"],
+        model_revision=provenance.model_revision,
+        tokenizer_revision=provenance.tokenizer_revision,
+        model_package=provenance.model_package,
+        api=provenance.api,
+        served_models=_served_models(done),
+        git=git_revision(),
+        packages=_versions(),
+        python=platform.python_version(),
+        hardware=_hardware(),
+        started_at=time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)),
+    )
 
 
 def run_condition(
@@ -240,7 +272,7 @@ def run_condition(
 ) -> RunResult:
     """Run ``condition`` on ``instances`` with ``backend``; append one :class:`RunRecord` per instance to
     ``out_dir/records.jsonl``, describe the run in ``metadata.json`` (and ``config.json`` when ``config``
-    is given) and its outcome in ``summary.json``.
+    is given: the run is then its :attr:`~RunConfig.spec`) and its outcome in ``summary.json``.
 
     Raises :class:`RunMismatchError` for a folder of another run or other data, :class:`RunLockedError`
     while another run writes into the folder, and :class:`RunAborted` when the first ``abort_after``
@@ -252,33 +284,14 @@ def run_condition(
     if chunk_size < 1:
         raise ValueError(f"chunk_size must be at least 1, got {chunk_size}")
     instances = list(instances)
+    run = (config.spec.identity() if config is not None  # a run started without a spec: its backend as it names itself
+           else run_identity(describe(condition), intervention_name, backend.identity().get("backend", backend.name),
+                             None, {}, decoding))
     folder = RunFolder(out_dir)
     with folder.locked():
         done = folder.load_records()
         started = time.time()
-        provenance = backend.provenance()
-        metadata = RunMetadata(
-            record_schema=SCHEMA_VERSION,
-            condition=describe(condition),
-            intervention=intervention_name,
-            backend=backend.identity(),
-            thinking_supported=backend.thinking_supported,
-            decoding=decoding.model_dump(),
-            instances=len(instances),
-            instances_sha256=json_sha256([(i.id, i.content_sha256) for i in instances]),
-            sources=sorted({i.source for i in instances}),
-            seed=decoding.seed,
-            model_revision=provenance.model_revision,
-            tokenizer_revision=provenance.tokenizer_revision,
-            model_package=provenance.model_package,
-            api=provenance.api,
-            served_models=_served_models(done),
-            git=git_revision(),
-            packages=_versions(),
-            python=platform.python_version(),
-            hardware=_hardware(),
-            started_at=time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)),
-        )
+        metadata = _metadata(run, backend, instances, done, started)
         _check_resumable(folder, metadata, done, instances)
         if any(r.rejected for r in done):  # a request the service refused is asked again
             done = [r for r in done if not r.rejected]
@@ -288,24 +301,40 @@ def run_condition(
             folder.write_json(CONFIG, config)
         session = _Session(condition, CachedBackend(backend, CallCache(cache_dir)), decoding, intervention,
                            intervention_name, abort_after)
-        in_folder = {r.id: r for r in done}  # the summary describes the folder, whatever subset is asked
-        wanted = {i.id for i in instances}
-        finished = {r.id: r for r in done if r.id in wanted}
-        todo = [i for i in instances if i.id not in finished]
+        return _Progress(folder, session, metadata, instances, done, started).run(chunk_size, progress)
+
+
+@dataclass
+class _Progress:
+    """A session's work on its folder: the records it holds, those it adds, and what it writes when it ends."""
+
+    folder: RunFolder
+    session: "_Session"
+    metadata: RunMetadata
+    instances: list[Instance]
+    done: list[RunRecord]
+    started: float
+
+    def run(self, chunk_size: int, progress: bool) -> RunResult:
+        """Make the missing records chunk by chunk; whatever ends the session, write its summary."""
+        in_folder = {r.id: r for r in self.done}  # the summary describes the folder, whatever subset is asked
+        wanted = {i.id for i in self.instances}
+        finished = {r.id: r for r in self.done if r.id in wanted}
+        todo = [i for i in self.instances if i.id not in finished]
         # TQDM_DISABLE, tqdm's own switch, read here too: its notebook bar ignores it, and the book's kernels set it
         # (a page shows results, not the progress of computing them)
         quiet = os.environ.get("TQDM_DISABLE", "").strip().lower() in ("1", "true", "yes")
-        bar = tqdm(total=len(instances), initial=len(finished), desc=condition.name, unit="inst",
+        bar = tqdm(total=len(self.instances), initial=len(finished), desc=self.session.condition.name, unit="inst",
                    disable=not progress or quiet)
         status, message = None, None
         try:
-            with folder.appender() as append:
+            with self.folder.appender() as append:
                 for start in range(0, len(todo), chunk_size):
-                    for record in session.chunk(todo[start:start + chunk_size]):
+                    for record in self.session.chunk(todo[start:start + chunk_size]):
                         append(record)
                         finished[record.id] = in_folder[record.id] = record
                         bar.update(1)
-                        session.watch(record)
+                        self.session.watch(record)
         except KeyboardInterrupt as stop:  # Ctrl-C, or SIGTERM as the command line raises it
             status, message = "interrupted", str(stop) or "interrupted by Ctrl-C"
             raise
@@ -317,27 +346,31 @@ def run_condition(
             raise
         finally:
             bar.close()
-            records = [finished[i.id] for i in instances if i.id in finished]
-            summary = RunSummary.of(list(in_folder.values()), len(instances), len(records),
-                                    model_calls=session.cached.calls, cache_hits=session.hits,
-                                    wall_clock_s=time.time() - started, status=status, message=message)
-            metadata = metadata.model_copy(update={
-                "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "status": summary.status,
-                "message": summary.message, "wall_clock_s": summary.wall_clock_s, "model_calls_this_session": summary.model_calls,
-                "served_models": _served_models(records)})
-            folder.write_json(METADATA, metadata)
-            folder.write_json(SUMMARY, summary)
-    return RunResult(folder.path, records, session.cached.calls, session.hits, summary)
+            records = [finished[i.id] for i in self.instances if i.id in finished]
+            summary = self._end(list(in_folder.values()), records, status, message)
+        return RunResult(self.folder.path, records, self.session.cached.calls, self.session.hits, summary)
+
+    def _end(self, in_folder: list[RunRecord], records: list[RunRecord], status: str | None,
+             message: str | None) -> RunSummary:
+        """Write the session's outcome: the summary of the folder, and the metadata finished."""
+        summary = RunSummary.of(in_folder, len(self.instances), len(records), model_calls=self.session.cached.calls,
+                                cache_hits=self.session.hits, wall_clock_s=time.time() - self.started, status=status,
+                                message=message)
+        metadata = self.metadata.model_copy(update={
+            "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "status": summary.status,
+            "message": summary.message, "wall_clock_s": summary.wall_clock_s,
+            "model_calls_this_session": summary.model_calls, "served_models": _served_models(records)})
+        self.folder.write_json(METADATA, metadata)
+        self.folder.write_json(SUMMARY, summary)
+        return summary
 
 
 def run_config(config: RunConfig, backend: Backend, instances: Iterable[Instance], out: str | Path | None = None, *,
                intervention: Intervention | None = None, progress: bool = True) -> RunResult:
-    """Run one single-seed configuration (:meth:`RunConfig.for_run`) on ``instances`` with ``backend``: the one
-    entry of every front door. Its condition, probe (from :data:`~cpdagthink.method.interventions.PROBES`, unless
-    ``intervention`` gives the function), decoding, cache and chunk size come from ``config``, which the folder
-    keeps as ``config.json``; ``out`` defaults to the folder ``config`` names (:meth:`RunConfig.folder`)."""
-    if len(config.seeds) != 1:
-        raise ValueError(f"a run has one seed; this config names {list(config.seeds)}: run each config.for_run(seed=...)")
+    """Run one configured run on ``instances`` with ``backend``: the one entry of every front door. Its
+    condition, probe (from :data:`~cpdagthink.method.interventions.PROBES`, unless ``intervention`` gives the
+    function), decoding, cache and chunk size come from ``config``, which the folder keeps as ``config.json``;
+    ``out`` defaults to the folder ``config`` names (:meth:`RunConfig.folder`)."""
     instances = list(instances)
     if intervention is None and config.probe is not None:
         intervention = get_probe(config.probe)
@@ -364,7 +397,8 @@ class _Session:
     fresh_rejections: int = 0
     fresh_answers: int = 0
 
-    def chunk(self, chunk: list[Instance]) -> list[RunRecord]:
+    def _pose(self, chunk: list[Instance]) -> tuple[list[tuple[Instance, Request, int | None]], dict[str, str]]:
+        """Each instance with its first request and oracle label, and why each other one cannot be posed."""
         posed, problems = [], {}
         for instance in chunk:
             try:
@@ -377,6 +411,11 @@ class _Session:
                 problems[instance.id] = verdict.problem
                 continue
             posed.append((instance, request, verdict.label))
+        return posed, problems
+
+    def chunk(self, chunk: list[Instance]) -> list[RunRecord]:
+        """The records of ``chunk``: turn 1 of every posed instance in one batch, then turn 2 likewise."""
+        posed, problems = self._pose(chunk)
         turns = [[(request, *result)] for (_, request, _), result
                  in zip(posed, self.cached.complete_batch([request for _, request, _ in posed]))]
         emitted = [read_emitted(t[0][1]) if self.condition.flow is Flow.TOOL else None for t in turns]

@@ -15,7 +15,7 @@ from ...analysis import tables
 from ...analysis.markup import Markdown, code, emphasis
 from ...analysis.metrics import counted
 from ...causal.instance import Instance
-from ...run.config import RunConfig
+from ...run.config import RunSet
 from ...run.records import RunRecord
 from .. import experiments as ex
 from .. import presentation
@@ -189,7 +189,7 @@ class Headline:
                 "verdict": self.verdict(), "causes": list(self.causes), "degenerate": self.degenerate}
 
 
-def first_screen(setup: RunConfig, instances: Sequence[Instance], seeds: Sequence[int], chapter: str,
+def first_screen(setup: RunSet, instances: Sequence[Instance], seeds: Sequence[int], chapter: str,
                  namespace: Mapping[str, Any], headline: Headline, conditions: Sequence[str] = (),
                  probes: Sequence[str] = ()) -> None:
     """Display the page's first screen (:func:`experiments.banner` with the headline's verdict and the
