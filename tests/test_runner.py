@@ -484,10 +484,10 @@ def test_an_option_that_computes_differently_is_refused_on_resume_and_misses_the
     try:
         if change == "prompt":  # the same flags, an edited prompt file
             edited = tmp_path / "prompts"
-            shutil.copytree(prompts.PROMPTS_DIR, edited)
+            shutil.copytree(prompts.PROMPTS, edited)
             with (edited / "structured_turn1_system.md").open("a") as prompt:
                 prompt.write("\nThink step by step.")
-            monkeypatch.setattr(prompts, "PROMPTS_DIR", edited)
+            monkeypatch.setattr(prompts, "PROMPTS", edited)
             prompts.raw.cache_clear()
             other = run
         else:
