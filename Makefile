@@ -134,7 +134,8 @@ book: $(STAMP) browser
 # chapter (from the records, no model), then the book. `make grid PROFILE=slurm` submits the jobs to SLURM
 # (workflow/profiles/slurm; edit its partitions first). The book variables above reach Snakemake as --config
 # entries under the notebooks' parameter names, each one shell word (a list as a YAML list; BACKEND_OPTIONS as
-# one YAML string of its words, `"` and `\` escaped); SNAKEMAKE_ARGS adds Snakemake's own options, e.g.
+# one YAML double-quoted string of its words, `"` and `\` escaped, a space on either side so that Snakemake's
+# stripping of quotes from a value's ends leaves it whole); SNAKEMAKE_ARGS adds Snakemake's own options, e.g.
 # SNAKEMAKE_ARGS=--dry-run or a target (`runs`: the runs only).
 PROFILE ?= local
 comma := ,
@@ -142,7 +143,7 @@ empty :=
 space := $(empty) $(empty)
 cfg   = $(if $(value $(2)),$(call quote,$(1)=$(value $(2))))
 cfgs  = $(if $(value $(2)),$(call quote,$(1)=[$(subst $(space),$(comma),$(strip $(value $(2))))]))
-cfgq  = $(if $(value $(2)),$(call quote,$(1)="$(subst ",\",$(subst \,\\,$(strip $(value $(2)))))"))
+cfgq  = $(if $(value $(2)),$(call quote,$(1)= "$(subst ",\",$(subst \,\\,$(strip $(value $(2)))))" ))
 GRID_CONFIG = $(call cfg,backend,BACKEND) $(call cfg,model,MODEL) $(call cfgq,backend_options,BACKEND_OPTIONS) \
               $(call cfg,limit,LIMIT) $(call cfgs,seeds,SEEDS) $(call cfg,split,SPLIT) $(call cfgs,only,ONLY) \
               $(call cfg,max_tokens_turn1,TURN1_TOKENS) $(call cfg,max_tokens_answer,ANSWER_TOKENS) \

@@ -393,13 +393,13 @@ def test_a_key_in_the_base_url_appears_in_no_artefact_of_a_book(test_csv, tmp_pa
 def test_make_book_hands_each_value_to_the_command_as_data(make_argv):
     """Values with spaces, parentheses, quotes, `;`, backquotes and `$(shell ...)` reach `cpdagthink book` as the
     very words given (lists split on spaces), and neither the shell nor make runs any of them."""
-    values = {"MODEL": "a (b); touch pwned-shell", "SEEDS": "0 1",
-              "BACKEND_OPTIONS": "timeout=$(shell touch pwned-make) revision=`touch pwned-backquote`'x'$HOME "
+    values = {"MODEL": "a (b); touch pwned-shell", "TEMPERATURE": "$(shell touch pwned-make)", "SEEDS": "0 1",
+              "BACKEND_OPTIONS": "revision=$(HOME)`touch${IFS}pwned-backquote`'x'$HOME "
                                  'base_url=["http://u:k@h/v1","http://h2/v1"] max_model_len=32768'}
     argv, output = make_argv("book", "cpdagthink", values)
-    assert argv == ["book", "--model", values["MODEL"], "-o", "timeout=$(shell touch pwned-make)",
-                    "-o", "revision=`touch pwned-backquote`'x'$HOME", "-o", 'base_url=["http://u:k@h/v1","http://h2/v1"]',
-                    "-o", "max_model_len=32768", "--seeds", "0", "1"]
+    assert argv == ["book", "--model", values["MODEL"], "-o", "revision=$(HOME)`touch${IFS}pwned-backquote`'x'$HOME",
+                    "-o", 'base_url=["http://u:k@h/v1","http://h2/v1"]', "-o", "max_model_len=32768",
+                    "--seeds", "0", "1", "--temperature", values["TEMPERATURE"]]
     assert "u:k@" not in output  # the recipe is not echoed: a value may hold a key
 
 

@@ -128,20 +128,22 @@ def test_the_grid_sizes_a_job_per_group_until_complete_and_marks_a_stale_output_
 def test_make_grid_hands_each_value_to_snakemake_as_one_config_entry(make_argv):
     """`make grid` passes the book variables as `--config name=value` words (a list as a YAML list), the
     profile named by PROFILE; neither make nor the shell runs any value."""
-    options = ("timeout=$(shell touch pwned-make) revision=`touch pwned-backquote`'x'$HOME\\ "
-               'base_url=["http://127.0.0.1:1/v1","http://127.0.0.1:2/v1"]')
-    values = {"MODEL": "a (b); touch pwned-shell", "BACKEND_OPTIONS": options, "SEEDS": "0 1", "ONLY": "01 04",
-              "SAMPLE_VARIABLES": "all", "PROFILE": "slurm"}
+    options = ("revision=$(HOME)`touch${IFS}pwned-backquote`'x'$HOME\\ token_param=max_tokens#: "
+               'base_url=["http://127.0.0.1:1/v1","http://127.0.0.1:2/v1"] reasoning_effort="low"')
+    values = {"MODEL": "a (b); touch pwned-shell", "TEMPERATURE": "$(shell touch pwned-make)",
+              "BACKEND_OPTIONS": options, "SEEDS": "0 1", "ONLY": "01 04", "SAMPLE_VARIABLES": "all", "PROFILE": "slurm"}
     argv, _ = make_argv("grid", "snakemake", values)
     escaped = options.replace("\\", "\\\\").replace('"', '\\"')
     assert argv == ["--profile", "workflow/profiles/slurm", "--config", f"model={values['MODEL']}",
-                    f'backend_options="{escaped}"', "seeds=[0,1]", "only=[01,04]", "sample_variables=null"]
+                    f'backend_options= "{escaped}" ', "seeds=[0,1]", "only=[01,04]", "sample_variables=null",
+                    f"temperature={values['TEMPERATURE']}"]
     # as Snakemake reads the entry, and the workflow then: each word one option, the value read as JSON or kept
     from snakemake.cli import parse_config
 
     entry = parse_config([argv[4]])["backend_options"]
     assert book_parameters({"backend_options": entry})[1]["backend_options"] == {
-        "timeout": "$(shell touch pwned-make)", "revision": "`touch pwned-backquote`'x'$HOME\\",
+        "revision": "$(HOME)`touch${IFS}pwned-backquote`'x'$HOME\\", "token_param": "max_tokens#:",
+        "reasoning_effort": "low",
         "base_url": ["http://127.0.0.1:1/v1", "http://127.0.0.1:2/v1"]}
 
 
