@@ -125,6 +125,30 @@ def test_the_grid_sizes_a_job_per_group_until_complete_and_marks_a_stale_output_
     assert plan_grid(config).write_plan_files(book) == []
 
 
+def test_the_configs_backend_options_reach_each_group_job_and_one_the_backend_does_not_take_is_refused(
+        tmp_path, test_csv, monkeypatch, capsys):
+    """`--config backend_options=...` sizes the group's job from the backend's option and reaches the
+    backend's arguments of every run the group job's `cpdagthink plan` computes."""
+    from cpdagthink.cli import main
+
+    monkeypatch.setenv("CORR2CAUSE_CSV", str(test_csv))
+    monkeypatch.setattr("cpdagthink.workflow.MARKERS", tmp_path / "plan")
+    config = {"backend": "vllm", "model": "Qwen/Qwen3-8B", "limit": "4", "only": ["01"],
+              "backend_options": "tensor_parallel_size=4 max_model_len=32768", "out_root": str(tmp_path / "runs"),
+              "cache_dir": str(tmp_path / "cache")}
+    grid = plan_grid(config)
+    (key,) = [k for k in grid.groups if k.startswith("vllm-")]
+    assert grid.groups[key].gpu == 4
+    assert main(["plan", *grid.group_arguments(key)[:-1]]) == 0  # what the job runs, without --execute
+    runs = json.loads(capsys.readouterr().out)
+    assert runs and all(r["config"]["backend_options"] == {"tensor_parallel_size": 4, "max_model_len": 32768}
+                        for r in runs)
+    with pytest.raises(ValueError, match="backend 'vllm' option max_model_len: Input should be a valid integer"):
+        plan_grid({**config, "backend_options": "max_model_len=long"})
+    with pytest.raises(ValueError, match="backend 'local' does not take max_model_len, tensor_parallel_size; it takes: model"):
+        plan_grid({**config, "backend": "local", "model": "qwen2.5-0.5b"})
+
+
 def test_make_grid_hands_each_value_to_snakemake_as_one_config_entry(make_argv):
     """`make grid` passes the book variables as `--config name=value` words (a list as a YAML list), the
     profile named by PROFILE; neither make nor the shell runs any value."""
