@@ -225,8 +225,9 @@ def _book_overrides(args: argparse.Namespace) -> dict[str, Any]:
                  if k not in ("command", "handler", "only", "sample_variables", "parameter", "group", "execute",
                               "no_build", "render_only", "allow_partial", "backend_options")
                  and v not in (None, [], "")}
-    if _backend_options(args):
-        overrides["backend_options"] = _backend_options(args)
+    options = _backend_options(args)
+    if options:
+        overrides["backend_options"] = options
     if args.sample_variables:
         overrides["sample_variables"] = None if "all" in args.sample_variables else args.sample_variables
     return overrides
@@ -426,7 +427,8 @@ def build_parser() -> argparse.ArgumentParser:
         book.add_argument("--only", nargs="+", help="notebook name prefixes, e.g. 01 04")
         book.add_argument("-p", "--parameter", action="append", type=_notebook_parameter, metavar="NAME=VALUE",
                           help="any notebook parameter (papermill's names), e.g. -p probes='[\"scramble_full\"]'; "
-                               "repeatable; wins over the flags")
+                               "repeatable; wins over the flags (-p backend_options='{...}' over -o, key by key); "
+                               "a name no selected chapter declares is refused")
     parsers["book"].add_argument("--render-only", action="store_true",
                                  help="make the pages from complete run folders only: no backend, model or key; a run "
                                       "not yet computed fails its chapter, naming the run folder (sets "
