@@ -43,7 +43,10 @@ def test_each_backend_sizes_its_job_from_its_own_option_or_its_default():
     assert job_resources(RunConfig(backend="reference")) == {"threads": 1, "gpu": 0, "api_slots": 0}
 
 
-def test_config_values_read_as_the_book_reads_them_and_a_key_in_a_url_is_refused():
+def test_config_values_read_as_the_book_reads_them_and_a_key_in_a_url_is_refused(monkeypatch):
+    from cpdagthink.credentials import ENV_CREDENTIALS
+
+    monkeypatch.setenv(ENV_CREDENTIALS, "{}")  # what reading a URL's user info writes, removed after the test
     # Snakemake's --config gives every scalar as text: seeds=[0,1] arrives as ["0", "1"]
     only, parameters = book_parameters({"backend": "reference", "limit": 0, "seeds": ["0", "1"], "only": ["01", "04"],
                                         "probes": ["scramble_full"], "sample_variables": "null", "model": "a:b"})
