@@ -209,6 +209,13 @@ def test_the_key_variable_is_a_name_never_a_key():
     assert "12345" not in str(raised.value)
 
 
+@pytest.mark.parametrize("name", ["hf_token", "api_key", "token", "client_secret"])
+def test_a_credential_is_never_a_backend_option_even_for_a_backend_that_takes_any(name):
+    with pytest.raises(ValidationError, match=f"{name}: a credential is never a backend option") as raised:
+        RunParameters(backend="vllm", model="m", backend_options={name: "hf_SECRET4321"})
+    assert "4321" not in str(raised.value)
+
+
 def test_data_that_cannot_give_the_sample_asked_for_is_refused(test_csv, tmp_path):
     from cpdagthink.run.data import DataError
 

@@ -551,7 +551,7 @@ def selected(overrides: dict[str, Any], only: list[str] | None = None,
                          "backend_options: -o KEY=VALUE)")
     options = {**coerce_options(overrides.get("backend_options")), **coerce_options(parameters.get("backend_options"))}
     overrides = {**overrides, **parameters}
-    if isinstance(options.get("base_url"), (str, list)):  # printed and stored in every executed notebook: no user info (credentials)
+    if isinstance(options.get("base_url"), (str, list)):  # printed and stored in every notebook: no user info
         options["base_url"] = bare_urls(options["base_url"])
     if options:
         overrides["backend_options"] = options

@@ -26,7 +26,7 @@ from pydantic import (
 )
 
 from ..causal.instance import Instance
-from ..credentials import strip_credentials
+from ..credentials import is_secret_query_key, strip_credentials
 from ..method.decoding import Decoding, Sampling
 from ..paths import OUTPUTS_ROOT
 from .parameters import coerce_list, coerce_options
@@ -238,6 +238,9 @@ def computed_options(options: dict[str, Any]) -> dict[str, Any]:
 _Listed = BeforeValidator(coerce_list)  # papermill and shells deliver lists as text
 
 
+_SECRET_SUFFIXES = ("_key", "_token", "_secret", "_password")  # hf_token, api_key: names of credentials
+
+
 class BackendOptions(BaseModel):
     """A backend's own options (``-o KEY=VALUE``, a notebook's ``backend_options``), any the backend takes: its
     signature names them and reads each value (:func:`cpdagthink.backends.check_options`). The ones declared
@@ -254,6 +257,15 @@ class BackendOptions(BaseModel):
     regex_mode: Literal["none", "vllm"] | None = None
     api: Literal["chat", "responses"] | None = None
     token_param: Literal["max_tokens", "max_completion_tokens"] | None = None
+
+    @model_validator(mode="after")
+    def _no_secrets(self) -> "BackendOptions":
+        """Options are stored (``config.json``, executed notebooks) and printed: a key is never one of them."""
+        secret = sorted(k for k in self.model_extra or {} if is_secret_query_key(k) or k.endswith(_SECRET_SUFFIXES))
+        if secret:
+            raise ValueError(f"{', '.join(secret)}: a credential is never a backend option (options are stored and "
+                             "printed); give the key in an environment variable (api_key_env names it)")
+        return self
 
     def given(self) -> dict[str, Any]:
         """The options given, as the backend takes them (one endpoint as a URL, several as a list)."""
