@@ -384,7 +384,7 @@ def test_a_key_in_the_base_url_appears_in_no_artefact_of_a_book(test_csv, tmp_pa
                      "low", "--base-url", url]) == 0
     assert server.requests and server.rejected == 0
     console = capsys.readouterr()
-    assert f'"base_url": "{server.url}"' in console.out and key not in console.out + console.err
+    assert f'"base_url": ["{server.url}"]' in console.out and key not in console.out + console.err
     leaks = [p for p in tmp_path.rglob("*") if p.is_file() and key.encode() in p.read_bytes()]
     assert not leaks
     assert list((tmp_path / "outputs" / "runs").glob("*/config.json")) and list((tmp_path / "_build").rglob("*.doctree"))
