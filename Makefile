@@ -102,32 +102,31 @@ llama-stock: $(STAMP)
 	$(BIN)/pip install --force-reinstall --no-deps "$(LLAMA_CPP)"
 
 # Overrides, e.g. `make book BACKEND=openai MODEL=gpt-5.4-mini LIMIT=0 SEEDS="0 1 2" TURN1_TOKENS=8192`;
-# every `cpdagthink book` flag has its variable (SAMPLING, TEMPERATURE, REASONING_EFFORT, TOKEN_PARAM, ...).
+# every `cpdagthink book` flag has its variable (SAMPLING, TEMPERATURE, ...). The backend's own options go in
+# BACKEND_OPTIONS as KEY=VALUE words, each one `-o KEY=VALUE` (the value read as JSON where it is JSON), e.g.
+# BACKEND_OPTIONS='base_url=http://host:8000/v1 reasoning_effort=high' or 'tensor_parallel_size=4 max_model_len=32768'.
 # Each value reaches the command as shell text that is only data: read unexpanded ($(value ...), so a value
 # like `$(shell ...)` is never run by make) and single-quoted (a ' inside becomes '\''). `opt` passes a value
-# as one word; `opts` passes each space-separated word of a list (SEEDS, BASE_URL, ONLY, SAMPLE_VARIABLES).
-# They are not exported: make would expand an exported value (running any `$(shell ...)` in it) for the
-# recipe's environment.
-BOOK_VARIABLES := BACKEND MODEL BASE_URL LIMIT SEEDS SPLIT ONLY TURN1_TOKENS ANSWER_TOKENS SAMPLE_VARIABLES \
-                  SAMPLE_MIN_POSITIVES SAMPLING TEMPERATURE TOP_P TOP_K MIN_P REGEX_MODE API REASONING_EFFORT \
-                  REASONING_PARSER TOKEN_PARAM REVISION TIMEOUT RETRIES JUMP_FORWARD API_KEY_ENV
+# as one word; `opts` passes each space-separated word of a list (SEEDS, ONLY, SAMPLE_VARIABLES); `each`
+# passes each word after its own flag (BACKEND_OPTIONS). They are not exported: make would expand an exported
+# value (running any `$(shell ...)` in it) for the recipe's environment.
+BOOK_VARIABLES := BACKEND MODEL BACKEND_OPTIONS LIMIT SEEDS SPLIT ONLY TURN1_TOKENS ANSWER_TOKENS SAMPLE_VARIABLES \
+                  SAMPLE_MIN_POSITIVES SAMPLING TEMPERATURE TOP_P TOP_K MIN_P
 unexport $(BOOK_VARIABLES)
 quote = '$(subst ','\'',$(1))'
 opt   = $(if $(value $(2)),$(1) $(call quote,$(value $(2))))
 opts  = $(if $(value $(2)),$(1) $(foreach word,$(value $(2)),$(call quote,$(word))))
-BOOK_ARGS = $(call opt,--backend,BACKEND) $(call opt,--model,MODEL) $(call opts,--base-url,BASE_URL) \
+each  = $(foreach word,$(value $(2)),$(1) $(call quote,$(word)))
+BOOK_ARGS = $(call opt,--backend,BACKEND) $(call opt,--model,MODEL) $(call each,-o,BACKEND_OPTIONS) \
             $(call opt,--limit,LIMIT) $(call opts,--seeds,SEEDS) $(call opt,--split,SPLIT) \
             $(call opts,--only,ONLY) $(call opt,--max-tokens-turn1,TURN1_TOKENS) \
             $(call opt,--max-tokens-answer,ANSWER_TOKENS) $(call opts,--sample-variables,SAMPLE_VARIABLES) \
             $(call opt,--sample-min-positives,SAMPLE_MIN_POSITIVES) $(call opt,--sampling,SAMPLING) \
             $(call opt,--temperature,TEMPERATURE) $(call opt,--top-p,TOP_P) $(call opt,--top-k,TOP_K) \
-            $(call opt,--min-p,MIN_P) $(call opt,--regex-mode,REGEX_MODE) $(call opt,--api,API) \
-            $(call opt,--reasoning-effort,REASONING_EFFORT) $(call opt,--reasoning-parser,REASONING_PARSER) \
-            $(call opt,--token-param,TOKEN_PARAM) $(call opt,--revision,REVISION) \
-            $(call opt,--timeout,TIMEOUT) $(call opt,--retries,RETRIES) $(if $(value JUMP_FORWARD),--jump-forward) \
-            $(call opt,--api-key-env,API_KEY_ENV)
+            $(call opt,--min-p,MIN_P)
 
-# Not echoed: a value may hold a key (BASE_URL=http://user:KEY@host), which `cpdagthink book` keeps out of print.
+# Not echoed: a value may hold a key (BACKEND_OPTIONS=base_url=http://user:KEY@host/v1), which `cpdagthink book`
+# keeps out of print.
 book: $(STAMP) browser
 	@PATH=$(call quote,$(abspath $(BIN))):"$$PATH" $(call quote,$(BIN)/cpdagthink) book $(BOOK_ARGS) \
 	  $(if $(value ALLOW_PARTIAL),--allow-partial)
@@ -135,25 +134,24 @@ book: $(STAMP) browser
 # The book's runs as a Snakemake grid (workflow/Snakefile): one job per backend x model x seed, then one per
 # chapter (from the records, no model), then the book. `make grid PROFILE=slurm` submits the jobs to SLURM
 # (workflow/profiles/slurm; edit its partitions first). The book variables above reach Snakemake as --config
-# entries under the notebooks' parameter names, each one shell word (a list as a YAML list); SNAKEMAKE_ARGS
-# adds Snakemake's own options, e.g. SNAKEMAKE_ARGS=--dry-run or a target (`runs`: the runs only).
+# entries under the notebooks' parameter names, each one shell word (a list as a YAML list; BACKEND_OPTIONS as
+# one YAML double-quoted string of its words, `"` and `\` escaped, a space on either side so that Snakemake's
+# stripping of quotes from a value's ends leaves it whole); SNAKEMAKE_ARGS adds Snakemake's own options, e.g.
+# SNAKEMAKE_ARGS=--dry-run or a target (`runs`: the runs only).
 PROFILE ?= local
 comma := ,
 empty :=
 space := $(empty) $(empty)
 cfg   = $(if $(value $(2)),$(call quote,$(1)=$(value $(2))))
 cfgs  = $(if $(value $(2)),$(call quote,$(1)=[$(subst $(space),$(comma),$(strip $(value $(2))))]))
-GRID_CONFIG = $(call cfg,backend,BACKEND) $(call cfg,model,MODEL) $(call cfgs,base_url,BASE_URL) \
+cfgq  = $(if $(value $(2)),$(call quote,$(1)= "$(subst ",\",$(subst \,\\,$(strip $(value $(2)))))" ))
+GRID_CONFIG = $(call cfg,backend,BACKEND) $(call cfg,model,MODEL) $(call cfgq,backend_options,BACKEND_OPTIONS) \
               $(call cfg,limit,LIMIT) $(call cfgs,seeds,SEEDS) $(call cfg,split,SPLIT) $(call cfgs,only,ONLY) \
               $(call cfg,max_tokens_turn1,TURN1_TOKENS) $(call cfg,max_tokens_answer,ANSWER_TOKENS) \
               $(if $(filter all,$(value SAMPLE_VARIABLES)),sample_variables=null,$(call cfgs,sample_variables,SAMPLE_VARIABLES)) \
               $(call cfg,sample_min_positives,SAMPLE_MIN_POSITIVES) $(call cfg,sampling,SAMPLING) \
               $(call cfg,temperature,TEMPERATURE) $(call cfg,top_p,TOP_P) $(call cfg,top_k,TOP_K) \
-              $(call cfg,min_p,MIN_P) $(call cfg,regex_mode,REGEX_MODE) $(call cfg,api,API) \
-              $(call cfg,reasoning_effort,REASONING_EFFORT) $(call cfg,reasoning_parser,REASONING_PARSER) \
-              $(call cfg,token_param,TOKEN_PARAM) $(call cfg,revision,REVISION) $(call cfg,timeout,TIMEOUT) \
-              $(call cfg,retries,RETRIES) $(if $(value JUMP_FORWARD),jump_forward=true) \
-              $(call cfg,api_key_env,API_KEY_ENV)
+              $(call cfg,min_p,MIN_P)
 unexport PROFILE SNAKEMAKE_ARGS
 
 grid: $(STAMP) browser

@@ -45,7 +45,7 @@ def main() -> None:
         outputs = Path(tmp) / "outputs"
         env = {**os.environ, "CPDAGTHINK_OUTPUTS": str(outputs)}
         env.pop("OPENAI_API_KEY", None)
-        config = ["backend=openai", "model=gpt-5.4-mini", "reasoning_effort=low", f"base_url={url}",
+        config = ["backend=openai", "model=gpt-5.4-mini", f"backend_options=reasoning_effort=low base_url={url}",
                   f"limit={args.limit}", "sample_variables=null", "only=[01]", "include_reference=false"]
         command = [sys.executable, "-m", "snakemake", "runs", "--snakefile", str(ROOT / "workflow" / "Snakefile"),
                    "--directory", tmp, "--cores", "2", "--resources", "api_slots=1", "--config", *config]

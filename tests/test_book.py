@@ -57,8 +57,8 @@ def test_a_notebook_parameter_no_selected_chapter_takes_is_refused_before_anythi
 @pytest.mark.parametrize("where", ["flag", "parameter"])
 def test_a_key_in_a_query_string_is_refused_before_any_notebook_runs(tmp_path, where):
     url = "http://127.0.0.1:1/v1?api-key=sk-QUERYinBOOK77"
-    overrides, parameters = ({"backend": "openai", "model": "m", "base_url": [url]}, {}) if where == "flag" else \
-        ({"backend": "openai", "model": "m"}, {"base_url": url})
+    overrides, parameters = ({"backend": "openai", "model": "m", "backend_options": {"base_url": [url]}}, {}) \
+        if where == "flag" else ({"backend": "openai", "model": "m"}, {"backend_options": {"base_url": url}})
     with pytest.raises(ValueError, match=r"query string \(api-key\)") as raised:
         build(overrides, only=["01"], root=tmp_path, parameters=parameters)
     assert "QUERYinBOOK77" not in str(raised.value) and not (tmp_path / "book").exists()
@@ -393,13 +393,39 @@ def test_a_key_in_the_base_url_appears_in_no_artefact_of_a_book(test_csv, tmp_pa
 def test_make_book_hands_each_value_to_the_command_as_data(make_argv):
     """Values with spaces, parentheses, quotes, `;`, backquotes and `$(shell ...)` reach `cpdagthink book` as the
     very words given (lists split on spaces), and neither the shell nor make runs any of them."""
-    values = {"MODEL": "a (b); touch pwned-shell", "TIMEOUT": "$(shell touch pwned-make)",
-              "REVISION": "`touch pwned-backquote`'x'$HOME", "BASE_URL": "http://u:k@h/v1 http://h2/v1",
-              "SEEDS": "0 1"}
+    values = {"MODEL": "a (b); touch pwned-shell", "TEMPERATURE": "$(shell touch pwned-make)", "SEEDS": "0 1",
+              "BACKEND_OPTIONS": "revision=$(HOME)`touch${IFS}pwned-backquote`'x'$HOME "
+                                 'base_url=["http://u:k@h/v1","http://h2/v1"] max_model_len=32768'}
     argv, output = make_argv("book", "cpdagthink", values)
-    assert argv == ["book", "--model", values["MODEL"], "--base-url", "http://u:k@h/v1", "http://h2/v1",
-                    "--seeds", "0", "1", "--revision", values["REVISION"], "--timeout", values["TIMEOUT"]]
+    assert argv == ["book", "--model", values["MODEL"], "-o", "revision=$(HOME)`touch${IFS}pwned-backquote`'x'$HOME",
+                    "-o", 'base_url=["http://u:k@h/v1","http://h2/v1"]', "-o", "max_model_len=32768",
+                    "--seeds", "0", "1", "--temperature", values["TEMPERATURE"]]
     assert "u:k@" not in output  # the recipe is not echoed: a value may hold a key
+
+
+def test_make_book_backend_options_reach_every_chapter_as_one_parameter(make_argv, monkeypatch):
+    """What `make book BACKEND_OPTIONS=...` passes, read by `book`: one `backend_options` for papermill, the
+    endpoints without user info."""
+    from cpdagthink.cli import book_papermill_parameters
+    from cpdagthink.credentials import ENV_CREDENTIALS
+
+    monkeypatch.setenv(ENV_CREDENTIALS, "{}")  # the user info goes there, and is removed after the test
+
+    argv, _ = make_argv("book", "cpdagthink", {"BACKEND": "openai", "MODEL": "gpt-5.4-mini",
+                                                "BACKEND_OPTIONS": "max_concurrency=16 base_url=http://u:k@h/v1"})
+    given = book_papermill_parameters(argv[1:])
+    assert set(given) == set(CHAPTERS)
+    assert all(p["backend_options"] == {"max_concurrency": 16, "base_url": "http://h/v1"} for p in given.values())
+
+
+def test_a_flag_or_option_no_chapter_declares_is_refused_naming_where_it_goes(tmp_path, capsys):
+    assert main(["book", "--only", "01", "-p", "base_url=http://127.0.0.1:9/v1"]) == 2
+    assert "no selected chapter takes the parameter 'base_url'" in capsys.readouterr().err
+    assert main(["book", "--only", "01", "-o", "no_such_option=1"]) == 2
+    assert "backend 'local' does not take no_such_option; it takes: model, n_ctx" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="no selected chapter takes the parameter 'regex_mode'.*-o KEY=VALUE"):
+        build({"backend": "openai", "model": "m", "regex_mode": "vllm"}, only=["01"], root=tmp_path)
+    assert not (tmp_path / "book").exists()
 
 
 # ------------------------------------------------------------------------------------------- render from records
@@ -463,8 +489,8 @@ def test_a_chapter_made_through_the_api_renders_from_its_records_alone(test_csv,
     _book_root(tmp_path)
     runs, cache = tmp_path / "outputs" / "runs", tmp_path / "outputs" / "cache"
     with ReasoningAPIServer() as server:
-        overrides = {"backend": "openai", "model": "gpt-5.4-mini", "reasoning_effort": "low", "base_url": [server.url],
-                     "out_root": str(runs), "cache_dir": str(cache)}
+        overrides = {"backend": "openai", "model": "gpt-5.4-mini", "out_root": str(runs), "cache_dir": str(cache),
+                     "backend_options": {"reasoning_effort": "low", "base_url": [server.url]}}
         build(overrides, only=["01"], root=tmp_path, parameters={"n_resamples": 200})
         assert server.requests and server.rejected == 0
     made = _outputs(tmp_path / "book" / "01_main_results.ipynb")

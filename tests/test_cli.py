@@ -69,7 +69,8 @@ def test_book_passes_its_overrides_to_every_notebook(monkeypatch, capsys):
                  "--max-tokens-turn1", "8192", "--max-tokens-answer", "4096", "--only", "01",
                  "--sample-variables", "5", "6", "--api", "chat"]) == 0
     assert seen == {"backend": "openai", "limit": 0, "seeds": [0, 1], "temperature": 0.7, "max_tokens_turn1": 8192,
-                    "max_tokens_answer": 4096, "only": ["01"], "sample_variables": [5, 6], "api": "chat",
+                    "max_tokens_answer": 4096, "only": ["01"], "sample_variables": [5, 6],
+                    "backend_options": {"api": "chat"},
                     "parameters": {}, "render_only": False, "render_book": True, "allow_partial": False}
     assert main(["book", "--render-only", "--only", "01"]) == 0 and seen["render_only"] is True
     assert main(["book", "--allow-partial", "--only", "01"]) == 0 and seen["allow_partial"] is True
@@ -225,6 +226,10 @@ def test_the_readme_api_commands_run_against_a_reasoning_model_api(test_csv, tmp
 @pytest.mark.parametrize("extra, message", [
     (["--seeds", "3", "3"], "seeds: Value error, seeds repeat: [3, 3] names 3 more than once"),
     (["--backend", "openai", "--model", "m", "--timeout", "inf"], "timeout: Input should be a finite number"),
+    (["-o", "max_concurrency=4"], "backend 'reference' does not take max_concurrency; it takes: no options"),
+    (["--backend", "openai", "--model", "m", "-o", "max_concurrency=4", "-o", "no_such_option=1"],
+     "backend 'openai' does not take no_such_option; it takes: model, base_url, api_key_env, max_concurrency"),
+    (["-o", "max_concurrency"], "a backend option is KEY=VALUE, e.g. max_model_len=32768; one word has no '='"),
     (["--limit", "1100", "--sample-min-positives", "1000"],
      "a sample of 1100 rows with at least 1000 gold positives cannot be drawn: the 1162 rows"),
 ])
@@ -233,6 +238,27 @@ def test_run_names_what_is_wrong(test_csv, tmp_path, extra, message):
                  "--out", str(tmp_path / "run"), "--cache", str(tmp_path / "cache"), *extra)
     assert result.returncode == 2 and message in result.stderr and "Traceback" not in result.stderr, result.stderr
     assert not (tmp_path / "run").exists()
+
+
+def test_backend_options_reach_the_backend_from_dash_o_and_its_shorthands(test_csv, monkeypatch, capsys):
+    """`-o KEY=VALUE` (the value read as JSON where it is JSON) and the shorthand flags fill one dict, a later one
+    winning; the backend is built with exactly those options."""
+    import cpdagthink.backends
+    from cpdagthink.cli import main
+
+    built = []
+    make_backend = cpdagthink.backends.make_backend
+    monkeypatch.setattr(cpdagthink.backends, "make_backend",
+                        lambda name, **options: built.append(options) or make_backend(name, **options))
+    assert main(["prompt", "--condition", "structured", "--row", "0", "--data", str(test_csv), "--backend", "openai",
+                 "--model", "gpt-5.4-mini", "-o", "max_concurrency=2", "--timeout", "9", "-o", "timeout=30",
+                 "--base-url", "http://127.0.0.1:9/v1", "-o", "backoff_max=1.5", "--jump-forward"]) == 2
+    assert "backend 'openai' does not take jump_forward" in capsys.readouterr().err and not built
+    assert main(["prompt", "--condition", "structured", "--row", "0", "--data", str(test_csv), "--backend", "openai",
+                 "--model", "gpt-5.4-mini", "-o", "max_concurrency=2", "--timeout", "9", "-o", "timeout=30",
+                 "--base-url", "http://127.0.0.1:9/v1", "-o", "backoff_max=1.5"]) == 0
+    assert built == [{"model": "gpt-5.4-mini", "max_concurrency": 2, "timeout": 30.0,
+                      "base_url": "http://127.0.0.1:9/v1", "backoff_max": 1.5}]
 
 
 def test_data_with_nothing_to_run_is_refused_clearly(tmp_path):

@@ -11,12 +11,36 @@ from cpdagthink.run.config import RunConfig, RunParameters, RunSet
 
 @pytest.mark.parametrize("bad", [{"limit": -1}, {"limit": -5}, {"chunk_size": 0}, {"chunk_size": -2},
                                  {"max_tokens_turn1": 0}, {"max_tokens_answer": -5}, {"temperature": -0.1},
-                                 {"top_p": 0}, {"sample_variables": [0]}, {"seeds": []}, {"timeout": 0},
-                                 {"timeout": float("inf")}, {"timeout": float("nan")}, {"timeout": "inf"},
-                                 {"retries": -1}, {"tool_choice": "sometimes"}, {"no_such_parameter": 1}])
+                                 {"top_p": 0}, {"sample_variables": [0]}, {"seeds": []}, {"tool_choice": "sometimes"},
+                                 {"no_such_parameter": 1}, {"timeout": 5}, {"backend_options": "n_threads"}])
 def test_bad_numbers_and_names_are_refused_up_front(bad):
     with pytest.raises(ValidationError):
         RunParameters(**bad)
+
+
+@pytest.mark.parametrize("bad", [{"timeout": 0}, {"timeout": float("inf")}, {"timeout": float("nan")},
+                                 {"timeout": "inf"}, {"retries": -1}, {"regex_mode": "sometimes"},
+                                 {"max_concurrency": "many"}, {"no_such_option": 1}])
+def test_bad_backend_options_are_refused_up_front_by_name(bad):
+    with pytest.raises(ValidationError, match=next(iter(bad))):
+        RunParameters(backend="openai", model="m", backend_options=bad)
+
+
+def test_every_option_of_the_backend_is_taken_read_by_its_own_signature():
+    """The options no flag names (vLLM's engine sizes, llama.cpp's threads, the API's concurrency) arrive in
+    one dict, each value read as the backend's annotation reads it."""
+    vllm = RunParameters(backend="vllm", model="Qwen/Qwen3-8B", backend_options={
+        "tensor_parallel_size": 4, "max_model_len": "32768", "gpu_memory_utilization": 0.9}).to_config()
+    assert vllm.backend_arguments() == {"model": "Qwen/Qwen3-8B", "tensor_parallel_size": 4, "max_model_len": 32768,
+                                        "gpu_memory_utilization": 0.9}
+    local = RunParameters(backend="local", backend_options={"n_threads": "8"}).to_config()
+    assert local.backend_options == {"n_threads": 8}
+    api = RunParameters(backend="openai", model="m", backend_options={"max_concurrency": 16, "revision": 1234})
+    assert api.to_config().backend_options == {"max_concurrency": 16, "revision": "1234"}
+    with pytest.raises(ValidationError, match="backend 'local' does not take max_concurrency; it takes: model, n_ctx"):
+        RunParameters(backend="local", backend_options={"max_concurrency": 16})
+    with pytest.raises(ValidationError, match="backend 'vllm' option max_model_len: Input should be a valid integer"):
+        RunParameters(backend="vllm", model="m", backend_options={"max_model_len": "long"})
 
 
 def test_unknown_condition_probe_and_backend_are_named():
@@ -36,11 +60,14 @@ def test_several_seeds_under_greedy_decoding_are_refused():
 
 
 def test_list_parameters_arrive_as_text_from_papermill_and_shells():
-    params = RunParameters(seeds="[0, 1]", sample_variables="[5, 6]", base_url="http://127.0.0.1:1/v1",
+    params = RunParameters(seeds="[0, 1]", sample_variables="[5, 6]", backend_options='{"base_url": "http://127.0.0.1:1/v1"}',
                            backend="openai", model="m", temperature=1.0)
-    assert params.seeds == [0, 1] and params.sample_variables == [5, 6] and params.base_url == ["http://127.0.0.1:1/v1"]
+    assert params.seeds == [0, 1] and params.sample_variables == [5, 6]
+    assert params.backend_options.base_url == ["http://127.0.0.1:1/v1"]
     config = params.to_config()
     assert config.backend_options == {"base_url": "http://127.0.0.1:1/v1"} and config.sample_variables == (5, 6)
+    words = RunParameters(backend="openai", model="m", backend_options="timeout=5 base_url=http://127.0.0.1:1/v1")
+    assert words.to_config().backend_options == {"timeout": 5.0, "base_url": "http://127.0.0.1:1/v1"}
 
 
 def test_a_run_folder_is_named_by_what_makes_the_run(test_csv):
@@ -52,8 +79,8 @@ def test_a_run_folder_is_named_by_what_makes_the_run(test_csv):
     hotter = RunParameters(backend="reference", data=str(test_csv), limit=8, temperature=0.5).to_config()
     assert hotter.for_run(seed=0).folder(rows) != config.for_run(seed=0).folder(rows)
     api = RunParameters(backend="openai", model="m", data=str(test_csv), limit=8).to_config()
-    moved = RunParameters(backend="openai", model="m", data=str(test_csv), limit=8, timeout=5, retries=1,
-                          base_url="http://127.0.0.1:1/v1").to_config()
+    moved = RunParameters(backend="openai", model="m", data=str(test_csv), limit=8, backend_options={
+        "timeout": 5, "retries": 1, "base_url": "http://127.0.0.1:1/v1"}).to_config()
     assert moved.for_run(seed=0).folder(rows) == api.for_run(seed=0).folder(rows)  # how to reach, not what
     edited = [rows[0].model_copy(update={"hypothesis": "A directly causes B."}), *rows[1:]]
     assert config.for_run(seed=0).folder(edited) != config.for_run(seed=0).folder(rows)
@@ -169,7 +196,7 @@ def test_repeated_seeds_are_refused_as_repeated_whatever_the_sampling():
 
 def test_an_infinite_timeout_is_refused_by_name():
     with pytest.raises(ValidationError, match="timeout") as raised:
-        RunParameters(backend="openai", model="m", timeout="inf")
+        RunParameters(backend="openai", model="m", backend_options={"timeout": "inf"})
     assert "finite number" in str(raised.value)
 
 
@@ -179,9 +206,9 @@ def test_a_key_in_the_base_url_is_kept_out_of_the_config_and_reaches_the_backend
 
     monkeypatch.setenv(ENV_CREDENTIALS, "{}")  # and removed again after the test
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    params = RunParameters(backend="openai", model="m", base_url=["http://me:sk-SECRET123456@127.0.0.1:9/v1",
-                                                                 "http://127.0.0.1:8/v1"])
-    assert params.base_url == ["http://127.0.0.1:9/v1", "http://127.0.0.1:8/v1"]
+    params = RunParameters(backend="openai", model="m", backend_options={
+        "base_url": ["http://me:sk-SECRET123456@127.0.0.1:9/v1", "http://127.0.0.1:8/v1"]})
+    assert params.backend_options.base_url == ["http://127.0.0.1:9/v1", "http://127.0.0.1:8/v1"]
     config = params.to_config()
     assert "SECRET" not in config.model_dump_json() and "SECRET" not in repr(config)
     built = RunConfig(backend="openai", model="m", backend_options={"base_url": "https://u:SECRET9@h.example/v1"})
@@ -192,7 +219,7 @@ def test_a_key_in_the_base_url_is_kept_out_of_the_config_and_reaches_the_backend
 
 @pytest.mark.parametrize("url", ["http://127.0.0.1:9/v1?api_key=sk-QUERY98765", "http://u:sk-QUERY/98765@127.0.0.1:9/v1"])
 def test_a_key_in_a_query_string_or_not_percent_encoded_is_refused_quoting_none_of_it(url):
-    for build in (lambda: RunParameters(backend="openai", model="m", base_url=[url]),
+    for build in (lambda: RunParameters(backend="openai", model="m", backend_options={"base_url": [url]}),
                   lambda: RunConfig(backend="openai", model="m", backend_options={"base_url": url})):
         with pytest.raises(ValidationError, match="query string|percent-encode the key") as raised:
             build()
@@ -200,11 +227,18 @@ def test_a_key_in_a_query_string_or_not_percent_encoded_is_refused_quoting_none_
 
 
 def test_the_key_variable_is_a_name_never_a_key():
-    assert RunParameters(backend="openai", model="m", api_key_env="PROXY_KEY").to_config().backend_options == {
-        "api_key_env": "PROXY_KEY"}
+    assert RunParameters(backend="openai", model="m", backend_options={"api_key_env": "PROXY_KEY"}).to_config(
+        ).backend_options == {"api_key_env": "PROXY_KEY"}
     with pytest.raises(ValidationError, match="api_key_env") as raised:
-        RunParameters(backend="openai", model="m", api_key_env="sk-pasted-the-key-12345")
+        RunParameters(backend="openai", model="m", backend_options={"api_key_env": "sk-pasted-the-key-12345"})
     assert "12345" not in str(raised.value)
+
+
+@pytest.mark.parametrize("name", ["hf_token", "api_key", "token", "client_secret"])
+def test_a_credential_is_never_a_backend_option_even_for_a_backend_that_takes_any(name):
+    with pytest.raises(ValidationError, match=f"{name}: a credential is never a backend option") as raised:
+        RunParameters(backend="vllm", model="m", backend_options={name: "hf_SECRET4321"})
+    assert "4321" not in str(raised.value)
 
 
 def test_data_that_cannot_give_the_sample_asked_for_is_refused(test_csv, tmp_path):

@@ -355,7 +355,7 @@ def test_chapter_06_built_from_a_hostile_server_runs_no_payload(test_csv, browse
     (tmp_path / "book").mkdir()
     (tmp_path / "book" / "intro.md").write_text("# Front page\n")
     with hostile_server() as server:
-        build({"backend": "openai", "model": "gpt-5.4-mini", "base_url": [server.url], "reasoning_effort": "medium",
+        build({"backend": "openai", "model": "gpt-5.4-mini", "backend_options": {"base_url": [server.url], "reasoning_effort": "medium"},
                "max_tokens_turn1": 8192, "max_tokens_answer": 4096, "limit": 4, "out_root": str(tmp_path / "runs"),
                "cache_dir": str(tmp_path / "cache")}, only=["06"], root=tmp_path)
     literal = '<script>window.pwned = "script"</script>'

@@ -65,7 +65,7 @@ def test_every_chapter_built_from_hostile_names_and_texts_runs_nothing(test_csv,
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (shutil.copytree if (PROJECT_ROOT / name).is_dir() else shutil.copy)(PROJECT_ROOT / name, tmp_path / name)
     with hostile_server() as server:
-        build({"backend": "openai", "model": MODEL, "base_url": [server.url], "reasoning_effort": "medium",
+        build({"backend": "openai", "model": MODEL, "backend_options": {"base_url": [server.url], "reasoning_effort": "medium"},
                "max_tokens_turn1": 8192, "max_tokens_answer": 4096, "limit": 4, "data": str(data),
                "ood_split": str(ood), "out_root": str(tmp_path / "runs"), "cache_dir": str(tmp_path / "cache")},
               root=tmp_path)

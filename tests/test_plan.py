@@ -123,7 +123,8 @@ def test_a_model_that_cannot_serve_a_condition_plans_without_it(roots):
 
 
 def test_an_endpoint_with_options_is_a_group_of_its_own_and_file_name_safe(roots):
-    planned = plan.plan_book({"backend": "openai", "model": "Qwen/Qwen3.5-27B", "regex_mode": "vllm", **roots},
+    planned = plan.plan_book({"backend": "openai", "model": "Qwen/Qwen3.5-27B", "backend_options": {"regex_mode": "vllm"},
+                              **roots},
                              only=["06"])
     (group,) = plan.groups(planned)
     assert group.startswith("openai-Qwen_Qwen3.5-27B-seed0-") and "/" not in group

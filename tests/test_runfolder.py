@@ -106,8 +106,8 @@ def made(test_csv, tmp_path, monkeypatch):
     from cpdagthink.run.runner import run_condition
 
     monkeypatch.setenv("CORR2CAUSE_CSV", str(test_csv))
-    setup = ex.setup_from_parameters({"backend": "openai", "model": "gpt-4o", "base_url": ["http://127.0.0.1:9/v1"],
-                                      "timeout": 5, "retries": 1, "limit": 4, "out_root": str(tmp_path / "runs"),
+    setup = ex.setup_from_parameters({"backend": "openai", "model": "gpt-4o", "backend_options": {
+                                          "base_url": ["http://127.0.0.1:9/v1"], "timeout": 5, "retries": 1}, "limit": 4, "out_root": str(tmp_path / "runs"),
                                       "cache_dir": str(tmp_path / "cache")})
     config = setup.for_run("structured", 0)
     instances = config.instances()

@@ -189,7 +189,7 @@ def test_a_cancelled_then_killed_group_job_reruns_the_rest_and_the_key_never_rea
     monkeypatch.setenv("OPENAI_API_KEY", key)
     log = tmp_path / "snakemake.log"
     with ReasoningAPIServer(latency_s=1.0) as server:
-        config = ["backend=openai", "model=gpt-5.4-mini", "reasoning_effort=low", f"base_url={server.url}",
+        config = ["backend=openai", "model=gpt-5.4-mini", f"backend_options=reasoning_effort=low base_url={server.url}",
                   "limit=10", "only=[01]"]
         command = snakemake(project, "slurm", "runs", "--config", *config)
         api_runs = [Path(r["folder"]) for r in plan_of(project, config) if r["config"]["backend"] == "openai"]
@@ -263,7 +263,7 @@ def test_a_group_over_its_runtime_is_ended_by_slurm_and_the_rerun_resumes_it(slu
     slurm_profile(project)
     log = tmp_path / "snakemake.log"
     with ReasoningAPIServer(latency_s=5.0) as server:
-        config = ["backend=openai", "model=gpt-5.4-mini", "reasoning_effort=low", f"base_url={server.url}",
+        config = ["backend=openai", "model=gpt-5.4-mini", f"backend_options=reasoning_effort=low base_url={server.url}",
                   "limit=50", "only=[01]", "conditions=[\"structured\"]", "include_reference=false"]
         (run,) = plan_of(project, config)
         folder = Path(run["folder"])

@@ -43,17 +43,27 @@ def test_each_backend_sizes_its_job_from_its_own_option_or_its_default():
     assert job_resources(RunConfig(backend="reference")) == {"threads": 1, "gpu": 0, "api_slots": 0}
 
 
-def test_config_values_read_as_the_book_reads_them_and_a_key_in_a_url_is_refused():
+def test_config_values_read_as_the_book_reads_them_and_a_key_in_a_url_is_refused(monkeypatch):
+    from cpdagthink.credentials import ENV_CREDENTIALS
+
+    monkeypatch.setenv(ENV_CREDENTIALS, "{}")  # what reading a URL's user info writes, removed after the test
     # Snakemake's --config gives every scalar as text: seeds=[0,1] arrives as ["0", "1"]
     only, parameters = book_parameters({"backend": "reference", "limit": 0, "seeds": ["0", "1"], "only": ["01", "04"],
                                         "probes": ["scramble_full"], "sample_variables": "null", "model": "a:b"})
     assert only == ["01", "04"]
     assert parameters == {"backend": "reference", "limit": 0, "seeds": [0, 1], "probes": ["scramble_full"],
                           "sample_variables": None, "model": "a:b"}
+    # the backend's own options: a mapping (its scalars as text too), a JSON object, or KEY=VALUE words
+    for given in ({"max_model_len": "32768", "tensor_parallel_size": "4"}, '{"max_model_len": 32768, '
+                  '"tensor_parallel_size": 4}', "max_model_len=32768 tensor_parallel_size=4"):
+        assert book_parameters({"backend_options": given})[1] == {"backend_options": {"max_model_len": 32768,
+                                                                                      "tensor_parallel_size": 4}}
     with pytest.raises(WorkflowConfigError, match="OPENAI_API_KEY"):
-        book_parameters({"base_url": "http://user:sk-SECRET@127.0.0.1:1/v1"})
+        book_parameters({"backend_options": "base_url=http://user:sk-SECRET@127.0.0.1:1/v1"})
+    with pytest.raises(WorkflowConfigError, match="OPENAI_API_KEY"):
+        book_parameters({"backend_options": {"base_url": ["http://127.0.0.1:2/v1", "http://user:sk-SECRET@h/v1"]}})
     with pytest.raises(ValueError, match=r"query string \(api-key\)") as raised:  # quoting none of it
-        book_parameters({"base_url": "http://127.0.0.1:1/v1?api-key=sk-SECRET"})
+        book_parameters({"backend_options": "base_url=http://127.0.0.1:1/v1?api-key=sk-SECRET"})
     assert "SECRET" not in str(raised.value)
 
 
@@ -71,8 +81,8 @@ def test_the_grid_sizes_a_job_per_group_until_complete_and_marks_a_stale_output_
 
     monkeypatch.setenv("CORR2CAUSE_CSV", str(test_csv))
     monkeypatch.setattr("cpdagthink.workflow.MARKERS", tmp_path / "plan")
-    config = {"backend": "openai", "model": "gpt-5.4-mini", "base_url": "http://127.0.0.1:9/v1", "limit": "4",
-              "only": ["01"], "out_root": str(tmp_path / "runs"), "cache_dir": str(tmp_path / "cache")}
+    config = {"backend": "openai", "model": "gpt-5.4-mini", "backend_options": "base_url=http://127.0.0.1:9/v1",
+              "limit": "4", "only": ["01"], "out_root": str(tmp_path / "runs"), "cache_dir": str(tmp_path / "cache")}
     grid = plan_grid(config)
     api, reference = sorted(grid.groups)  # chapter 01: the model's conditions, and the reference agent's row
     assert api.startswith("openai-gpt-5.4-mini-seed0") and reference == "reference-default-seed0"
@@ -81,7 +91,7 @@ def test_the_grid_sizes_a_job_per_group_until_complete_and_marks_a_stale_output_
     assert "--render-only" in grid.chapters["01_main_results"].arguments()
     assert grid.group_arguments(api)[-3:] == ["--group", api, "--execute"]
 
-    execute([r for r in plan_book({}, ["01"], {k: v for k, v in config.items() if k != "only"})
+    execute([r for r in plan_book({}, ["01"], book_parameters(config)[1])
              if r.group == reference], progress=False)
     (tmp_path / "plan").mkdir()
     for key in (api, reference):
@@ -94,7 +104,8 @@ def test_the_grid_sizes_a_job_per_group_until_complete_and_marks_a_stale_output_
     assert sorted(grid.write_plan_files(book)) == sorted(files)
     plans = [json.loads(f.read_text()) for f in files]
     assert "not complete" in plans[0]["stale"] and "stale" not in plans[1]  # the api group's marker is stale
-    assert plans[2]["parameters"] == {k: 4 if k == "limit" else v for k, v in config.items() if k != "only"}
+    assert plans[2]["parameters"] == {**{k: v for k, v in config.items() if k != "only"}, "limit": 4,
+                                      "backend_options": {"base_url": "http://127.0.0.1:9/v1"}}
     assert len(plans[2]["runs"]) == 5
     texts = [f.read_text() for f in files]
     # Planned again: the stale marker's plan file changes again (until its group runs), the others stay as they are
@@ -107,7 +118,7 @@ def test_the_grid_sizes_a_job_per_group_until_complete_and_marks_a_stale_output_
     from cpdagthink.cli import book_papermill_parameters
 
     given = book_papermill_parameters(grid.chapters["01_main_results"].arguments())["01_main_results"]
-    assert given["limit"] == 4 and given["base_url"] == ["http://127.0.0.1:9/v1"]  # as `book` passes it on
+    assert given["limit"] == 4 and given["backend_options"] == {"base_url": "http://127.0.0.1:9/v1"}  # as `book`'s
     book.mkdir()
     executed = book / "01_main_results.ipynb"
     executed.write_text(json.dumps({"metadata": {"papermill": {"parameters": {**given, "limit": 3}}}}))
@@ -117,16 +128,50 @@ def test_the_grid_sizes_a_job_per_group_until_complete_and_marks_a_stale_output_
     assert plan_grid(config).write_plan_files(book) == []
 
 
+def test_the_configs_backend_options_reach_each_group_job_and_one_the_backend_does_not_take_is_refused(
+        tmp_path, test_csv, monkeypatch, capsys):
+    """`--config backend_options=...` sizes the group's job from the backend's option and reaches the
+    backend's arguments of every run the group job's `cpdagthink plan` computes."""
+    from cpdagthink.cli import main
+
+    monkeypatch.setenv("CORR2CAUSE_CSV", str(test_csv))
+    monkeypatch.setattr("cpdagthink.workflow.MARKERS", tmp_path / "plan")
+    config = {"backend": "vllm", "model": "Qwen/Qwen3-8B", "limit": "4", "only": ["01"],
+              "backend_options": "tensor_parallel_size=4 max_model_len=32768", "out_root": str(tmp_path / "runs"),
+              "cache_dir": str(tmp_path / "cache")}
+    grid = plan_grid(config)
+    (key,) = [k for k in grid.groups if k.startswith("vllm-")]
+    assert grid.groups[key].gpu == 4
+    assert main(["plan", *grid.group_arguments(key)[:-1]]) == 0  # what the job runs, without --execute
+    runs = json.loads(capsys.readouterr().out)
+    assert runs and all(r["config"]["backend_options"] == {"tensor_parallel_size": 4, "max_model_len": 32768}
+                        for r in runs)
+    with pytest.raises(ValueError, match="backend 'vllm' option max_model_len: Input should be a valid integer"):
+        plan_grid({**config, "backend_options": "max_model_len=long"})
+    with pytest.raises(ValueError, match="backend 'local' does not take max_model_len, tensor_parallel_size; it takes: model"):
+        plan_grid({**config, "backend": "local", "model": "qwen2.5-0.5b"})
+
+
 def test_make_grid_hands_each_value_to_snakemake_as_one_config_entry(make_argv):
     """`make grid` passes the book variables as `--config name=value` words (a list as a YAML list), the
     profile named by PROFILE; neither make nor the shell runs any value."""
-    values = {"MODEL": "a (b); touch pwned-shell", "TIMEOUT": "$(shell touch pwned-make)",
-              "REVISION": "`touch pwned-backquote`'x'$HOME", "SEEDS": "0 1", "ONLY": "01 04",
-              "SAMPLE_VARIABLES": "all", "PROFILE": "slurm"}
+    options = ("revision=$(HOME)`touch${IFS}pwned-backquote`'x'$HOME\\ token_param=max_tokens#: "
+               'base_url=["http://127.0.0.1:1/v1","http://127.0.0.1:2/v1"] reasoning_effort="low"')
+    values = {"MODEL": "a (b); touch pwned-shell", "TEMPERATURE": "$(shell touch pwned-make)",
+              "BACKEND_OPTIONS": options, "SEEDS": "0 1", "ONLY": "01 04", "SAMPLE_VARIABLES": "all", "PROFILE": "slurm"}
     argv, _ = make_argv("grid", "snakemake", values)
-    assert argv == ["--profile", "workflow/profiles/slurm", "--config", f"model={values['MODEL']}", "seeds=[0,1]",
-                    "only=[01,04]", "sample_variables=null", f"revision={values['REVISION']}",
-                    f"timeout={values['TIMEOUT']}"]
+    escaped = options.replace("\\", "\\\\").replace('"', '\\"')
+    assert argv == ["--profile", "workflow/profiles/slurm", "--config", f"model={values['MODEL']}",
+                    f'backend_options= "{escaped}" ', "seeds=[0,1]", "only=[01,04]", "sample_variables=null",
+                    f"temperature={values['TEMPERATURE']}"]
+    # as Snakemake reads the entry, and the workflow then: each word one option, the value read as JSON or kept
+    from snakemake.cli import parse_config
+
+    entry = parse_config([argv[4]])["backend_options"]
+    assert book_parameters({"backend_options": entry})[1]["backend_options"] == {
+        "revision": "$(HOME)`touch${IFS}pwned-backquote`'x'$HOME\\", "token_param": "max_tokens#:",
+        "reasoning_effort": "low",
+        "base_url": ["http://127.0.0.1:1/v1", "http://127.0.0.1:2/v1"]}
 
 
 def _release(snakemake_dir: Path, hold: bool = False) -> subprocess.Popen:
@@ -249,7 +294,7 @@ def plan_of(root: Path, config: list[str]) -> list[dict]:
 def one_group_execution(root: Path, base_url: str) -> tuple[list[str], list[str]]:
     """The configuration of chapter 01's structured runs (12 rows, the OpenAI backend at ``base_url``; one group)
     and the `cpdagthink plan` words that execute that group."""
-    config = ["backend=openai", "model=gpt-5.4-mini", "reasoning_effort=low", f"base_url={base_url}",
+    config = ["backend=openai", "model=gpt-5.4-mini", f"backend_options=reasoning_effort=low base_url={base_url}",
               "limit=12", "only=[01]", "conditions=[\"structured\"]", "include_reference=false"]
     plan = plan_of(root, config)
     (group,) = {r["group"] for r in plan}
@@ -301,7 +346,7 @@ def test_a_job_killed_on_the_simulated_cluster_reruns_with_nothing_lost_or_dupli
     byte for byte as they were, the cache holds only whole entries, and a third pass asks nothing."""
     log = tmp_path / "snakemake.log"
     with ReasoningAPIServer(latency_s=0.25) as server:
-        config = ["backend=openai", "model=gpt-5.4-mini", "reasoning_effort=low", f"base_url={server.url}",
+        config = ["backend=openai", "model=gpt-5.4-mini", f"backend_options=reasoning_effort=low base_url={server.url}",
                   "limit=12", "only=[01]"]
         command = snakemake(project, "simulated-cluster", "runs", "--config", *config)
         with log.open("ab") as sink:
@@ -466,7 +511,7 @@ def test_a_group_job_ends_with_its_killed_snakemake_and_the_next_grid_is_not_loc
     computes the rest."""
     log = tmp_path / "snakemake.log"
     with ReasoningAPIServer(latency_s=1.0) as server:
-        config = ["backend=openai", "model=gpt-5.4-mini", "reasoning_effort=low", f"base_url={server.url}",
+        config = ["backend=openai", "model=gpt-5.4-mini", f"backend_options=reasoning_effort=low base_url={server.url}",
                   "limit=40", "only=[01]", "conditions=[\"structured\"]", "include_reference=false"]
         command = snakemake(project, "local", "runs", "--config", *config)
         with log.open("ab") as sink:

@@ -17,7 +17,7 @@ from .errors import CpdagthinkError
 from .paths import ENV_OUTPUTS, OUTPUTS_ROOT
 from .run.config import RunParameters
 from .run.data import load_split, local_test_csv, read_csv
-from .run.parameters import json_or_text
+from .run.parameters import json_or_text, option_pair
 
 
 def _instances(args: argparse.Namespace) -> list[Instance]:
@@ -144,7 +144,12 @@ def cmd_generate(args: argparse.Namespace) -> int:
 def _parameters(args: argparse.Namespace, **fixed: Any) -> RunParameters:
     """The run parameters named on the command line (flags left unset keep the model's defaults)."""
     given = {k: v for k, v in vars(args).items() if k in RunParameters.model_fields and v not in (None, [], "")}
-    return RunParameters(**{**given, **fixed})
+    return RunParameters(**{**given, "backend_options": _backend_options(args), **fixed})
+
+
+def _backend_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The backend options of ``-o`` and its shorthand flags, in the order given (a later one wins)."""
+    return dict(getattr(args, "backend_options", None) or [])
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -218,7 +223,11 @@ def _book_overrides(args: argparse.Namespace) -> dict[str, Any]:
     """The notebook overrides the flags of ``book`` (and ``plan``) name; ``-p`` parameters apart."""
     overrides = {k: v for k, v in vars(args).items()
                  if k not in ("command", "handler", "only", "sample_variables", "parameter", "group", "execute",
-                              "no_build", "render_only", "allow_partial") and v not in (None, [], "")}
+                              "no_build", "render_only", "allow_partial", "backend_options")
+                 and v not in (None, [], "")}
+    options = _backend_options(args)
+    if options:
+        overrides["backend_options"] = options
     if args.sample_variables:
         overrides["sample_variables"] = None if "all" in args.sample_variables else args.sample_variables
     return overrides
@@ -287,27 +296,55 @@ def cmd_schema(args: argparse.Namespace) -> int:
     return 0
 
 
+class _BackendOption(argparse.Action):
+    """One backend option into ``backend_options`` (``(key, value)`` pairs in the order given): ``-o
+    KEY=VALUE``, or a shorthand flag of one key (its value, or ``const`` for a flag that takes none)."""
+
+    def __init__(self, option_strings: list[str], dest: str, key: str | None = None, **kwargs: Any):
+        self.key = key
+        super().__init__(option_strings, "backend_options", **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        pair = values if self.key is None else (self.key, self.const if self.nargs == 0 else values)
+        namespace.backend_options = [*(getattr(namespace, "backend_options", None) or []), pair]
+
+
+def _option_pair(text: str) -> tuple[str, Any]:
+    try:
+        return option_pair(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+# Shorthands of `-o` for the options runs set most: (flag, option, argparse settings, help).
+_SHORTHANDS: tuple[tuple[str, str, dict[str, Any], str], ...] = (
+    ("--base-url", "base_url", {"nargs": "+"}, "openai backend: OpenAI-compatible endpoint(s), served round-robin"),
+    ("--api-key-env", "api_key_env", {}, "openai backend: the environment variable whose key the endpoints get "
+     "(default: OPENAI_API_KEY, sent to api.openai.com only; another host gets no key unless named)"),
+    ("--api", "api", {}, "openai backend: chat or responses (default by profile: responses for GPT-5 and o-series)"),
+    ("--reasoning-effort", "reasoning_effort", {}, "reasoning models: the effort to ask for (overrides the profile)"),
+    ("--token-param", "token_param", {}, "API: max_tokens or max_completion_tokens (overrides the profile)"),
+    ("--regex-mode", "regex_mode", {}, "openai backend: vllm sends the schema regex to a vLLM server"),
+    ("--revision", "revision", {}, "vLLM: the model revision to load"),
+    ("--timeout", "timeout", {}, "API: seconds one request may take in all (a timeout is not retried)"),
+    ("--retries", "retries", {}, "API: retries of a failed request"),
+    ("--jump-forward", "jump_forward", {"nargs": 0, "const": True},
+     "local: exact jump-forward decoding with drafts (fast on a build from `make llama-exact`)"),
+)
+
+
 def _model_options(parser: argparse.ArgumentParser, budgets: str = "defaults 1024 and 512") -> None:
     """The flags that choose a model and how it decodes, shared by ``run`` and ``book``."""
     parser.add_argument("--backend", help="local (default), openai, vllm, reference")
     parser.add_argument("--model", help="local: qwen2.5-0.5b (default), smollm2-135m or a .gguf path; "
                         "openai/vllm: the model name")
-    parser.add_argument("--base-url", nargs="+", help="OpenAI-compatible endpoint(s), served round-robin")
-    parser.add_argument("--api-key-env", help="openai backend: the environment variable whose key the endpoints get "
-                        "(default: OPENAI_API_KEY, sent to api.openai.com only; another host gets no key unless named)")
-    parser.add_argument("--regex-mode", choices=["none", "vllm"], help="openai backend: send the schema regex to a "
-                        "vLLM server as structured_outputs")
-    parser.add_argument("--api", choices=["chat", "responses"], help="openai backend: chat completions or the "
-                        "Responses API (default by profile: responses for GPT-5 and o-series models)")
-    parser.add_argument("--reasoning-effort", help="reasoning models: the effort to ask for (overrides the profile)")
-    parser.add_argument("--reasoning-parser", help="vLLM: the reasoning parser (overrides the profile, e.g. qwen3)")
-    parser.add_argument("--token-param", choices=["max_tokens", "max_completion_tokens"],
-                        help="API: the token-budget parameter (overrides the profile)")
-    parser.add_argument("--revision", help="vLLM: the model revision to load")
-    parser.add_argument("--timeout", type=float, help="API: seconds one request may take in all (a timeout is not retried)")
-    parser.add_argument("--retries", type=int, help="API: retries of a failed request")
-    parser.add_argument("--jump-forward", action="store_true", default=None,
-                        help="local: exact jump-forward decoding with drafts (fast on a build from `make llama-exact`)")
+    parser.add_argument("-o", "--backend-option", action=_BackendOption, type=_option_pair, metavar="KEY=VALUE",
+                        help="one of the backend's own options (its class's keyword arguments, e.g. max_model_len=32768, "
+                             "tensor_parallel_size=4, n_threads=8, max_concurrency=16), the value read as JSON where it "
+                             "is JSON; repeatable, a later one wins; an option the backend does not take is refused")
+    for flag, key, extra, help_text in _SHORTHANDS:
+        parser.add_argument(flag, action=_BackendOption, key=key, help=f"{help_text} (-o {key}=...)", **extra)
     parser.add_argument("--tool-choice", choices=["auto", "forced"], help="auto (+ prompt instruction) or forced")
     parser.add_argument("--max-tokens-turn1", type=int, help=f"turn-1 budget ({budgets})")
     parser.add_argument("--max-tokens-answer", type=int, help="answer-turn budget")
@@ -390,7 +427,8 @@ def build_parser() -> argparse.ArgumentParser:
         book.add_argument("--only", nargs="+", help="notebook name prefixes, e.g. 01 04")
         book.add_argument("-p", "--parameter", action="append", type=_notebook_parameter, metavar="NAME=VALUE",
                           help="any notebook parameter (papermill's names), e.g. -p probes='[\"scramble_full\"]'; "
-                               "repeatable; wins over the flags")
+                               "repeatable; wins over the flags (-p backend_options='{...}' over -o, key by key); "
+                               "a name no selected chapter declares is refused")
     parsers["book"].add_argument("--render-only", action="store_true",
                                  help="make the pages from complete run folders only: no backend, model or key; a run "
                                       "not yet computed fails its chapter, naming the run folder (sets "

@@ -1,7 +1,8 @@
 """The book's grid as a Snakemake workflow: what ``workflow/Snakefile`` asks of the plan (:mod:`cpdagthink.book.plan`).
 
 Snakemake's ``--config`` carries the book's parameters under papermill's names (``backend=openai limit=0
-seeds=[0,1,2]``, what ``cpdagthink book -p`` takes) and ``only`` (chapter prefixes). :func:`plan_grid` plans
+seeds=[0,1,2] backend_options="base_url=http://host:8000/v1 max_model_len=32768"``, what ``cpdagthink book -p``
+takes) and ``only`` (chapter prefixes). :func:`plan_grid` plans
 them once and returns the jobs: one per plan group (one backend x model x seed: the model is loaded once for
 all its conditions and probes), one per chapter (executed from the records alone, ``--render-only``), then the
 book. A group whose runs are all complete asks for no resource and its job loads no model (it finds nothing to
@@ -176,15 +177,19 @@ def _plain(value: Any) -> Any:
 
 
 def book_parameters(config: Mapping[str, Any]) -> tuple[list[str], dict[str, Any]]:
-    """``(only, parameters)`` from Snakemake's ``config``. A URL with user info is refused: Snakemake prints
-    and stores job parameters, so the key goes in a variable instead (``OPENAI_API_KEY`` or ``api_key_env``'s);
-    a key in a query string is refused by :func:`~cpdagthink.credentials.check_url`, quoting none of it."""
+    """``(only, parameters)`` from Snakemake's ``config``; ``backend_options`` as a dict (given as a mapping, a
+    JSON object or ``KEY=VALUE`` words: ``make grid BACKEND_OPTIONS=...`` passes words). A URL with user info is
+    refused: Snakemake prints and stores job parameters, so the key goes in a variable instead
+    (``OPENAI_API_KEY`` or ``api_key_env``'s); a key in a query string is refused by
+    :func:`~cpdagthink.credentials.check_url`, quoting none of it."""
     from .credentials import strip_credentials
-    from .run.parameters import coerce_list
+    from .run.parameters import coerce_list, coerce_options
 
     parameters = {k: _plain(v) for k, v in config.items() if k != "only"}
     only = [str(o) for o in coerce_list(_plain(config.get("only")), "only") or []]
-    urls = coerce_list(parameters.get("base_url"), "base_url") or []
+    if "backend_options" in parameters:
+        parameters["backend_options"] = coerce_options(parameters["backend_options"])
+    urls = coerce_list(parameters.get("backend_options", {}).get("base_url"), "base_url") or []
     if any(strip_credentials(str(u)) != str(u) for u in urls):
         raise WorkflowConfigError("base_url holds user info, which Snakemake would print and store: give the key "
                                   "in OPENAI_API_KEY (api.openai.com) or in a variable named with api_key_env (any "

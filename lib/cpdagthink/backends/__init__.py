@@ -35,15 +35,44 @@ def backend_factory(name: str) -> Callable[..., Backend]:
     return getattr(module, attribute)
 
 
-def check_options(name: str, options: Mapping[str, Any]) -> None:
-    """Refuse, by name and with the ones it does take, an option the backend ``name`` does not take. Cheap:
-    it reads the factory's signature without building anything, so configurations check it up front."""
-    parameters = inspect.signature(backend_factory(name)).parameters.values()
+def check_options(name: str, options: Mapping[str, Any]) -> dict[str, Any]:
+    """``options`` as the backend ``name`` takes them, read against its factory's signature without building
+    anything (so configurations check them up front): an option it does not take is refused by name, with the
+    ones it does take; a value its annotation refuses, by name and the annotation's reason (the value is not
+    quoted: it may be a URL). Returns the values as the annotations read them (``"30"`` for a float is 30.0,
+    a number for a string its text)."""
+    factory = backend_factory(name)
+    parameters = inspect.signature(factory).parameters.values()
     accepted = [p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
     takes_any = any(p.kind is p.VAR_KEYWORD for p in parameters)
     unknown = sorted(set(options) - set(accepted))
     if unknown and not takes_any:
         raise ValueError(f"backend {name!r} does not take {', '.join(unknown)}; it takes: {', '.join(accepted) or 'no options'}")
+    hints = _annotations(factory)
+    return {key: _read(name, key, hints[key], value) if key in hints else value for key, value in options.items()}
+
+
+def _annotations(factory: Callable[..., Backend]) -> dict[str, Any]:
+    """The factory's parameter annotations, evaluated; none where one cannot be (a name only a type checker
+    sees): the backend then checks its values itself."""
+    import typing
+
+    try:
+        return typing.get_type_hints(factory.__init__ if inspect.isclass(factory) else factory)
+    except Exception:  # noqa: BLE001 - NameError, TypeError of an annotation this Python cannot evaluate
+        return {}
+
+
+def _read(backend: str, key: str, annotation: Any, value: Any) -> Any:
+    from pydantic import ConfigDict, TypeAdapter, ValidationError
+
+    try:
+        adapter = TypeAdapter(annotation, config=ConfigDict(coerce_numbers_to_str=True))
+        return adapter.validate_python(value)
+    except ValidationError as error:
+        raise ValueError(f"backend {backend!r} option {key}: {error.errors()[0]['msg']}") from None
+    except Exception:  # noqa: BLE001 - an annotation pydantic cannot check (an arbitrary class)
+        return value
 
 
 def make_backend(name: str, **options: Any) -> Backend:

@@ -476,20 +476,26 @@ def _kernel_environment(render_only: bool) -> Iterator[None]:
 def selected(overrides: dict[str, Any], only: list[str] | None = None,
              parameters: dict[str, Any] | None = None) -> tuple[list[Path], dict[str, Any]]:
     """The chapters ``only`` selects and the overrides they are given: the flags' values, then ``parameters``
-    (``-p name=value``; a name no selected chapter declares is refused), the endpoints without user info."""
+    (``-p name=value``), the backend options of both in one ``backend_options`` (``-p``'s winning by key), the
+    endpoints without user info. A name no selected chapter declares is refused, a flag's as a ``-p``'s: it
+    would change nothing."""
     from ..run.config import bare_urls
-    from ..run.parameters import coerce_list
+    from ..run.parameters import coerce_options
 
     notebooks = select_notebooks(only)
     parameters = parameters or {}
     declared = set().union(*(notebook_parameters(n) for n in notebooks))
-    unknown = sorted(set(parameters) - declared)
+    unknown = sorted((set(overrides) | set(parameters)) - declared)
     if unknown:
         raise ValueError(f"no selected chapter takes the parameter {', '.join(map(repr, unknown))}; "
-                         f"they take: {', '.join(sorted(declared))}")
+                         f"they take: {', '.join(sorted(declared))} (a backend's own option goes in "
+                         "backend_options: -o KEY=VALUE)")
+    options = {**coerce_options(overrides.get("backend_options")), **coerce_options(parameters.get("backend_options"))}
     overrides = {**overrides, **parameters}
-    if overrides.get("base_url"):  # printed and stored in every executed notebook: no user info (credentials)
-        overrides = {**overrides, "base_url": bare_urls(coerce_list(overrides["base_url"], "base_url"))}
+    if isinstance(options.get("base_url"), (str, list)):  # printed and stored in every notebook: no user info
+        options["base_url"] = bare_urls(options["base_url"])
+    if options:
+        overrides["backend_options"] = options
     return notebooks, overrides
 
 

@@ -26,10 +26,10 @@ from pydantic import (
 )
 
 from ..causal.instance import Instance
-from ..credentials import strip_credentials
+from ..credentials import is_secret_query_key, strip_credentials
 from ..method.decoding import Decoding, Sampling
 from ..paths import OUTPUTS_ROOT
-from .parameters import coerce_list
+from .parameters import coerce_list, coerce_options
 from .spec import RunSpec, Sample, computed_options
 
 
@@ -216,10 +216,52 @@ class RunSet(_Choices):
 _Listed = BeforeValidator(coerce_list)  # papermill and shells deliver lists as text
 
 
+_SECRET_SUFFIXES = ("_key", "_token", "_secret", "_password")  # hf_token, api_key: names of credentials
+
+
+class BackendOptions(BaseModel):
+    """A backend's own options (``-o KEY=VALUE``, a notebook's ``backend_options``), any the backend takes: its
+    signature names them and reads each value (:func:`cpdagthink.backends.check_options`). The ones declared
+    here are checked further before any model loads: secrets stay out (an endpoint's user info moves to the
+    environment, the key variable is a name) and a value no backend could use is refused by name."""
+
+    model_config = ConfigDict(extra="allow", hide_input_in_errors=True)
+
+    base_url: Annotated[list[str], _Listed, AfterValidator(bare_urls)] | None = None  # user info: environment only
+    # the variable whose key the endpoints get (a name, never the key: a value with '-' or '.' is refused)
+    api_key_env: str | None = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=128)
+    timeout: float | None = Field(None, gt=0, allow_inf_nan=False)
+    retries: NonNegativeInt | None = None
+    regex_mode: Literal["none", "vllm"] | None = None
+    api: Literal["chat", "responses"] | None = None
+    token_param: Literal["max_tokens", "max_completion_tokens"] | None = None
+
+    @model_validator(mode="after")
+    def _no_secrets(self) -> "BackendOptions":
+        """Options are stored (``config.json``, executed notebooks) and printed: a key is never one of them."""
+        secret = sorted(k for k in self.model_extra or {} if is_secret_query_key(k) or k.endswith(_SECRET_SUFFIXES))
+        if secret:
+            raise ValueError(f"{', '.join(secret)}: a credential is never a backend option (options are stored and "
+                             "printed); give the key in an environment variable (api_key_env names it)")
+        return self
+
+    def given(self) -> dict[str, Any]:
+        """The options given, as the backend takes them (one endpoint as a URL, several as a list)."""
+        options = self.model_dump(exclude_unset=True)
+        if isinstance(options.get("base_url"), list) and len(options["base_url"]) == 1:
+            options["base_url"] = options["base_url"][0]
+        return options
+
+
+def _as_options(value: Any) -> Any:
+    """``backend_options`` as given: options already read, or anything :func:`coerce_options` reads."""
+    return value if isinstance(value, BackendOptions) else coerce_options(value)
+
+
 class RunParameters(BaseModel):
     """The flat parameters of every front door (``cpdagthink run``/``book`` flags, a notebook's parameters
-    cell), validated up front with messages that name the parameter. :meth:`to_config` makes the
-    :class:`RunSet`."""
+    cell), validated up front with messages that name the parameter; the backend's own options in one dict,
+    ``backend_options``. :meth:`to_config` makes the :class:`RunSet`."""
 
     model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)  # as RunConfig's
 
@@ -227,18 +269,8 @@ class RunParameters(BaseModel):
     probe: str | None = None
     backend: str = "local"
     model: str | None = None
-    base_url: Annotated[list[str], _Listed, AfterValidator(bare_urls)] = []  # user info kept in the environment only
-    # the variable whose key the endpoints get (a name, never the key: a value with '-' or '.' is refused)
-    api_key_env: str | None = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=128)
-    regex_mode: Literal["none", "vllm"] | None = None
-    api: Literal["chat", "responses"] | None = None
-    reasoning_effort: str | None = None
-    reasoning_parser: str | None = None
-    token_param: Literal["max_tokens", "max_completion_tokens"] | None = None
-    revision: str | None = None
-    timeout: float | None = Field(None, gt=0, allow_inf_nan=False)
-    retries: NonNegativeInt | None = None
-    jump_forward: bool | None = None
+    backend_options: Annotated[BackendOptions, BeforeValidator(_as_options)] = Field(
+        default_factory=BackendOptions)
     split: str = "test"
     data: str | None = None
     limit: NonNegativeInt = 0
@@ -259,10 +291,24 @@ class RunParameters(BaseModel):
     out_root: str | None = None
     cache_dir: str | None = None
 
-    @field_validator("model", "data", "probe", "out_root", "cache_dir", "api_key_env", mode="before")
+    @field_validator("model", "data", "probe", "out_root", "cache_dir", mode="before")
     @classmethod
     def _empty_is_none(cls, value: Any) -> Any:
         return None if value == "" else value
+
+    @model_validator(mode="after")
+    def _backend_takes_its_options(self) -> "RunParameters":
+        self.options()  # a bad option fails where the parameters are made, whichever front door made them
+        return self
+
+    def options(self) -> dict[str, Any]:
+        """The backend options given, read against the backend's own signature
+        (:func:`cpdagthink.backends.check_options`; an unknown backend is refused by :class:`RunConfig`, with
+        the choices)."""
+        from ..backends import BACKENDS, check_options
+
+        given = self.backend_options.given()
+        return check_options(self.backend, given) if self.backend in BACKENDS else given
 
     def sampling_settings(self) -> Sampling:
         """The model's recommended sampling (``auto``, whatever the number of seeds, so that a single seed's run
@@ -291,22 +337,15 @@ class RunParameters(BaseModel):
         return (found or Sampling()).model_copy(update=explicit)
 
     def to_config(self) -> RunSet:
-        options: dict[str, Any] = {k: getattr(self, k) for k in _BACKEND_OPTIONS if getattr(self, k) is not None}
-        if self.base_url:
-            options["base_url"] = self.base_url if len(self.base_url) > 1 else self.base_url[0]
         decoding = Decoding(tool_choice=self.tool_choice, max_tokens_turn1=self.max_tokens_turn1,
                             max_tokens_answer=self.max_tokens_answer, thinking=self.thinking, seed=self.seeds[0],
                             **self.sampling_settings().model_dump())
         folders = {k: getattr(self, k) for k in ("out_root", "cache_dir") if getattr(self, k)}
         return RunSet(condition=self.condition, probe=self.probe, backend=self.backend, model=self.model,
-                         backend_options=options, split=self.split, data=self.data, limit=self.limit,
+                      backend_options=self.options(), split=self.split, data=self.data, limit=self.limit,
                          sample_seed=self.sample_seed, sample_min_positives=self.sample_min_positives,
                          sample_variables=tuple(self.sample_variables) if self.sample_variables else None,
                          seeds=tuple(self.seeds), decoding=decoding, chunk_size=self.chunk_size, **folders)
-
-
-_BACKEND_OPTIONS = ("regex_mode", "api", "reasoning_effort", "reasoning_parser", "token_param", "revision", "timeout", "retries",
-                    "jump_forward", "api_key_env")
 
 
 _PROFILED_BACKENDS = ("openai", "vllm")
