@@ -108,14 +108,16 @@ def test_a_config_json_of_a_set_of_one_seed_reads_as_that_run():
 def test_the_spec_alone_derives_identity_folder_and_group_and_transport_is_none_of_them(test_csv):
     """Two runs that differ only in how the model is reached are one run: one identity, one folder, one group."""
     common = {"backend": "openai", "model": "gpt-4o", "data": str(test_csv), "limit": 4, "temperature": 0.5}
-    here = RunParameters(**common, base_url=["http://127.0.0.1:8000/v1"]).to_config().for_run()
-    there = RunParameters(**common, base_url=["http://localhost:8000/v1", "http://10.0.0.2:8000/v1"], timeout=9,
-                          retries=4, api_key_env="OTHER_KEY").to_config().for_run()
+    here = RunParameters(**common, backend_options={"base_url": ["http://127.0.0.1:8000/v1"]}).to_config().for_run()
+    there = RunParameters(**common, backend_options={"base_url": ["http://localhost:8000/v1", "http://10.0.0.2:8000/v1"],
+                                                     "timeout": 9, "retries": 4, "api_key_env": "OTHER_KEY"},
+                          ).to_config().for_run()
     rows = here.instances()
     assert here.backend_options != there.backend_options and here.spec == there.spec
     assert here.spec.identity() == there.spec.identity() and here.folder(rows) == there.folder(rows)
     assert here.spec.group == there.spec.group == "openai-gpt-4o-seed0"
-    for change in ({"temperature": 0.7}, {"max_tokens_turn1": 64}, {"api": "responses"}, {"condition": "minimal_instruction"}):
+    for change in ({"temperature": 0.7}, {"max_tokens_turn1": 64}, {"backend_options": {"api": "responses"}},
+                   {"condition": "minimal_instruction"}):
         other = RunParameters(**{**common, **change}).to_config().for_run()
         assert other.spec.identity() != here.spec.identity() and other.folder(rows) != here.folder(rows), change
 

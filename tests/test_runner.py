@@ -414,7 +414,7 @@ def _api_run(urls, test_csv, tmp_path, *, out_root="runs", cache="cache", condit
     from cpdagthink.run.config import RunParameters
     from cpdagthink.run.runner import run_config
 
-    config = RunParameters(backend="openai", model="gpt-5-mini", base_url=urls, condition=condition,
+    config = RunParameters(backend="openai", model="gpt-5-mini", backend_options={"base_url": urls}, condition=condition,
                            data=str(test_csv), limit=4, out_root=str(tmp_path / out_root),
                            cache_dir=str(tmp_path / cache)).to_config().for_run()
     backend = make_backend(config.backend, **config.backend_arguments())
