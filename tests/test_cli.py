@@ -288,24 +288,24 @@ def test_run_sends_each_host_only_its_own_key_and_refuses_a_key_in_a_query_strin
             "--reasoning-effort", "low", "--limit", "2", "--data", str(test_csv)]
     with ReasoningAPIServer() as server:
         plain = server.url
-        keyed = plain.replace("http://", "http://u:sk-url%2Fkey-3333@")
-        for n, (extra, sent) in enumerate((([plain], NO_KEY), ([keyed], "sk-url/key-3333"),
+        keyed = plain.replace("http://", "http://u:sk-url%2Fkey-urlsecretqz@")
+        for n, (extra, sent) in enumerate((([plain], NO_KEY), ([keyed], "sk-url/key-urlsecretqz"),
                                            ([plain, "--api-key-env", "PROXY_KEY"], "sk-proxy-2222"))):
             before = len(server.authorizations)
             monkeypatch.setenv(ENV_CREDENTIALS, "{}")  # each command a process of its own
             assert main([*args, "--base-url", *extra, "--out", str(tmp_path / f"run{n}"),
                          "--cache", str(tmp_path / f"cache{n}")]) == 0, capsys.readouterr().err
             assert server.rejected == 0 and set(server.authorizations[before:]) == {f"Bearer {sent}"}
-        for bad, says in ((f"{plain}?api-key=sk-query-4444", "query string (api-key)"),
-                          (plain.replace("http://", "http://u:sk-query/4444@"), "percent-encode the key")):
+        for bad, says in ((f"{plain}?api-key=sk-query-querysecretqz", "query string (api-key)"),
+                          (plain.replace("http://", "http://u:sk-query/querysecretqz@"), "percent-encode the key")):
             assert main([*args, "--base-url", bad, "--out", str(tmp_path / "refused"),
                          "--cache", str(tmp_path / "refused")]) == 2
             err = capsys.readouterr().err
-            assert says in err and "4444" not in err and "Port could not be cast" not in err
+            assert says in err and "querysecretqz" not in err and "Port could not be cast" not in err
     assert not (tmp_path / "refused").exists()
     console = capsys.readouterr()
     written = b"".join(p.read_bytes() for p in tmp_path.rglob("*.json*"))
-    for secret in ("sk-openai-only-1111", "sk-proxy-2222", "3333", "4444"):
+    for secret in ("sk-openai-only-1111", "sk-proxy-2222", "urlsecretqz", "querysecretqz"):
         assert secret not in console.out + console.err and secret.encode() not in written
     assert b'"api_key_env": "PROXY_KEY"' in (tmp_path / "run2" / "config.json").read_bytes()
 

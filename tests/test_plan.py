@@ -200,10 +200,11 @@ def test_render_only_and_run_agree_on_every_folder_of_the_plan(roots, monkeypatc
 
     with ReasoningAPIServer() as server:
         given = {"backend": "openai", "model": "gpt-5-mini", "limit": 4, **roots}
-        planned = plan.plan_book({**given, "base_url": [server.url]}, only=["06"])
+        planned = plan.plan_book({**given, "backend_options": {"base_url": [server.url]}}, only=["06"])
         plan.execute(planned, progress=False)
         asked = len(server.requests)
-        alias = plan.plan_book({**given, "base_url": [server.url.replace("127.0.0.1", "localhost")]}, only=["06"])
+        alias = plan.plan_book({**given, "backend_options": {"base_url": [server.url.replace("127.0.0.1", "localhost")]}},
+                               only=["06"])
         assert [(r.folder, r.group, r.complete) for r in alias] == [(r.folder, r.group, True) for r in planned]
         ran = [ex.run(r.config, progress=False) for r in alias]
         monkeypatch.setenv(ex.ENV_RENDER_ONLY, "1")
