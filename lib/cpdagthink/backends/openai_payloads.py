@@ -84,14 +84,18 @@ def _strict_node(node: Any, path: str, loosened: list[str]) -> Any:
         elif key != "prefixItems":
             loosened.append(f"{path or '/'}: {key} dropped")
     if "prefixItems" in node:
-        positions = _strict_node(node["prefixItems"], f"{path}/prefixItems", loosened)
-        distinct = [p for i, p in enumerate(positions) if p not in positions[:i]]
-        out["items"] = distinct[0] if len(distinct) == 1 else {"anyOf": distinct}
-        if len(distinct) > 1:
-            loosened.append(f"{path or '/'}: tuple positions merged into one item schema")
+        out["items"] = _one_item(_strict_node(node["prefixItems"], f"{path}/prefixItems", loosened), path, loosened)
     if out.get("type") == "object" or "properties" in out:
         _close_object(out, node.get("required", ()), path, loosened)
     return out
+
+
+def _one_item(positions: list[Any], path: str, loosened: list[str]) -> Any:
+    """The one ``items`` schema for a tuple's positions: theirs where they agree, else any of them."""
+    distinct = [p for i, p in enumerate(positions) if p not in positions[:i]]
+    if len(distinct) > 1:
+        loosened.append(f"{path or '/'}: tuple positions merged into one item schema")
+    return distinct[0] if len(distinct) == 1 else {"anyOf": distinct}
 
 
 def _close_object(out: dict[str, Any], required: Sequence[str], path: str, loosened: list[str]) -> None:
