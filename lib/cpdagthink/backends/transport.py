@@ -255,7 +255,7 @@ class Transport:
                 raise BackendError("stopped (interrupted)")
         raise BackendError(
             f"endpoint {', '.join(sorted(set(urls_tried)))} unreachable or failing after "
-            f"{self.retries + 1} attempts; last error: {errors[-1] if errors else 'none'}"
+            f"{self.retries + 1} attempts; last error: {errors[-1]}"
         )
 
     def map(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
