@@ -21,9 +21,11 @@ import pytest
 
 from cpdagthink.backends import make_backend
 from cpdagthink.backends.base import BackendError, RequestRejected
-from cpdagthink.backends.openai_api import ServiceRejected, chat_kwargs, public_url, redact
+from cpdagthink.backends.openai_endpoints import public_url, redact
+from cpdagthink.backends.openai_payloads import chat_kwargs
 from cpdagthink.backends.profiles import profile_for, with_overrides
 from cpdagthink.backends.toolcalls import envelope_regex
+from cpdagthink.backends.transport import ServiceRejected
 from cpdagthink.method.chat import Constraint, Request
 from cpdagthink.method.schema import TOOL_NAME, analysis_regex, tool_definition
 from reasoning_api_server import send_json
@@ -316,7 +318,7 @@ def test_each_host_gets_only_the_key_meant_for_it(stub_factory, monkeypatch):
     """The environment's OpenAI key goes to api.openai.com only; a key in a URL goes to that URL only (and wins
     there); a variable named with api_key_env goes to the hosts of that backend; a host with no key gets a
     placeholder that is no secret, so a local server without auth still works."""
-    from cpdagthink.backends.openai_api import NO_KEY, key_for
+    from cpdagthink.backends.openai_endpoints import NO_KEY, key_for
 
     monkeypatch.setenv("PROXY_KEY", "sk-proxy-only-4242")
     url_key = "sk-url/key#with?odd@chars"
@@ -527,7 +529,7 @@ def test_responses_kwargs_payload(test_csv):
     from dataclasses import replace
 
     from cpdagthink.method.chat import Completion, ToolCall
-    from cpdagthink.backends.openai_api import responses_kwargs
+    from cpdagthink.backends.openai_payloads import responses_kwargs
     from cpdagthink.method.conditions import CONDITIONS, second_request
     from cpdagthink.method.decoding import Decoding
     from cpdagthink.run.data import read_csv
@@ -564,7 +566,7 @@ def test_responses_kwargs_payload(test_csv):
 def test_strict_schema_keeps_the_causal_analysis_exact_and_says_what_it_loosens():
     from reasoning_api_server import strict_problem
 
-    from cpdagthink.backends.openai_api import strict_schema
+    from cpdagthink.backends.openai_payloads import strict_schema
 
     raw = tool_definition(None)["function"]["parameters"]
     assert strict_problem(raw)  # as pydantic writes it, the service would refuse it
@@ -860,7 +862,7 @@ def test_a_refusal_is_the_answers_text_and_flagged():
 
 
 def test_run_concurrently_returns_each_result_or_error():
-    from cpdagthink.backends.openai_api import run_concurrently
+    from cpdagthink.backends.transport import run_concurrently
 
     running = threading.Barrier(3, timeout=30)  # items 0, 1 and 2 are all in flight before 1 fails
 
@@ -880,7 +882,7 @@ def test_answers_are_parsed_one_at_a_time():
     """The client builds its response types on first use, and two threads doing that at once can meet a
     half-built type (seen in the throughput benchmark's first chunk; 1 fresh process in 5 with 16 threads
     constructing a Response at once): workers parse through one lock."""
-    from cpdagthink.backends.openai_api import _parsed
+    from cpdagthink.backends.openai_responses import parsed
 
     state = {"now": 0, "peak": 0}
     lock = threading.Lock()
@@ -897,7 +899,7 @@ def test_answers_are_parsed_one_at_a_time():
 
     barrier = threading.Barrier(8)
     results = []
-    threads = [threading.Thread(target=lambda: (barrier.wait(), results.append(_parsed(Raw())))) for _ in range(8)]
+    threads = [threading.Thread(target=lambda: (barrier.wait(), results.append(parsed(Raw())))) for _ in range(8)]
     for thread in threads:
         thread.start()
     for thread in threads:

@@ -10,10 +10,8 @@ import re
 import pytest
 from outlines_core import Index, Vocabulary
 
-from cpdagthink.backends import make_backend
-from cpdagthink.backends import local
-from cpdagthink.backends.jump_forward import DraftLength, IndexWalker, LookupDrafter, admitted_prefix
-from cpdagthink.backends.local import verified_rows
+from cpdagthink.backends import jump_forward, local, make_backend
+from cpdagthink.backends.jump_forward import DraftLength, IndexWalker, LookupDrafter, admitted_prefix, verified_rows
 
 EOS = 9
 # A toy vocabulary where some positions admit one token and others several spellings of the same text.
@@ -95,20 +93,21 @@ def test_verified_rows_is_the_largest_batch_with_exact_rows_below_it():
 def test_a_kept_batch_check_is_trusted_only_as_measured_for_this_build_and_model(tmp_path):
     """A batch-check file edited by hand (a difference set to 0) would let jump-forward batch on a build whose
     rows are not exact: its checksum no longer matches, so it is measured again."""
-    setting = ["model-sha256", "0.3.16", "LLAMAFILE = 1 |", 2, False, local.INVARIANCE_CONTEXT, local.INVARIANCE_ROWS]
+    setting = ["model-sha256", "0.3.16", "LLAMAFILE = 1 |", 2, False, jump_forward.INVARIANCE_CONTEXT,
+               jump_forward.INVARIANCE_ROWS]
     measured = {2: 0.41, 3: 0.39, 4: 0.0}
     path = tmp_path / "batch-invariance" / "key.json"
-    local.write_invariance(path, setting, measured)
-    assert local.read_invariance(path, setting) == measured
-    assert local.read_invariance(path, [*setting[:2], "LLAMAFILE = 0 |", *setting[3:]]) is None  # another build
+    jump_forward.write_invariance(path, setting, measured)
+    assert jump_forward.read_invariance(path, setting) == measured
+    assert jump_forward.read_invariance(path, [*setting[:2], "LLAMAFILE = 0 |", *setting[3:]]) is None  # another build
     kept = json.loads(path.read_text())
     kept["max_abs_diff"] = {rows: 0 for rows in kept["max_abs_diff"]}
     path.write_text(json.dumps(kept))
-    assert local.read_invariance(path, setting) is None
+    assert jump_forward.read_invariance(path, setting) is None
     for broken in ("", "[]", '{"max_abs_diff": {"2": 0}}', '{"max_abs_diff": {"two": 0}, "setting": [], "sha256": ""}',
                    "[" * 100_000):
         path.write_text(broken)
-        assert local.read_invariance(path, setting) is None
+        assert jump_forward.read_invariance(path, setting) is None
 
 
 def test_admitted_prefix_cuts_a_draft_where_the_constraint_refuses_it():
@@ -146,14 +145,14 @@ def _tokens(backend, raw: str) -> list[int]:
 def test_batch_check_is_measured_once_and_read_back_from_disk(smol_pair, tmp_path, monkeypatch):
     _, jumping = smol_pair
     diffs = jumping.batch_invariance()
-    assert sorted(diffs) == list(range(2, local.INVARIANCE_ROWS + 1))
+    assert sorted(diffs) == list(range(2, jump_forward.INVARIANCE_ROWS + 1))
     assert all(d >= 0 for d in diffs.values())
     assert jumping.batch_rows == verified_rows(diffs)
 
     def measured_again(*args, **kwargs):
         raise AssertionError("the batch check was measured again instead of read from disk")
 
-    monkeypatch.setattr(local, "batch_invariance", measured_again)
+    monkeypatch.setattr(local, "batch_invariance", measured_again)  # the name the backend measures through
     assert jumping.batch_invariance() == diffs
     assert f"batches of up to {jumping.batch_rows} token" in jumping.identity()["decoder"]
 

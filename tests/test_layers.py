@@ -30,7 +30,8 @@ LAYERS = (
     Layer("", ("errors", "paths", "files", "credentials")),  # what every layer uses; imports nothing of the package
     Layer("causal", ("premise", "dag", "oracle", "instance")),
     Layer("method", ("chat", "decoding", "schema", "prompts", "conditions", "interventions", "validate")),
-    Layer("backends", ("base", "profiles", "models", "toolcalls", "jump_forward", "local", "openai_api",
+    Layer("backends", ("base", "profiles", "models", "toolcalls", "jump_forward", "chat_template", "regex_indexes",
+                       "local", "transport", "openai_endpoints", "openai_payloads", "openai_responses", "openai_api",
                        "vllm_offline", "reference")),
     Layer("run", ("parameters", "data", "generate", "spec", "config", "records", "runfolder", "cache", "runner",
                   "inspection")),

@@ -1,4 +1,6 @@
-"""Token-level view of a compiled regex constraint, and what jump-forward decoding evaluates in one batch.
+"""Jump-forward decoding for the local backend: a token-level view of a compiled regex constraint, the loop
+that decodes with it (:func:`decode_constrained`), the sampler it chooses tokens with, and the batch check
+that says how many tokens one evaluation may hold.
 
 An outlines-core ``Index`` maps each automaton state to the tokens it admits. Where a state admits exactly
 one token (and that token is not end-of-sequence), the constraint gives that token probability 1 whatever
@@ -13,15 +15,24 @@ drafted tokens are evaluated in the same batch and kept while they equal the dec
 :class:`DraftLength` shortens the guesses where they keep failing.
 
 Both are exact only where llama.cpp computes a row of a batch bit for bit as a one-token step; the local
-backend measures that for its build and model (``batch_invariance``) and never evaluates a larger batch.
+backend measures that for its build and model (:func:`batch_invariance`, kept on disk with a checksum by
+:func:`write_invariance`) and never evaluates a larger batch.
 """
 
 from __future__ import annotations
 
+import ctypes
+import hashlib
+import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from ..files import write_atomic
+from ..method.chat import Request
+from .base import BackendError
 
 
 class IndexWalker:
@@ -153,3 +164,279 @@ def admitted_prefix(walker: IndexWalker, state: int, draft: list[int]) -> list[i
         kept.append(token)
         state = int(following)
     return kept
+
+def decode_constrained(llm: Any, prompt: list[int], request: Request, max_tokens: int, walker: IndexWalker, *,
+                       batch_rows: int, draft_tokens: int) -> tuple[str, int, str, dict[str, int]]:
+    """Constrained decoding with jump-forward and verified drafts: text, tokens, finish reason, counts.
+
+    The prompt is evaluated as ``create_completion`` evaluates it. Each step then appends the tokens the
+    constraint forces and evaluates the tokens not yet evaluated together with a draft, in batches of at
+    most ``batch_rows`` tokens (the size this build computes exactly as one-token steps), and chooses the
+    next token at each drafted position in turn with the rule plain decoding uses; the draft is kept while
+    it equals the choice, and the first choice that differs is kept instead. So the output is the one
+    token-by-token decoding gives (greedy: the same tokens; sampled: the same draws).
+    """
+    restore_cached_state(llm, prompt)
+    rows = [prefill(llm, prompt)]
+    loop = _Loop(llm, walker, prompt, max_tokens, batch_rows=batch_rows, draft_tokens=draft_tokens)
+    sampler = AdmittedSampler(request)
+    try:
+        finish = loop.run(rows, sampler)
+    finally:
+        sampler.close()
+    if llm.cache:
+        llm.cache[prompt + loop.out] = llm.save_state()
+    text = llm.detokenize(loop.out, prev_tokens=prompt).decode("utf-8", errors="ignore")
+    return text, len(loop.out), finish, loop.counts
+
+
+class _Loop:
+    """One jump-forward decoding under way: the tokens taken, the constraint's state, the draft evaluated
+    and the tokens taken but not yet evaluated."""
+
+    def __init__(self, llm: Any, walker: IndexWalker, prompt: list[int], max_tokens: int, *, batch_rows: int,
+                 draft_tokens: int):
+        self.llm, self.walker, self.max_tokens, self.cap = llm, walker, max_tokens, batch_rows
+        self.drafter = LookupDrafter(prompt) if draft_tokens > 0 and batch_rows > 1 else None
+        self.length = DraftLength(min(draft_tokens, batch_rows - 1))
+        self.state = walker.initial_state
+        self.out: list[int] = []
+        self.draft: list[int] = []
+        self.pending: list[int] = []
+        self.counts = {"forced_tokens": 0, "drafted_tokens": 0, "forward_passes": 0, "batch_rows": batch_rows}
+        import llama_cpp
+
+        self._capi = llama_cpp
+
+    def run(self, rows: list[np.ndarray], sampler: AdmittedSampler) -> str:
+        """Decode from the logits ``rows`` of the prompt's end; the finish reason."""
+        while not self._choose(rows, sampler):
+            if len(self.out) >= self.max_tokens:
+                return "length"
+            self._force()
+            if len(self.out) >= self.max_tokens:
+                return "length"
+            if self.walker.only_end(self.state):
+                return "stop"
+            rows = self._evaluate()
+        return "stop"
+
+    def _take(self, token: int) -> None:
+        self.out.append(token)
+        self.state = self.walker.advance(self.state, token)
+        if self.drafter is not None:
+            self.drafter.extend([token])
+
+    def _sample(self, logits: np.ndarray, sampler: AdmittedSampler) -> int:
+        admitted = self.walker.allowed(self.state)
+        if len(admitted) == 0:
+            raise BackendError(f"the constraint admits no token in state {self.state} (the regex has a dead end)")
+        return sampler.choose(logits, admitted)
+
+    def _choose(self, rows: list[np.ndarray], sampler: AdmittedSampler) -> bool:
+        """Choose a token at each evaluated row (one per drafted token, then one after them): the draft is
+        kept while the choice equals it, and the first choice that differs is taken instead. True when
+        that choice ends the output."""
+        kept = 0
+        for logits, guess in zip(rows, self.draft):
+            token = self._sample(logits, sampler)
+            if token != guess:
+                break
+            self._take(token)
+            kept += 1
+        else:
+            token = self._sample(rows[-1], sampler)
+        discard(self.llm, len(self.draft) - kept)  # the drafted tokens after the last one kept
+        self.length.update(len(self.draft), kept)
+        self.counts["drafted_tokens"] += kept
+        if self._capi.llama_vocab_is_eog(self.llm._model.vocab, token):
+            return True
+        self._take(token)
+        self.pending = [token]
+        return False
+
+    def _force(self) -> None:
+        """Take the tokens the constraint forces from here (they are evaluated with the next batch)."""
+        run, _ = self.walker.forced_run(self.state, self.max_tokens - len(self.out))
+        for token in run:
+            self._take(token)
+        self.pending += run
+        self.counts["forced_tokens"] += len(run)
+
+    def _evaluate(self) -> list[np.ndarray]:
+        """Evaluate the pending tokens and a new draft, at most ``cap`` tokens a batch: the logits after the
+        last pending token and after each drafted one."""
+        while len(self.pending) > self.cap:  # a long forced run: no logits needed until its end
+            evaluate_rows(self.llm, self.pending[:self.cap])
+            self.counts["forward_passes"] += 1
+            self.pending = self.pending[self.cap:]
+        room = min(self.length.current, self.cap - len(self.pending), self.max_tokens - len(self.out) - 1)
+        proposed = self.drafter.propose(room) if self.drafter is not None else []
+        self.draft = admitted_prefix(self.walker, self.state, proposed)
+        rows = evaluate_rows(self.llm, self.pending + self.draft)[-(len(self.draft) + 1):]
+        self.counts["forward_passes"] += 1
+        self.pending = []
+        return rows
+
+
+def discard(llm: Any, count: int) -> None:
+    """Drop the last ``count`` evaluated tokens from ``llm``'s KV cache (a draft the model did not follow)."""
+    if count > 0:
+        llm.n_tokens -= count
+        llm._ctx.kv_cache_seq_rm(-1, llm.n_tokens, -1)
+
+
+def restore_cached_state(llm: Any, prompt: list[int]) -> None:
+    """Load the RAM-cached KV state sharing the longest prefix with ``prompt``, as ``create_completion`` does."""
+    if not llm.cache:
+        return
+    try:
+        item = llm.cache[prompt]
+    except KeyError:
+        return
+    if llm.longest_token_prefix(item.input_ids.tolist(), prompt) > llm.longest_token_prefix(llm._input_ids.tolist(), prompt):
+        llm.load_state(item)
+
+
+def prefill(llm: Any, prompt: list[int]) -> np.ndarray:
+    """Evaluate ``prompt`` after the longest prefix already in the KV cache, exactly as
+    ``create_completion`` does (same calls, same batches): the logits after its last token."""
+    keep = min(llm.longest_token_prefix(llm._input_ids.tolist(), prompt), len(prompt) - 1)
+    if keep <= 0 or not llm._ctx.kv_cache_seq_rm(-1, keep, -1):
+        llm.reset()
+        keep = 0
+    llm.n_tokens = keep
+    llm.eval(prompt[keep:])
+    return logits_row(llm, -1)
+
+
+_TOKEN_DATA = np.dtype([("id", np.intc), ("logit", np.single), ("p", np.single)], align=True)  # llama_token_data
+
+
+class AdmittedSampler:
+    """Chooses the next token among those the constraint admits.
+
+    Temperature 0 takes the highest logit (the lowest id on a tie, as llama.cpp's greedy sampler does);
+    otherwise the admitted candidates go through the llama.cpp chain ``create_completion`` builds for the
+    same settings, seeded with the request's seed. Dropping the tokens the constraint excludes before the
+    chain gives the distribution masking them to -inf gives. A single admitted token is taken as is: it
+    has probability 1, and no random draw is spent on it, so jump-forward leaves the draws unchanged.
+    """
+
+    def __init__(self, request: Request):
+        self.chain = None
+        if request.temperature > 0:
+            from llama_cpp._internals import LlamaSampler
+
+            chain = LlamaSampler()
+            chain.add_top_k(request.top_k)
+            chain.add_typical(1.0, 1)
+            chain.add_top_p(request.top_p, 1)
+            chain.add_min_p(request.min_p, 1)
+            chain.add_temp(request.temperature)
+            chain.add_dist(request.seed)
+            self.chain = chain
+
+    def choose(self, logits: np.ndarray, admitted: np.ndarray) -> int:
+        if len(admitted) == 1:
+            return int(admitted[0])
+        scores = logits[admitted]
+        if self.chain is None:
+            return int(admitted[int(np.argmax(scores))])
+        import llama_cpp
+
+        candidates = np.zeros(len(admitted), dtype=_TOKEN_DATA)
+        candidates["id"] = admitted
+        candidates["logit"] = scores
+        array = llama_cpp.llama_token_data_array(
+            data=candidates.ctypes.data_as(llama_cpp.llama_token_data_p), size=len(admitted), selected=-1, sorted=False
+        )
+        llama_cpp.llama_sampler_apply(self.chain.sampler, ctypes.byref(array))
+        token = int(candidates["id"][array.selected])
+        self.chain.accept(token)
+        return token
+
+    def close(self) -> None:
+        if self.chain is not None:
+            self.chain.close()
+
+
+# The batch check runs at a context like a turn-1 prompt's (1.4k-1.8k tokens) and tries batches up to this size.
+INVARIANCE_CONTEXT = 1024
+INVARIANCE_ROWS = 8
+
+
+def logits_row(llm: Any, i: int) -> np.ndarray:
+    """The logits of row ``i`` of the last evaluated batch (-1: its last row), a view into llama.cpp's buffer
+    that stays valid until the next evaluation."""
+    import llama_cpp
+
+    return np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(llm.ctx, i), shape=(llm.n_vocab(),))
+
+
+def evaluate_rows(llm: Any, tokens: list[int]) -> list[np.ndarray]:
+    """Evaluate ``tokens`` after ``llm``'s KV cache in one batch: the logits of every row (views, see
+    :func:`logits_row`). ``Llama.eval`` keeps only the last row's."""
+    past = llm.n_tokens
+    llm._ctx.kv_cache_seq_rm(-1, past, -1)
+    llm._batch.set_batch(batch=tokens, n_past=past, logits_all=True)
+    llm._ctx.decode(llm._batch)
+    llm.input_ids[past:past + len(tokens)] = tokens
+    llm.n_tokens = past + len(tokens)
+    return [logits_row(llm, i) for i in range(len(tokens))]
+
+
+def batch_invariance(llm: Any, tokens: list[int], max_rows: int) -> dict[int, float]:
+    """For k = 2..max_rows, the largest absolute difference between the logits of the last ``max_rows + 2``
+    tokens evaluated one per step and with the first k of them in one batch (its k rows, then two one-token
+    steps that read the batch's KV entries), after the same context. 0.0 means bit for bit the same."""
+    context, probe = tokens[:-(max_rows + 2)], tokens[-(max_rows + 2):]
+    llm.reset()
+    llm.eval(context)
+    start = llm.n_tokens
+    reference = [evaluate_rows(llm, [token])[0].copy() for token in probe]
+    diffs: dict[int, float] = {}
+    for k in range(2, max_rows + 1):
+        llm.n_tokens = start
+        rows = [row.copy() for row in evaluate_rows(llm, probe[:k])]
+        rows += [evaluate_rows(llm, [token])[0].copy() for token in probe[k:k + 2]]
+        diffs[k] = max(float(np.max(np.abs(a - b))) for a, b in zip(rows, reference))
+    llm.reset()
+    return diffs
+
+
+def verified_rows(diffs: dict[int, float]) -> int:
+    """The largest k such that batches of 2..k tokens all matched one-token steps exactly (1: none did)."""
+    rows = 1
+    for k in sorted(diffs):
+        if diffs[k] != 0.0:  # NaN fails too
+            break
+        rows = k
+    return rows
+
+
+def _invariance_sha256(setting: list[Any], diffs: dict[int, float]) -> str:
+    """The checksum a stored batch check carries: over the build and model it was measured on and its values."""
+    measured = {str(rows): diff for rows, diff in sorted(diffs.items())}
+    return hashlib.sha256(json.dumps([setting, measured]).encode()).hexdigest()
+
+
+def write_invariance(path: Path, setting: list[Any], diffs: dict[int, float]) -> None:
+    """Keep a batch check (:func:`batch_invariance`) for the build and model ``setting`` names, with its checksum."""
+    record = {"setting": setting, "max_abs_diff": diffs, "sha256": _invariance_sha256(setting, diffs)}
+    write_atomic(path, json.dumps(record, indent=1))
+
+
+def read_invariance(path: Path, setting: list[Any]) -> dict[int, float] | None:
+    """The batch check kept at ``path`` for ``setting``; None (measure again) when it is absent, unreadable,
+    made for another build or model, or altered since it was measured (its checksum does not match): a
+    difference edited to 0 would otherwise let jump-forward batch where rows are not exact."""
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+        diffs = {int(rows): float(diff) for rows, diff in record["max_abs_diff"].items()}
+        kept_for, checksum = record["setting"], record["sha256"]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
+        return None
+    if kept_for != setting or checksum != _invariance_sha256(setting, diffs):
+        return None
+    return diffs

@@ -175,30 +175,17 @@ def chat_messages(messages: Iterable[dict[str, Any]], *, arguments_as: str = "st
       (HF/Qwen); arguments that do not parse stay text (see :func:`render_unparsed_calls`).
     """
     out: list[dict[str, Any]] = []
-    pending: list[str] = []
+    pending: list[str] = []  # ids of the last assistant turn's calls that no tool message has answered yet
     counter = 0
     for message in messages:
         msg = dict(message)
         if msg.get("content") is None:
             msg["content"] = ""
         if msg.get("role") == "assistant" and msg.get("tool_calls"):
-            calls = []
-            pending = []
-            for call in msg["tool_calls"]:
-                fn = dict(call.get("function", call))
-                call_id = call.get("id") or f"call_{counter}"
-                counter += 1
-                args = fn.get("arguments", {})
-                if arguments_as == "dict" and isinstance(args, str):
-                    try:
-                        args = json.loads(args)
-                    except ValueError:
-                        pass
-                elif arguments_as == "str" and not isinstance(args, str):
-                    args = json.dumps(args)
-                calls.append({"id": call_id, "type": "function", "function": {"name": fn.get("name", ""), "arguments": args}})
-                pending.append(call_id)
-            msg["tool_calls"] = calls
+            msg["tool_calls"] = [_full_call(call, call.get("id") or f"call_{counter + i}", arguments_as)
+                                 for i, call in enumerate(msg["tool_calls"])]
+            counter += len(msg["tool_calls"])
+            pending = [call["id"] for call in msg["tool_calls"]]
         elif msg.get("role") == "tool":
             if not msg.get("tool_call_id") and pending:
                 msg["tool_call_id"] = pending.pop(0)
@@ -206,6 +193,20 @@ def chat_messages(messages: Iterable[dict[str, Any]], *, arguments_as: str = "st
                 pending.remove(msg["tool_call_id"])
         out.append(msg)
     return out
+
+
+def _full_call(call: dict[str, Any], call_id: str, arguments_as: str) -> dict[str, Any]:
+    """One tool call in the full OpenAI shape, its arguments as :func:`chat_messages` says."""
+    fn = dict(call.get("function", call))
+    args = fn.get("arguments", {})
+    if arguments_as == "dict" and isinstance(args, str):
+        try:
+            args = json.loads(args)
+        except ValueError:
+            pass
+    elif arguments_as == "str" and not isinstance(args, str):
+        args = json.dumps(args)
+    return {"id": call_id, "type": "function", "function": {"name": fn.get("name", ""), "arguments": args}}
 
 
 def render_unparsed_calls(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:

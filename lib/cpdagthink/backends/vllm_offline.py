@@ -68,17 +68,22 @@ def constraint_regex(request: Request, envelope: str = "hermes") -> str | None:
 
     c = request.constraint
     forced = forced_tools(request)
-    if c is not None and c.tool and request.tool_choice == "none":
-        raise BackendError(f"a constraint on a call of {c.tool!r} contradicts tool_choice 'none'")
-    if c is not None and c.tool and forced and c.tool not in forced:
-        raise BackendError(f"a constraint on a call of {c.tool!r} contradicts tool_choice {request.tool_choice!r}")
     if c is not None:
+        _check_tool_choice(c.tool, request.tool_choice, forced)
         return envelope_regex(c.tool, c.regex, style=envelope) if c.tool else c.regex
     if not forced:
         return None
     schemas = {t["function"]["name"]: t["function"].get("parameters") or {"type": "object"} for t in request.tools}
     calls = [envelope_regex(name, json_schema_regex(schemas[name]), style=envelope) for name in forced]
     return calls[0] if len(calls) == 1 else "|".join(f"(?:{c})" for c in calls)
+
+
+def _check_tool_choice(tool: str | None, tool_choice: str | None, forced: list[str]) -> None:
+    """Refuse a constraint on a call of ``tool`` that the request's tool choice does not allow."""
+    if tool and tool_choice == "none":
+        raise BackendError(f"a constraint on a call of {tool!r} contradicts tool_choice 'none'")
+    if tool and forced and tool not in forced:
+        raise BackendError(f"a constraint on a call of {tool!r} contradicts tool_choice {tool_choice!r}")
 
 
 def sampling_kwargs(request: Request, envelope: str = "hermes") -> dict[str, Any]:
