@@ -210,7 +210,7 @@ def test_a_group_job_stops_as_on_sigterm_when_its_scheduler_ends(tmp_path):
     """stop_with_scheduler: the process named by $CPDAGTHINK_SCHEDULER_PID ends (SIGKILL), and the job gets
     SIGTERM within a second, whatever else it is doing."""
     scheduler = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-    code = ("import signal, sys, time; from cpdagthink.workflow import stop_with_scheduler; "
+    code = ("import signal, sys, time; from cpdagthink.scheduler import stop_with_scheduler; "
             "signal.signal(signal.SIGTERM, lambda *_: (print('SIGTERM', flush=True), sys.exit(143))); "
             "stop_with_scheduler(); print('watching', flush=True); time.sleep(60)")
     job = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,

@@ -255,7 +255,7 @@ def cmd_book(args: argparse.Namespace) -> int:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     from .book.plan import execute, groups, plan_book
-    from .workflow import stop_with_scheduler
+    from .scheduler import stop_with_scheduler
 
     def planned() -> list:
         runs = plan_book(_book_overrides(args), only=args.only, parameters=dict(args.parameter or []))

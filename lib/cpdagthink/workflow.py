@@ -23,11 +23,8 @@ import fcntl
 import inspect
 import json
 import os
-import select
 import shlex
-import signal
 import socket
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,9 +36,6 @@ from .paths import OUTPUTS_ROOT
 from .run.parameters import json_or_text
 
 MARKERS = OUTPUTS_ROOT / "plan"
-# The Snakemake process that runs a group job's shell (set by the Snakefile in every Snakemake that reads it):
-# the job ends with it (:func:`stop_with_scheduler`).
-ENV_SCHEDULER = "CPDAGTHINK_SCHEDULER_PID"
 _GRID_LOCK = "cpdagthink-grid.lock"  # in .snakemake/: held by every main Snakemake of this workflow while it lives
 
 # The backend option that sizes a job, and the Snakemake resource it becomes: vLLM's tensor-parallel GPUs,
@@ -249,43 +243,6 @@ def plan_grid(config: Mapping[str, Any]) -> Grid:
                                              {k: v for k, v in parameters.items() if k in declared},
                                              _runs(reads))
     return Grid([n.stem for n in notebooks], parameters, groups, chapters)
-
-
-def stop_with_scheduler() -> None:
-    """End this process as on SIGTERM (its run stops within seconds, every finished record kept) when the
-    Snakemake process named by ``$CPDAGTHINK_SCHEDULER_PID`` ends: a group job whose Snakemake was killed (even
-    ``kill -9``, which lets it stop nothing) does not run on as an orphan holding its run folders and the
-    directory. Nothing when the variable is unset (a job run by hand)."""
-    pid = os.environ.get(ENV_SCHEDULER, "")
-    if not pid.isdigit():
-        return
-    try:
-        handle = os.pidfd_open(int(pid))  # Linux: readable once the process has ended, whatever reuses its pid
-    except ProcessLookupError:
-        os.kill(os.getpid(), signal.SIGTERM)
-        return
-    except (AttributeError, OSError):  # no pidfd: ask once a second whether the process still exists
-        handle = None
-
-    def watch() -> None:
-        if handle is not None:
-            select.select([handle], [], [])
-        else:
-            while _alive(int(pid)):
-                time.sleep(1)
-        os.kill(os.getpid(), signal.SIGTERM)
-
-    threading.Thread(target=watch, name="stop-with-scheduler", daemon=True).start()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def release_stale_locks(snakemake_dir: Path) -> tuple[list[Path], str | None]:
