@@ -170,6 +170,10 @@ def test_make_grid_on_slurm_builds_the_book_and_a_second_pass_submits_nothing(sl
     assert rules == ["rule_book", "rule_chapter", "rule_group"], submitted  # chapter 01 reads one group
     assert {job["state"] for job in submitted.values()} == {"COMPLETED"}
     assert {job_field(i, "Partition") for i in submitted} == {PARTITION}
+    # The group's runtime from its kind (group-limits.yaml: the reference agent has the default row), the
+    # chapter's and the book's from the profile's default-resources.
+    limits = {job["comment"].split("_wildcards_")[0]: job_field(i, "TimeLimit") for i, job in submitted.items()}
+    assert limits == {"rule_group": "01:00:00", "rule_chapter": "00:30:00", "rule_book": "00:30:00"}, limits
 
     again = set(jobs())
     assert run_snakemake(project, make, log, timeout=120).returncode == 0

@@ -21,8 +21,8 @@ import pytest
 from cpdagthink.method.chat import Completion
 from cpdagthink.paths import PROJECT_ROOT
 from cpdagthink.run.config import RunConfig
-from cpdagthink.workflow import (ChapterJob, WorkflowConfigError, book_parameters, job_resources, plan_grid,
-                                 shell_words)
+from cpdagthink.workflow import (ChapterJob, WorkflowConfigError, book_parameters, group_limits, job_resources,
+                                 plan_grid, shell_words)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -41,6 +41,31 @@ def test_each_backend_sizes_its_job_from_its_own_option_or_its_default():
     api = RunConfig(backend="openai", model="gpt-5.4-mini", backend_options={"base_url": "http://127.0.0.1:1/v1"})
     assert job_resources(api) == {"threads": 1, "gpu": 0, "api_slots": 1}
     assert job_resources(RunConfig(backend="reference")) == {"threads": 1, "gpu": 0, "api_slots": 0}
+
+
+def test_a_group_gets_the_runtime_and_memory_of_its_kind_from_the_slurm_profile(tmp_path, test_csv):
+    """The shipped group-limits.yaml gives every backend a row (its own or the default); the grid hands each
+    group job the row of its backend, and a config without limits leaves Snakemake's defaults alone."""
+    import yaml
+
+    roots_config = {"data": str(test_csv), "out_root": str(tmp_path / "runs"), "cache_dir": str(tmp_path / "cache")}
+    shipped = yaml.safe_load((PROJECT_ROOT / "workflow" / "profiles" / "slurm" / "group-limits.yaml").read_text())
+    table = shipped["group_limits"]
+    assert group_limits(shipped, {"vllm", "local", "openai", "reference"}) == {
+        "vllm": table["vllm"], "local": table["local"], "openai": table["openai"], "reference": table["default"]}
+    grid = plan_grid({**roots_config, **shipped, "backend": "reference", "limit": 4, "only": ["06"]})
+    key = next(iter(grid.groups))
+    sized = grid.limit_resources()
+    wildcards = type("Wildcards", (), {"group": key})()
+    assert {name: size(wildcards) for name, size in sized.items()} == table["default"]
+    assert "group_limits" not in grid.parameters  # the scheduler's, never a chapter's parameter
+    assert plan_grid({**roots_config, "backend": "reference", "limit": 4, "only": ["06"]}).limit_resources() == {}
+    for bad, says in (({"vllm": {"runtime": 60, "mem_mb": 100}}, "reference groups need runtime and mem_mb"),
+                      ({"default": {"runtime": 0, "mem_mb": 100}}, "runtime must be a whole number of at least 1"),
+                      ({"default": {"runtime": 60, "mem_mb": "lots"}}, "mem_mb must be a whole number"),
+                      ([1, 2], "maps a backend")):
+        with pytest.raises(WorkflowConfigError, match=says):
+            group_limits({"group_limits": bad}, {"reference"})
 
 
 def test_config_values_read_as_the_book_reads_them_and_a_key_in_a_url_is_refused(monkeypatch):

@@ -84,6 +84,7 @@ class GroupJob:
     gpu: int = 0
     api_slots: int = 0
     runs: Runs = ()
+    backend: str = ""  # its kind: which row of the profile's group_limits sizes its runtime and memory
 
     @property
     def marker(self) -> Path:
@@ -140,6 +141,15 @@ class Grid:
     parameters: dict[str, Any]
     groups: dict[str, GroupJob]
     chapters: dict[str, ChapterJob]
+    limits: dict[str, dict[str, int]] = field(default_factory=dict)  # runtime and mem_mb per backend, if given
+
+    def limit_resources(self) -> dict[str, Any]:
+        """The group rule's ``runtime`` and ``mem_mb``, each a function of its wildcards, from the kind of the
+        group (:func:`group_limits`); none when the config gives no limits."""
+        if not self.limits:
+            return {}
+        return {name: (lambda wildcards, name=name: self.limits[self.groups[wildcards.group].backend][name])
+                for name in _LIMITS}
 
     def group_arguments(self, key: str) -> list[str]:
         """``cpdagthink plan`` arguments that compute the group ``key``'s runs (what its job calls)."""
@@ -179,7 +189,7 @@ def book_parameters(config: Mapping[str, Any]) -> tuple[list[str], dict[str, Any
     from .credentials import strip_credentials
     from .run.parameters import coerce_list, coerce_options
 
-    parameters = {k: _plain(v) for k, v in config.items() if k != "only"}
+    parameters = {k: _plain(v) for k, v in config.items() if k not in ("only", GROUP_LIMITS)}
     only = [str(o) for o in coerce_list(_plain(config.get("only")), "only") or []]
     if "backend_options" in parameters:
         parameters["backend_options"] = coerce_options(parameters["backend_options"])
@@ -199,6 +209,36 @@ def parameter_flags(parameters: Mapping[str, Any]) -> list[str]:
 def shell_words(words: list[str]) -> str:
     """``words`` as one shell command line in which each is data (model output and CSV text never run)."""
     return " ".join(shlex.quote(w) for w in words)
+
+
+GROUP_LIMITS = "group_limits"  # the --config/--configfile key of a scheduler's runtime and memory per group kind
+_LIMITS = ("runtime", "mem_mb")
+
+
+def group_limits(config: Mapping[str, Any], backends: set[str]) -> dict[str, dict[str, int]]:
+    """The runtime (minutes) and memory (MB) a scheduler gives a group job of each backend in ``backends``:
+    ``config["group_limits"]`` (the SLURM profile's ``group-limits.yaml``) maps a backend, or ``default``, to
+    both. Empty when the config has none (a profile that sets no limits: Snakemake's defaults apply).
+
+    Raises WorkflowConfigError naming the entry for a kind with no row and no default, or a limit that is
+    not a whole number of at least 1."""
+    table = _plain(config.get(GROUP_LIMITS))
+    if not table:
+        return {}
+    if not isinstance(table, Mapping):
+        raise WorkflowConfigError(f"{GROUP_LIMITS} maps a backend (or default) to its runtime and mem_mb, not {table!r}")
+    limits = {}
+    for backend in sorted(backends):
+        row = table.get(backend, table.get("default"))
+        if not isinstance(row, Mapping) or set(row) != set(_LIMITS):
+            raise WorkflowConfigError(f"{GROUP_LIMITS}: {backend} groups need runtime and mem_mb (a row of their own "
+                                      f"or a default row), not {row!r}")
+        for name in _LIMITS:
+            if isinstance(row[name], bool) or not isinstance(row[name], int) or row[name] < 1:
+                raise WorkflowConfigError(f"{GROUP_LIMITS}: {backend}'s {name} must be a whole number of at least "
+                                          f"1, not {row[name]!r}")
+        limits[backend] = {name: row[name] for name in _LIMITS}
+    return limits
 
 
 def job_resources(config: Any) -> dict[str, int]:
@@ -234,7 +274,7 @@ def plan_grid(config: Mapping[str, Any]) -> Grid:
     for key, members in plan_groups(runs).items():
         complete = all(r.complete for r in members)
         resources = {} if complete else job_resources(members[0].config)
-        groups[key] = GroupJob(key, complete, **resources, runs=_runs(members))
+        groups[key] = GroupJob(key, complete, **resources, runs=_runs(members), backend=members[0].config.backend)
     chapters = {}
     for notebook in notebooks:
         declared = notebook_parameters(notebook)
@@ -242,7 +282,8 @@ def plan_grid(config: Mapping[str, Any]) -> Grid:
         chapters[notebook.stem] = ChapterJob(notebook.stem, tuple(sorted({r.group for r in reads})),
                                              {k: v for k, v in parameters.items() if k in declared},
                                              _runs(reads))
-    return Grid([n.stem for n in notebooks], parameters, groups, chapters)
+    limits = group_limits(config, {job.backend for job in groups.values()})
+    return Grid([n.stem for n in notebooks], parameters, groups, chapters, limits)
 
 
 def release_stale_locks(snakemake_dir: Path) -> tuple[list[Path], str | None]:
