@@ -245,10 +245,12 @@ def book_papermill_parameters(argv: list[str]) -> dict[str, dict[str, Any]]:
 
 def cmd_book(args: argparse.Namespace) -> int:
     from .book.build import build
+    from .book.progress import chapter_progress
 
     parameters = dict(args.parameter or [])
     index = build(_book_overrides(args), only=args.only, parameters=parameters,  # every notebook's values are checked first
-                  render_only=args.render_only, render_book=not args.no_build, allow_partial=args.allow_partial)
+                  render_only=args.render_only, render_book=not args.no_build, allow_partial=args.allow_partial,
+                  watch=chapter_progress)
     print(f"{'executed chapters' if args.no_build else 'book'}: {index}")
     return 0
 

@@ -14,7 +14,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, ContextManager, Iterator, Sequence
 
 from ..analysis.markup import Markdown, bullets, code, emphasis, paragraphs, quote, strong
 from ..analysis.metrics import counted
@@ -501,7 +501,8 @@ def selected(overrides: dict[str, Any], only: list[str] | None = None,
 
 def build(overrides: dict[str, Any], only: list[str] | None = None, root: Path = PROJECT_ROOT,
           parameters: dict[str, Any] | None = None, render_only: bool = False, render_book: bool = True,
-          allow_partial: bool = False) -> Path:
+          allow_partial: bool = False,
+          watch: Callable[[Path, dict[str, Any]], ContextManager[None]] | None = None) -> Path:
     """Execute the notebooks (all, or those whose names start with an entry of ``only``) into ``root/book``
     and build the book at ``root`` (which holds ``_config.yml`` and ``_toc.yml``) with :func:`render`; other
     chapters already executed in ``root/book`` are left as they are. ``parameters`` (``-p name=value``) are
@@ -509,7 +510,8 @@ def build(overrides: dict[str, Any], only: list[str] | None = None, root: Path =
     ``render_only``: the notebooks' kernels get ``CPDAGTHINK_RENDER_ONLY=1``, so every page is made from
     complete run folders and a run that is not complete fails its chapter, naming the run folder.
     ``render_book=False`` stops after the notebooks (each workflow chapter job; its book job renders once) and
-    returns ``root/book``; ``allow_partial``: :func:`render`'s."""
+    returns ``root/book``; ``allow_partial``: :func:`render`'s. ``watch(notebook, overrides)``, when given, is
+    entered while each chapter executes (the console's progress, :func:`cpdagthink.book.progress.chapter_progress`)."""
     notebooks, overrides = selected(overrides, only, parameters)
     check_parameters(notebooks, overrides)  # papermill would fail deep inside a notebook
     book = root / "book"
@@ -518,7 +520,8 @@ def build(overrides: dict[str, Any], only: list[str] | None = None, root: Path =
     with _kernel_environment(render_only):
         for notebook in notebooks:
             start = time.perf_counter()
-            execute(notebook, overrides, book)
+            with watch(notebook, overrides) if watch else contextlib.nullcontext():
+                execute(notebook, overrides, book)
             timings[notebook.name] = round(time.perf_counter() - start, 1)
     print(f"notebook times (s): {json.dumps(timings)}")
     return render(root, allow_partial) if render_book else book
