@@ -19,8 +19,8 @@ from cpdagthink.analysis.tables import paper
 from cpdagthink.backends.profiles import profile_for, with_overrides
 from cpdagthink.backends.reference import ReferenceBackend
 from cpdagthink.backends.vllm_offline import VLLMBackend
-from cpdagthink.book.build import (build, build_single_file, build_summary, chapter_records,
-                             hide_injected_parameters, render)
+from cpdagthink.book.build import (CheckoutError, build, build_html, build_single_file, build_summary,
+                                   chapter_records, hide_injected_parameters, render)
 from cpdagthink.book.chapters import NOTEBOOKS, notebook_defaults, notebook_parameters, select_notebooks
 from cpdagthink.cli import main
 from cpdagthink.paths import PROJECT_ROOT
@@ -165,6 +165,15 @@ def _html(markdown) -> str:
 def test_render_without_executed_chapters_says_what_to_run(tmp_path):
     with pytest.raises(ValueError, match="no executed chapter in .*: run `cpdagthink book`"):
         render(tmp_path)
+
+
+def test_book_outside_a_checkout_says_it_needs_one_before_any_work(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr("cpdagthink.book.build.NOTEBOOKS", tmp_path / "notebooks")  # as a wheel installs it
+    assert main(["book", "--only", "01", "--backend", "reference"]) == 2
+    err = capsys.readouterr().err
+    assert "cpdagthink book needs a checkout of the repository" in err and str(tmp_path / "notebooks") in err
+    with pytest.raises(CheckoutError, match=re.escape(str(tmp_path / "_toc.yml")) + " is missing"):
+        build_html(tmp_path)  # jupyter-book is not started without the table of contents
 
 
 @pytest.mark.slow

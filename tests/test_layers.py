@@ -1,8 +1,9 @@
 """The package's layers: every import runs to the module's own layer or one below it, never up.
 
-``LAYERS`` is the folder table (the README's "Layout"), bottom first. A module may import from its own layer
-and from every layer listed before it; as each layer is one folder (or the package's top, for the few
-modules every layer uses and the command line over all of them), no two folders can import each other.
+``LAYERS`` is the folder table of book/using/architecture.md ("How it fits together"), bottom first. A module
+may import from its own layer and from every layer listed before it; as each layer is one folder (or the
+package's top, for the few modules every layer uses and the command line over all of them), no two folders
+can import each other.
 Imports inside functions count too: a lazy import is still a dependency. A module must sit in the folder
 of its row, every relative import must name a module of the package, and no chain of imports may lead back to
 the module it starts from (within a layer too).

@@ -21,8 +21,22 @@ from ..analysis.metrics import counted
 from ..errors import CpdagthinkError
 from ..paths import PROJECT_ROOT
 from . import build_record
-from .chapters import (ENV_RENDER_ONLY, METADATA_KEY, RenderOnlyError, chapter_values, notebook_parameters,
-                       select_notebooks)
+from .chapters import (ENV_RENDER_ONLY, METADATA_KEY, NOTEBOOKS, RenderOnlyError, chapter_values,
+                       notebook_parameters, select_notebooks)
+
+
+class CheckoutError(CpdagthinkError, FileNotFoundError):
+    """The book's sources are absent: an installed wheel ships the package, not the notebooks or ``_toc.yml``."""
+
+
+def require_checkout(*paths: Path) -> None:
+    """Stop before any work when one of the book's sources is missing, naming it and what to do; otherwise
+    papermill or jupyter-book would fail on it later, or no chapter would be selected at all."""
+    missing = [str(path) for path in paths if not path.exists()]
+    if missing:
+        raise CheckoutError(f"cpdagthink book needs a checkout of the repository: {', '.join(missing)} is missing "
+                            "(a package install has no notebooks or _toc.yml); clone the repository and run "
+                            "`cpdagthink book` or `make book` inside it")
 
 
 def check_parameters(notebooks: list[Path], overrides: dict[str, Any]) -> None:
@@ -363,6 +377,7 @@ def mark_unfinished(path: Path, reason: str) -> None:
 
 def build_html(root: Path = PROJECT_ROOT) -> Path:
     """``jupyter-book build`` on the root (notebooks are already executed; execution is off)."""
+    require_checkout(root / "_toc.yml")
     command = [str(Path(sys.executable).with_name("jupyter-book")), "build", str(root), "--quiet"]
     subprocess.run(command, check=True, cwd=root)
     index = root / "_build" / "html" / "index.html"
@@ -512,6 +527,7 @@ def build(overrides: dict[str, Any], only: list[str] | None = None, root: Path =
     ``render_book=False`` stops after the notebooks (each workflow chapter job; its book job renders once) and
     returns ``root/book``; ``allow_partial``: :func:`render`'s. ``watch(notebook, overrides)``, when given, is
     entered while each chapter executes (the console's progress, :func:`cpdagthink.book.progress.chapter_progress`)."""
+    require_checkout(NOTEBOOKS)
     notebooks, overrides = selected(overrides, only, parameters)
     check_parameters(notebooks, overrides)  # papermill would fail deep inside a notebook
     book = root / "book"
