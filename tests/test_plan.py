@@ -170,7 +170,7 @@ def test_cli_prints_the_plan_and_executes_one_group(roots, capsys):
 def test_a_notebook_reads_its_runs_by_part_and_key_in_the_order_declared(roots):
     namespace = {**chapters.chapter_values(chapters.NOTEBOOKS / "04_probes.ipynb", {"backend": "reference", **roots}),
                  "probes": '["drop_premise", "scramble_full"]'}  # as papermill passes a list: text
-    parts = plan.read("04_probes", namespace, progress=False)
+    parts = plan.run_chapter("04_probes", namespace, progress=False)
     assert list(parts) == ["runs"]  # the reference backend is the reference agent: no second part
     assert list(parts["runs"]) == [("unprobed", 0), ("drop_premise", 0), ("scramble_full", 0)]
     assert all(r.intervention.name == "drop_premise" for r in parts["runs"][("drop_premise", 0)])

@@ -1,6 +1,6 @@
 """The book's runs as a plan: each chapter declares the runs it reads once, as a function of its parameters.
 
-A chapter's notebook reads its records through :func:`read` (which computes whatever is missing), and
+A chapter's notebook gets its records through :func:`run_chapter` (which computes whatever is missing), and
 :func:`plan_book` lists the runs of the chapters ``cpdagthink book`` would execute with the same parameters:
 both come from the chapter's declaration in :data:`CHAPTERS`, so a run is never declared twice. A
 :class:`PlannedRun` names its single-run :class:`RunConfig`, the rows it reads, its run folder, whether that
@@ -145,10 +145,11 @@ class _Samples:
         return self._drawn[key]
 
 
-def read(chapter: str, namespace: Mapping[str, Any], progress: bool = True
-         ) -> dict[str, dict[Key, list[RunRecord]]]:
-    """What a chapter's notebook calls: the records of every run it declares, by part and key, in the order
-    declared (each run computed where its folder is not complete; see :func:`experiments.run`)."""
+def run_chapter(chapter: str, namespace: Mapping[str, Any], progress: bool = True
+                ) -> dict[str, dict[Key, list[RunRecord]]]:
+    """What a chapter's notebook calls: every run it declares, computed where its folder is not complete and
+    read where it is (:func:`experiments.run`; render-only refuses to compute), and their records by part and
+    key, in the order declared."""
     samples, parts = _Samples(), {}
     for run in declared(chapter, namespace):
         parts.setdefault(run.part, {})[run.key] = ex.run(run.config, samples.of(run.config), progress=progress)
