@@ -314,6 +314,16 @@ def build_summary(records: dict[str, dict[str, Any]], others: Sequence[Chapter] 
         "Each chapter re-executes with:", commands)
 
 
+def _refuse_unfinished(chapters: Sequence[Chapter]) -> None:
+    """Raise :class:`PartialBookError` naming the ``chapters`` whose execution did not finish, if any."""
+    unfinished = [c for c in chapters if c.unfinished]
+    if unfinished:
+        raise PartialBookError(
+            "the execution of " + "; ".join(f"{c.name} did not finish ({c.unfinished})" for c in unfinished)
+            + ": run `cpdagthink book --only " + " ".join(c.name.split("_")[0] for c in unfinished)
+            + "` again, or pass --allow-partial to publish the book with them marked")
+
+
 def render(root: Path = PROJECT_ROOT, allow_partial: bool = False) -> Path:
     """Build the book from the notebooks already executed into ``root/book`` (by ``cpdagthink book`` or by
     papermill; those ``root/_toc.yml`` lists), executing nothing: hide papermill's parameters cell, write the
@@ -326,12 +336,8 @@ def render(root: Path = PROJECT_ROOT, allow_partial: bool = False) -> Path:
     if not executed:
         raise ValueError(f"no executed chapter in {book}: run `cpdagthink book` (or papermill) first")
     chapters = [read_chapter(path) for path in executed]
-    unfinished = [c for c in chapters if c.unfinished]
-    if unfinished and not allow_partial:
-        raise PartialBookError(
-            "the execution of " + "; ".join(f"{c.name} did not finish ({c.unfinished})" for c in unfinished)
-            + ": run `cpdagthink book --only " + " ".join(c.name.split("_")[0] for c in unfinished)
-            + "` again, or pass --allow-partial to publish the book with them marked")
+    if not allow_partial:
+        _refuse_unfinished(chapters)
     for path, chapter in zip(executed, chapters):
         hide_injected_parameters(path)
         if chapter.unfinished:
