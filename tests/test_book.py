@@ -19,9 +19,9 @@ from cpdagthink.analysis.tables import paper
 from cpdagthink.backends.profiles import profile_for, with_overrides
 from cpdagthink.backends.reference import ReferenceBackend
 from cpdagthink.backends.vllm_offline import VLLMBackend
-from cpdagthink.book.build import (build, build_single_file, build_summary, chapter_records,
-                             hide_injected_parameters, render)
+from cpdagthink.book.build import build, build_summary, chapter_records, hide_injected_parameters, render
 from cpdagthink.book.chapters import NOTEBOOKS, notebook_defaults, notebook_parameters, select_notebooks
+from cpdagthink.book.site import build_single_file
 from cpdagthink.cli import main
 from cpdagthink.paths import PROJECT_ROOT
 
@@ -324,7 +324,7 @@ def test_the_printed_book_has_no_toggles_no_near_blank_pages_and_its_tables_fit(
     import subprocess
 
     from cpdagthink.book.browser import Browser
-    from cpdagthink.book.build import prepare_print
+    from cpdagthink.book.site import prepare_print
     from cpdagthink.book.build_record import METADATA_KEY
 
     if shutil.which("pdftoppm") is None or shutil.which("pdftotext") is None:
