@@ -217,3 +217,51 @@ def test_the_import_graph_below_the_command_line_has_no_cycle():
 
 def test_the_whole_import_graph_has_no_cycle():
     assert _cycle(_graph()) == []
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _private_uses(name: str, path: Path, modules: dict[str, Path]) -> list[str]:
+    """Where ``name`` reaches into another module of the package for a private name: ``from .x import _y``, or
+    ``m._y`` on a module ``m`` it imported."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found, bound = [], set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").split(".")[0] == "cpdagthink"):
+            if node.level:
+                base = package.split(".") if package else []
+                target = ".".join(base[:len(base) - node.level + 1] + ([node.module] if node.module else []))
+            else:
+                target = node.module.partition(".")[2]
+            for alias in node.names:
+                if f"{target}.{alias.name}".lstrip(".") in modules:
+                    bound.add(alias.asname or alias.name)
+                elif _private(alias.name):
+                    found.append(f"line {node.lineno}: {alias.name} from {target or 'cpdagthink'}")
+        elif isinstance(node, ast.Import):
+            bound |= {alias.asname for alias in node.names if alias.name.startswith("cpdagthink.") and alias.asname}
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in bound
+                and _private(node.attr)):
+            found.append(f"line {node.lineno}: {node.value.id}.{node.attr}")
+    return found
+
+
+@pytest.mark.parametrize("name", sorted(_modules()))
+def test_no_module_uses_another_module_s_private_name(name):
+    """A leading underscore says "only this module relies on it": a name another module needs is public
+    (documented, no underscore) or lives where it is used."""
+    assert _private_uses(name, _modules()[name], _modules()) == []
+
+
+def test_a_private_name_reached_for_is_found(tmp_path):
+    (tmp_path / "a.py").write_text("def _inner(): pass\n", encoding="utf-8")
+    (tmp_path / "b.py").write_text("from .a import _inner\nfrom . import a\nfrom .a import __doc__\n"
+                                   "def late():\n    return a._inner, a.__name__\n", encoding="utf-8")
+    modules = {f"book.{n}": tmp_path / f"{n}.py" for n in "ab"}
+    assert _private_uses("book.b", modules["book.b"], modules) == ["line 1: _inner from book.a",
+                                                                   "line 5: a._inner"]
+    assert _private_uses("book.a", modules["book.a"], modules) == []

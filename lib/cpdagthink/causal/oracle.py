@@ -215,8 +215,9 @@ def orient_v_structures(
     return graph, tuple(found)
 
 
-def _meek_step(g: PDAG) -> tuple[str, str] | None:
-    """The first undirected edge a - b that one of Meek's rules R1-R4 orients as a -> b (Meek 1995)."""
+def meek_step(g: PDAG) -> tuple[str, str] | None:
+    """The first undirected edge a - b (in sorted order) that one of Meek's rules R1-R4 orients as a -> b
+    (Meek 1995), or None when no rule applies: one step of :func:`apply_meek_rules`."""
     parents, children, undirected, adjacent = g._parents, g._children, g._neighbours, g.adjacent
     for p in sorted(g.undirected, key=sorted):
         for a, b in (tuple(sorted(p)), tuple(sorted(p, reverse=True))):
@@ -240,7 +241,7 @@ def _meek_step(g: PDAG) -> tuple[str, str] | None:
 
 def apply_meek_rules(g: PDAG) -> PDAG:
     """Close a pattern under Meek's rules, in place; returns it for chaining."""
-    while (arc := _meek_step(g)) is not None:
+    while (arc := meek_step(g)) is not None:
         g.orient(*arc)
     if not g.arcs_acyclic():
         raise UnfaithfulFactsError("the forced orientations contain a directed cycle")

@@ -25,9 +25,9 @@ import networkx as nx
 from ..causal.oracle import (
     PDAG,
     UnfaithfulFactsError,
-    _meek_step,
     consistent_extensions,
     cpdag_of_dag,
+    meek_step,
     pc_cpdag,
 )
 from ..causal.premise import Facts, Pair, pair
@@ -293,7 +293,7 @@ def _v_structures_vs_sepsets(a: CausalAnalysis, g: _Graph) -> Iterator[Violation
 def meek_orientable(g: PDAG) -> list[tuple[str, str]]:
     """The arcs Meek's rules R1-R4 would still add to ``g`` (closing a copy; conflicts stop the closure)."""
     work, added = g.copy(), []
-    while (arc := _meek_step(work)) is not None:
+    while (arc := meek_step(work)) is not None:
         try:
             work.orient(*arc)
         except UnfaithfulFactsError:  # pragma: no cover - only undirected pairs are ever oriented
