@@ -265,3 +265,39 @@ def test_a_private_name_reached_for_is_found(tmp_path):
     assert _private_uses("book.b", modules["book.b"], modules) == ["line 1: _inner from book.a",
                                                                    "line 5: a._inner"]
     assert _private_uses("book.a", modules["book.a"], modules) == []
+
+
+def _bound(tree: ast.Module) -> set[str]:
+    """The names a module's top level binds: its imports, definitions and assignments."""
+    names = set()
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {t.id for t in targets if isinstance(t, ast.Name)}
+    return names
+
+
+def _declared(tree: ast.Module) -> list[str] | None:
+    """A module's ``__all__`` as written, None without one."""
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            return list(ast.literal_eval(node.value))
+    return None
+
+
+@pytest.mark.parametrize("folder", sorted({layer.folder for layer in LAYERS if layer.folder}))
+def test_every_layer_package_declares_its_api(folder):
+    """Each layer's ``__init__`` says in ``__all__`` what it offers: the names it defines or re-exports, or, when
+    it defines none, every module of the folder."""
+    tree = ast.parse((PACKAGE / folder / "__init__.py").read_text(encoding="utf-8"))
+    declared = _declared(tree)
+    assert declared is not None, f"{folder}/__init__.py has no __all__"
+    modules = {_leaf(name) for name in _modules() if name.startswith(f"{folder}.") and name.count(".") == 1}
+    bound = _bound(tree) - {"__all__", "annotations"}
+    assert sorted(set(declared) - bound - modules) == [], "__all__ names what the package does not hold"
+    if not bound:
+        assert sorted(declared) == sorted(modules), "__all__ of a folder of modules lists every module"
