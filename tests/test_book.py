@@ -19,9 +19,9 @@ from cpdagthink.analysis.tables import paper
 from cpdagthink.backends.profiles import profile_for, with_overrides
 from cpdagthink.backends.reference import ReferenceBackend
 from cpdagthink.backends.vllm_offline import VLLMBackend
-from cpdagthink.book.build import (CheckoutError, build, build_html, build_single_file, build_summary,
-                                   chapter_records, hide_injected_parameters, render)
+from cpdagthink.book.build import build, build_summary, chapter_records, hide_injected_parameters, render
 from cpdagthink.book.chapters import NOTEBOOKS, notebook_defaults, notebook_parameters, select_notebooks
+from cpdagthink.book.site import CheckoutError, build_html
 from cpdagthink.cli import main
 from cpdagthink.paths import PROJECT_ROOT
 
@@ -279,21 +279,6 @@ def check_tables_fit(name: str, page: str, most: int = 9) -> None:
         assert columns <= most, (name, columns, header[:300])
 
 
-def test_single_file_book_holds_every_chapter(browser, tmp_path):
-    """The PDF from Sphinx's single-page build (``browser``: Chromium must be present, or the test skips)."""
-    shutil.copy(PROJECT_ROOT / "_config.yml", tmp_path / "_config.yml")
-    (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: book/intro\nchapters:\n  - file: book/one\n")
-    (tmp_path / "book").mkdir()
-    (tmp_path / "book" / "intro.md").write_text("# Front page\n\nIntro text.\n")
-    (tmp_path / "book" / "one.md").write_text("# Chapter one\n\nChapter text.\n")
-    pdf = build_single_file(tmp_path)
-    assert pdf == tmp_path / "_build" / "book.pdf" and pdf.read_bytes()[:5] == b"%PDF-"
-    single = (tmp_path / "_build" / "singlehtml" / "index.html").read_text()
-    assert "Intro text." in single and "Chapter text." in single
-    stylesheets = re.findall(r'<link href="([^"?]+)[^"]*" rel="stylesheet"', single)
-    assert stylesheets and all((tmp_path / "_build" / "singlehtml" / s).is_file() for s in stylesheets)
-
-
 def _printed_pages(pdf, folder):
     """Each page of ``pdf`` rendered by poppler's ``pdftoppm`` at 20 dpi in grey: ``(width, height, pixels)``."""
     import subprocess
@@ -333,7 +318,7 @@ def test_the_printed_book_has_no_toggles_no_near_blank_pages_and_its_tables_fit(
     import subprocess
 
     from cpdagthink.book.browser import Browser
-    from cpdagthink.book.build import prepare_print
+    from cpdagthink.book.site import prepare_print
     from cpdagthink.book.build_record import METADATA_KEY
 
     if shutil.which("pdftoppm") is None or shutil.which("pdftotext") is None:

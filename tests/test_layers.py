@@ -39,7 +39,7 @@ LAYERS = (
     Layer("analysis", ("metrics", "markup", "audit", "failures", "probes", "tables")),
     Layer("book", ("chapters", "presentation", "figures", "readings", "glue", "verdicts", "results", "bins", "removals",
                    "probing", "graph_audit", "gallery", "experiments", "plan", "explorer", "failure_views", "browser",
-                   "build_record", "build", "progress")),
+                   "site", "build_record", "build", "progress")),
     Layer("", ("cli", "__main__", "workflow", "scheduler")),  # the command line and the Snakemake workflow's entry, over everything
 )
 RANK = {module: rank for rank, layer in enumerate(LAYERS) for module in layer.modules}
@@ -218,3 +218,87 @@ def test_the_import_graph_below_the_command_line_has_no_cycle():
 
 def test_the_whole_import_graph_has_no_cycle():
     assert _cycle(_graph()) == []
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _private_uses(name: str, path: Path, modules: dict[str, Path]) -> list[str]:
+    """Where ``name`` reaches into another module of the package for a private name: ``from .x import _y``, or
+    ``m._y`` on a module ``m`` it imported."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found, bound = [], set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").split(".")[0] == "cpdagthink"):
+            if node.level:
+                base = package.split(".") if package else []
+                target = ".".join(base[:len(base) - node.level + 1] + ([node.module] if node.module else []))
+            else:
+                target = node.module.partition(".")[2]
+            for alias in node.names:
+                if f"{target}.{alias.name}".lstrip(".") in modules:
+                    bound.add(alias.asname or alias.name)
+                elif _private(alias.name):
+                    found.append(f"line {node.lineno}: {alias.name} from {target or 'cpdagthink'}")
+        elif isinstance(node, ast.Import):
+            bound |= {alias.asname for alias in node.names if alias.name.startswith("cpdagthink.") and alias.asname}
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in bound
+                and _private(node.attr)):
+            found.append(f"line {node.lineno}: {node.value.id}.{node.attr}")
+    return found
+
+
+@pytest.mark.parametrize("name", sorted(_modules()))
+def test_no_module_uses_another_module_s_private_name(name):
+    """A leading underscore says "only this module relies on it": a name another module needs is public
+    (documented, no underscore) or lives where it is used."""
+    assert _private_uses(name, _modules()[name], _modules()) == []
+
+
+def test_a_private_name_reached_for_is_found(tmp_path):
+    (tmp_path / "a.py").write_text("def _inner(): pass\n", encoding="utf-8")
+    (tmp_path / "b.py").write_text("from .a import _inner\nfrom . import a\nfrom .a import __doc__\n"
+                                   "def late():\n    return a._inner, a.__name__\n", encoding="utf-8")
+    modules = {f"book.{n}": tmp_path / f"{n}.py" for n in "ab"}
+    assert _private_uses("book.b", modules["book.b"], modules) == ["line 1: _inner from book.a",
+                                                                   "line 5: a._inner"]
+    assert _private_uses("book.a", modules["book.a"], modules) == []
+
+
+def _bound(tree: ast.Module) -> set[str]:
+    """The names a module's top level binds: its imports, definitions and assignments."""
+    names = set()
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {t.id for t in targets if isinstance(t, ast.Name)}
+    return names
+
+
+def _declared(tree: ast.Module) -> list[str] | None:
+    """A module's ``__all__`` as written, None without one."""
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            return list(ast.literal_eval(node.value))
+    return None
+
+
+@pytest.mark.parametrize("folder", sorted({layer.folder for layer in LAYERS if layer.folder}))
+def test_every_layer_package_declares_its_api(folder):
+    """Each layer's ``__init__`` says in ``__all__`` what it offers: the names it defines or re-exports, or, when
+    it defines none, every module of the folder."""
+    tree = ast.parse((PACKAGE / folder / "__init__.py").read_text(encoding="utf-8"))
+    declared = _declared(tree)
+    assert declared is not None, f"{folder}/__init__.py has no __all__"
+    modules = {_leaf(name) for name in _modules() if name.startswith(f"{folder}.") and name.count(".") == 1}
+    bound = _bound(tree) - {"__all__", "annotations"}
+    assert sorted(set(declared) - bound - modules) == [], "__all__ names what the package does not hold"
+    if not bound:
+        assert sorted(declared) == sorted(modules), "__all__ of a folder of modules lists every module"

@@ -1,4 +1,8 @@
-"""The ``cpdagthink`` command line: one subcommand per job, each a thin call into the package."""
+"""The ``cpdagthink`` command line: one subcommand per job, each a thin call into the package.
+
+Its one job needs more than the usual length: nine subcommands, each a handler and the function declaring its
+options, so that a flag and the code reading it sit in one file a reader greps.
+"""
 
 from __future__ import annotations
 
@@ -61,6 +65,17 @@ def _write_jsonl(records: list[dict], out: str) -> None:
                 handle.write(json.dumps(record) + "\n")
 
 
+def _agreement_by(key: Callable[[Instance], Any], records: list[dict[str, Any]], instances: list[Instance]) -> str:
+    """The oracle's agreement with gold on the labelled ``records`` per value of ``key`` of their instances, as
+    ``value: agreeing/labelled`` by value."""
+    groups: dict = defaultdict(lambda: [0, 0])
+    for record, instance in zip(records, instances):
+        if record["oracle_label"] is not None:
+            groups[key(instance)][0] += record["oracle_label"] == record["gold_label"]
+            groups[key(instance)][1] += 1
+    return ", ".join(f"{k}: {a}/{n}" for k, (a, n) in sorted(groups.items()))
+
+
 def cmd_oracle(args: argparse.Namespace) -> int:
     from .analysis.metrics import binary_scores
     from .causal.oracle import label_text
@@ -82,12 +97,7 @@ def cmd_oracle(args: argparse.Namespace) -> int:
           f"({len(records) - len(labelled)} premises unfaithful or past the oracle's bound)")
     print(f"agreement with gold: {agree}/{len(labelled)} = {agree / max(len(labelled), 1):.4f}")
     for name, key in (("template", lambda i: i.template), ("num_variables", lambda i: i.num_variables)):
-        groups: dict = defaultdict(lambda: [0, 0])
-        for record, instance in zip(records, instances):
-            if record["oracle_label"] is not None:
-                groups[key(instance)][0] += record["oracle_label"] == record["gold_label"]
-                groups[key(instance)][1] += 1
-        print(f"agreement by {name}: " + ", ".join(f"{k}: {a}/{n}" for k, (a, n) in sorted(groups.items())))
+        print(f"agreement by {name}: {_agreement_by(key, records, instances)}")
     if labelled:  # no score of no rows: the file lists each row's problem
         scores = binary_scores([r["oracle_label"] for r in labelled], [r["gold_label"] for r in labelled])
         print(f"oracle YES vs gold: precision {scores.precision:.3f}, recall {scores.recall:.3f}, F1 {scores.f1:.3f} "
@@ -366,29 +376,14 @@ def _data_options(parser: argparse.ArgumentParser) -> None:
                         "uses $CORR2CAUSE_CSV when set, else ../shared/corr2cause/test.csv beside the checkout when it exists)")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="cpdagthink", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-    commands: dict[str, tuple[Callable[[argparse.Namespace], int], str]] = {
-        "oracle": (cmd_oracle, "label every row with the exact PC/equivalence-class oracle"),
-        "reference": (cmd_reference, "write each row's reference CPDAG"),
-        "generate": (cmd_generate, "write a generated Corr2Cause-format CSV"),
-        "run": (cmd_run, "run a condition over instances with a backend (resumable, cached)"),
-        "book": (cmd_book, "execute every notebook with papermill and build the Jupyter Book"),
-        "plan": (cmd_plan, "print every run the book reads (config, run folder, complete, group) as JSON; "
-                           "--group KEY --execute computes one group's runs"),
-        "render": (cmd_render, "build the Jupyter Book from the notebooks already executed in book/ (runs nothing)"),
-        "schema": (cmd_schema, "print the CausalAnalysis JSON schema or its decoding regex"),
-        "prompt": (cmd_prompt, "print one turn's request (messages, tools, tool choice) as JSON, probed or not"),
-    }
-    parsers = {}
-    for name, (handler, help_text) in commands.items():
-        parsers[name] = sub.add_parser(name, help=help_text)
-        parsers[name].set_defaults(handler=handler)
-    for name in ("oracle", "reference"):
-        _data_options(parsers[name])
-        parsers[name].add_argument("--out", required=True, help="output JSONL")
-    gen = parsers["generate"]
+def _input_options(parser: argparse.ArgumentParser) -> None:
+    """``oracle`` and ``reference``: the data and the output file."""
+    _data_options(parser)
+    parser.add_argument("--out", required=True, help="output JSONL")
+
+
+def _generate_options(gen: argparse.ArgumentParser) -> None:
+    """``generate``: the family, its source and size, the output file."""
     gen.add_argument("--family", required=True, choices=["random7", "alarm7", "asia8", "refactor", "paraphrase"])
     gen.add_argument("--data", help="source CSV for refactor/paraphrase")
     gen.add_argument("--seed", type=int, default=0)
@@ -396,7 +391,10 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--per-graph", type=int, help="hypotheses per graph, half positive when possible (default: the "
                                                    "paper's N where it states one, asia8 40; else 20)")
     gen.add_argument("--out", required=True)
-    run = parsers["run"]
+
+
+def _run_options(run: argparse.ArgumentParser) -> None:
+    """``run``: the data, the condition and probe, the model, the sample, the seeds and where it all goes."""
     _data_options(run)
     run.add_argument("--condition", required=True, help="structured, baseline_enhanced, twoturn_prose_pc, ...")
     run.add_argument("--probe", help="a turn-2 probe applied to a tool condition (scramble_full, drop_premise, ...)")
@@ -415,40 +413,62 @@ def build_parser() -> argparse.ArgumentParser:
                           f"or ${ENV_OUTPUTS}/cache)")
     run.add_argument("--out", help=f"run folder (default: {OUTPUTS_ROOT / 'runs'}/<a name made from the "
                                    f"configuration>, ${ENV_OUTPUTS} moves it; with several seeds, one subfolder each)")
-    for book in (parsers["book"], parsers["plan"]):
-        _model_options(book, budgets="notebook defaults 512 and 128, sized for the CPU model; raise them for "
-                                     "thinking models")
-        book.add_argument("--limit", type=int, help="sample size (0: the whole split)")
-        book.add_argument("--sample-min-positives", type=int,
-                          help="at least this many gold positives in the sample (notebook default 2)")
-        book.add_argument("--seeds", type=int, nargs="+", help="decoding seeds (several need sampling)")
-        book.add_argument("--split")
-        book.add_argument("--data")
-        book.add_argument("--sample-variables", nargs="+", metavar="N", type=_variable_count,
-                          help="draw the sample from rows with these variable counts (notebook default: 5), or 'all'")
-        book.add_argument("--only", nargs="+", help="notebook name prefixes, e.g. 01 04")
-        book.add_argument("-p", "--parameter", action="append", type=_notebook_parameter, metavar="NAME=VALUE",
-                          help="any notebook parameter (papermill's names), e.g. -p probes='[\"scramble_full\"]'; "
-                               "repeatable; wins over the flags (-p backend_options='{...}' over -o, key by key); "
-                               "a name no selected chapter declares is refused")
-    parsers["book"].add_argument("--render-only", action="store_true",
-                                 help="make the pages from complete run folders only: no backend, model or key; a run "
-                                      "not yet computed fails its chapter, naming the run folder (sets "
-                                      "CPDAGTHINK_RENDER_ONLY=1)")
-    parsers["book"].add_argument("--no-build", action="store_true", help="execute the chapters into book/ and "
-                                 "stop (the workflow's chapter jobs; `cpdagthink render` builds the book)")
-    for command in ("book", "render"):
-        parsers[command].add_argument("--allow-partial", action="store_true",
-                                      help="publish the book even when a chapter's execution did not finish (its "
-                                           "page and the intro say so); without it that stops the build, exit 2")
-    plan = parsers["plan"]
+
+
+def _chapter_options(book: argparse.ArgumentParser) -> None:
+    """``book`` and ``plan``: the model, the sample, the seeds and the chapters, as the notebooks take them."""
+    _model_options(book, budgets="notebook defaults 512 and 128, sized for the CPU model; raise them for "
+                                 "thinking models")
+    book.add_argument("--limit", type=int, help="sample size (0: the whole split)")
+    book.add_argument("--sample-min-positives", type=int,
+                      help="at least this many gold positives in the sample (notebook default 2)")
+    book.add_argument("--seeds", type=int, nargs="+", help="decoding seeds (several need sampling)")
+    book.add_argument("--split")
+    book.add_argument("--data")
+    book.add_argument("--sample-variables", nargs="+", metavar="N", type=_variable_count,
+                      help="draw the sample from rows with these variable counts (notebook default: 5), or 'all'")
+    book.add_argument("--only", nargs="+", help="notebook name prefixes, e.g. 01 04")
+    book.add_argument("-p", "--parameter", action="append", type=_notebook_parameter, metavar="NAME=VALUE",
+                      help="any notebook parameter (papermill's names), e.g. -p probes='[\"scramble_full\"]'; "
+                           "repeatable; wins over the flags (-p backend_options='{...}' over -o, key by key); "
+                           "a name no selected chapter declares is refused")
+
+
+def _allow_partial(parser: argparse.ArgumentParser) -> None:
+    """``book`` and ``render``: whether a chapter whose execution did not finish stops the build."""
+    parser.add_argument("--allow-partial", action="store_true",
+                        help="publish the book even when a chapter's execution did not finish (its "
+                             "page and the intro say so); without it that stops the build, exit 2")
+
+
+def _book_options(book: argparse.ArgumentParser) -> None:
+    """``book``: the chapters' options, and what it makes of them."""
+    _chapter_options(book)
+    book.add_argument("--render-only", action="store_true",
+                      help="make the pages from complete run folders only: no backend, model or key; a run "
+                           "not yet computed fails its chapter, naming the run folder (sets "
+                           "CPDAGTHINK_RENDER_ONLY=1)")
+    book.add_argument("--no-build", action="store_true", help="execute the chapters into book/ and "
+                      "stop (the workflow's chapter jobs; `cpdagthink render` builds the book)")
+    _allow_partial(book)
+
+
+def _plan_options(plan: argparse.ArgumentParser) -> None:
+    """``plan``: the chapters' options, the group and whether to compute it."""
+    _chapter_options(plan)
     plan.add_argument("--group", help="only this group's runs (one backend and model at one seed)")
     plan.add_argument("--execute", action="store_true", help="compute the runs that are not complete (exit 0 "
                       "when all are complete)")
-    schema = parsers["schema"]
+
+
+def _schema_options(schema: argparse.ArgumentParser) -> None:
+    """``schema``: the variables and the form printed."""
     schema.add_argument("--variables", required=True, help="comma-separated names, e.g. A,B,C")
     schema.add_argument("--regex", action="store_true", help="print the constrained-decoding regex instead")
-    prompt = parsers["prompt"]
+
+
+def _prompt_options(prompt: argparse.ArgumentParser) -> None:
+    """``prompt``: the data row, the condition, the turn, the probe and seed, the model and the cache."""
     _data_options(prompt)
     prompt.add_argument("--condition", required=True, help="structured, baseline_enhanced, twoturn_prose_pc, ...")
     prompt.add_argument("--row", type=int, required=True, help="0-based row of the data")
@@ -460,6 +480,30 @@ def build_parser() -> argparse.ArgumentParser:
     prompt.add_argument("--no-thinking", action="store_false", dest="thinking", default=None)
     prompt.add_argument("--cache", dest="cache_dir", help="the call cache turn 1 is read from and written to "
                         f"(default: {OUTPUTS_ROOT / 'cache'}, or ${ENV_OUTPUTS}/cache)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line: one subcommand per job, each with its handler and its own options."""
+    parser = argparse.ArgumentParser(prog="cpdagthink", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    commands: dict[str, tuple[Callable[[argparse.Namespace], int], Callable[[argparse.ArgumentParser], None], str]] = {
+        "oracle": (cmd_oracle, _input_options, "label every row with the exact PC/equivalence-class oracle"),
+        "reference": (cmd_reference, _input_options, "write each row's reference CPDAG"),
+        "generate": (cmd_generate, _generate_options, "write a generated Corr2Cause-format CSV"),
+        "run": (cmd_run, _run_options, "run a condition over instances with a backend (resumable, cached)"),
+        "book": (cmd_book, _book_options, "execute every notebook with papermill and build the Jupyter Book"),
+        "plan": (cmd_plan, _plan_options, "print every run the book reads (config, run folder, complete, group) as "
+                                          "JSON; --group KEY --execute computes one group's runs"),
+        "render": (cmd_render, _allow_partial,
+                   "build the Jupyter Book from the notebooks already executed in book/ (runs nothing)"),
+        "schema": (cmd_schema, _schema_options, "print the CausalAnalysis JSON schema or its decoding regex"),
+        "prompt": (cmd_prompt, _prompt_options,
+                   "print one turn's request (messages, tools, tool choice) as JSON, probed or not"),
+    }
+    for name, (handler, options, help_text) in commands.items():
+        command = sub.add_parser(name, help=help_text)
+        command.set_defaults(handler=handler)
+        options(command)
     return parser
 
 

@@ -300,19 +300,23 @@ def shortcut_table(records_by_condition: Mapping[str, Sequence[RunRecord]], inst
     by_id = {i.id: i for i in instances}
     later = {i.id for i in instances if later_causes_earlier(i)}
     causal = {i.id for i in instances if _is_causal(i)}
-    rows = []
-    for condition, records in records_by_condition.items():
-        hits = [r for r in records if r.id in later]
-        others = [r for r in records if r.id in causal and r.id not in later]
-        rows.append({
-            "condition": condition,
-            "n_later_causes_earlier": len(hits),
-            "prediction_no_rate": _share(not r.says_yes for r in hits),
-            "no_rate_other_causal": _share(not r.says_yes for r in others),
-            "gold_all_zero": all(by_id[r.id].label == 0 for r in hits),
-            "oracle_all_zero": all(r.oracle_label == 0 for r in hits),
-        })
+    rows = [{"condition": condition, **_shortcut_row(records, by_id, later, causal - later)}
+            for condition, records in records_by_condition.items()]
     return pd.DataFrame(rows).set_index("condition") if rows else pd.DataFrame(rows)
+
+
+def _shortcut_row(records: Sequence[RunRecord], by_id: Mapping[str, Instance], later: set[str],
+                  others: set[str]) -> dict[str, Any]:
+    """One condition's row of :func:`shortcut_table`: ``later`` the later-causes-earlier ids, ``others`` the
+    remaining causal ones."""
+    hits = [r for r in records if r.id in later]
+    return {
+        "n_later_causes_earlier": len(hits),
+        "prediction_no_rate": _share(not r.says_yes for r in hits),
+        "no_rate_other_causal": _share(not r.says_yes for r in records if r.id in others),
+        "gold_all_zero": all(by_id[r.id].label == 0 for r in hits),
+        "oracle_all_zero": all(r.oracle_label == 0 for r in hits),
+    }
 
 
 def _share(flags: Iterable[bool]) -> float:

@@ -78,6 +78,21 @@ def _reference(instance: Instance) -> tuple[PremiseAnalysis, Query] | None:
         return None
 
 
+def _ambiguity(diagnosis: Diagnosis, instance: Instance) -> tuple[Diagnosis, bool]:
+    """``diagnosis`` with the reference class's counts filled in, and whether its error is an ambiguity case
+    (:func:`diagnose`); a premise the oracle cannot analyse is no ambiguity case and leaves the counts empty."""
+    reference = _reference(instance)
+    if reference is None:
+        return diagnosis, False
+    classes, query = reference
+    holding = sum(holds(m, query) for m in classes.members)
+    touches = any(query.x in p or query.y in p for p in classes.cpdag.undirected)
+    diagnosis = _with(diagnosis, members=len(classes.members), members_holding=holding, touches_undirected=touches)
+    if diagnosis.prediction == 1:
+        return diagnosis, 0 < holding < len(classes.members)
+    return diagnosis, len(classes.members) > 1 and touches
+
+
 def diagnose(record: RunRecord, instance: Instance) -> Diagnosis:
     """Classify one record; precedence, first match wins:
 
@@ -114,18 +129,7 @@ def diagnose(record: RunRecord, instance: Instance) -> Diagnosis:
         return blank
     if record.answer is None:
         return _with(blank, kind=FailureKind.REJECTED if record.rejected else FailureKind.UNPARSED_ANSWER)
-    reference = _reference(instance)
-    if reference is not None:
-        classes, query = reference
-        holding = sum(holds(m, query) for m in classes.members)
-        touches = any(query.x in p or query.y in p for p in classes.cpdag.undirected)
-        blank = _with(blank, members=len(classes.members), members_holding=holding, touches_undirected=touches)
-        if prediction == 1:
-            ambiguous = 0 < holding < len(classes.members)
-        else:
-            ambiguous = len(classes.members) > 1 and touches
-    else:
-        ambiguous = False
+    blank, ambiguous = _ambiguity(blank, instance)
     if not tool:
         return _with(blank, kind=FailureKind.ONE_TURN_MEC_AMBIGUITY if ambiguous else FailureKind.ONE_TURN_OTHER)
     if graph is None:

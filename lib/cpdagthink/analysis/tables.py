@@ -273,6 +273,16 @@ BIN_GAIN_COLUMNS = ["seed", "variables", "n", "positives", "F1 baseline", "F1 ta
 PAPER_MIN_VARIABLES = 5  # the paper's Figure 2 omits n <= 4 (§4.3)
 
 
+def _omitted_small(records: Sequence[RunRecord], min_variables: int) -> dict[int, OmittedGroup]:
+    """The bins the paper's rule omits (fewer than ``min_variables`` variables), by number of variables."""
+    small: dict[int, list[int]] = {}
+    for r in records:
+        if r.num_variables < min_variables:
+            small.setdefault(r.num_variables, []).append(r.gold_label)
+    return {n: OmittedGroup(n, len(gold), sum(gold), f"n = {n} omitted by the paper's rule "
+                            f"(fewer than {min_variables} variables)") for n, gold in small.items()}
+
+
 def bin_gain_frame(runs: Runs, target: str, baseline: str, labels: str = "gold", min_positives: int = 3,
                    n_resamples: int = 10_000, min_variables: int = PAPER_MIN_VARIABLES
                    ) -> tuple[pd.DataFrame, list[OmittedGroup]]:
@@ -284,12 +294,7 @@ def bin_gain_frame(runs: Runs, target: str, baseline: str, labels: str = "gold",
     for (condition, seed), records in runs.items():
         if condition != baseline or (target, seed) not in runs:
             continue
-        small: dict[int, list[int]] = {}
-        for r in records:
-            if r.num_variables < min_variables:
-                small.setdefault(r.num_variables, []).append(r.gold_label)
-        omitted.update({n: OmittedGroup(n, len(gold), sum(gold), f"n = {n} omitted by the paper's rule "
-                                        f"(fewer than {min_variables} variables)") for n, gold in small.items()})
+        omitted.update(_omitted_small(records, min_variables))
         kept = [i for i, r in enumerate(records) if r.num_variables >= min_variables]
         if not kept:  # every bin omitted by the paper's rule (listed above): no gain to compute
             continue

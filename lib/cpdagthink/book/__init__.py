@@ -20,4 +20,5 @@ __all__ = [
     "plan",
     "presentation",
     "readings",
+    "site",
 ]

@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -23,20 +22,7 @@ from ..paths import PROJECT_ROOT
 from . import build_record
 from .chapters import (ENV_RENDER_ONLY, METADATA_KEY, NOTEBOOKS, RenderOnlyError, chapter_values,
                        notebook_parameters, select_notebooks)
-
-
-class CheckoutError(CpdagthinkError, FileNotFoundError):
-    """The book's sources are absent: an installed wheel ships the package, not the notebooks or ``_toc.yml``."""
-
-
-def require_checkout(*paths: Path) -> None:
-    """Stop before any work when one of the book's sources is missing, naming it and what to do; otherwise
-    papermill or jupyter-book would fail on it later, or no chapter would be selected at all."""
-    missing = [str(path) for path in paths if not path.exists()]
-    if missing:
-        raise CheckoutError(f"cpdagthink book needs a checkout of the repository: {', '.join(missing)} is missing "
-                            "(a package install has no notebooks or _toc.yml); clone the repository and run "
-                            "`cpdagthink book` or `make book` inside it")
+from .site import build_html, build_single_file, require_checkout
 
 
 def check_parameters(notebooks: list[Path], overrides: dict[str, Any]) -> None:
@@ -328,6 +314,16 @@ def build_summary(records: dict[str, dict[str, Any]], others: Sequence[Chapter] 
         "Each chapter re-executes with:", commands)
 
 
+def _refuse_unfinished(chapters: Sequence[Chapter]) -> None:
+    """Raise :class:`PartialBookError` naming the ``chapters`` whose execution did not finish, if any."""
+    unfinished = [c for c in chapters if c.unfinished]
+    if unfinished:
+        raise PartialBookError(
+            "the execution of " + "; ".join(f"{c.name} did not finish ({c.unfinished})" for c in unfinished)
+            + ": run `cpdagthink book --only " + " ".join(c.name.split("_")[0] for c in unfinished)
+            + "` again, or pass --allow-partial to publish the book with them marked")
+
+
 def render(root: Path = PROJECT_ROOT, allow_partial: bool = False) -> Path:
     """Build the book from the notebooks already executed into ``root/book`` (by ``cpdagthink book`` or by
     papermill; those ``root/_toc.yml`` lists), executing nothing: hide papermill's parameters cell, write the
@@ -340,12 +336,8 @@ def render(root: Path = PROJECT_ROOT, allow_partial: bool = False) -> Path:
     if not executed:
         raise ValueError(f"no executed chapter in {book}: run `cpdagthink book` (or papermill) first")
     chapters = [read_chapter(path) for path in executed]
-    unfinished = [c for c in chapters if c.unfinished]
-    if unfinished and not allow_partial:
-        raise PartialBookError(
-            "the execution of " + "; ".join(f"{c.name} did not finish ({c.unfinished})" for c in unfinished)
-            + ": run `cpdagthink book --only " + " ".join(c.name.split("_")[0] for c in unfinished)
-            + "` again, or pass --allow-partial to publish the book with them marked")
+    if not allow_partial:
+        _refuse_unfinished(chapters)
     for path, chapter in zip(executed, chapters):
         hide_injected_parameters(path)
         if chapter.unfinished:
@@ -373,100 +365,6 @@ def mark_unfinished(path: Path, reason: str) -> None:
     heading = next((k for k, c in enumerate(nb.cells) if c.cell_type == "markdown" and c.source.startswith("# ")), -1)
     nb.cells.insert(heading + 1, note)
     nbformat.write(nb, path)
-
-
-def build_html(root: Path = PROJECT_ROOT) -> Path:
-    """``jupyter-book build`` on the root (notebooks are already executed; execution is off)."""
-    require_checkout(root / "_toc.yml")
-    command = [str(Path(sys.executable).with_name("jupyter-book")), "build", str(root), "--quiet"]
-    subprocess.run(command, check=True, cwd=root)
-    index = root / "_build" / "html" / "index.html"
-    if not index.is_file():
-        raise RuntimeError(f"jupyter-book finished but {index} is missing")
-    return index
-
-
-# For print: no navigation; code wrapped (a long line would shrink every page to fit it); a code cell's toggle
-# left out with the code it hides (print has no click, and the page's scripts are off); tables in smaller type,
-# free to continue on the next page with their header repeated, and never clipped by a scrolling box; a block
-# kept on one page only when :data:`PRINT_LAYOUT` marks it so.
-PRINT_STYLE = """
-.bd-header, .bd-sidebar-primary, .bd-sidebar-secondary, .skip-link, .header-article, .bd-footer,
-.prev-next-area, .bd-header-announcement, #pst-back-to-top { display: none !important; }
-.bd-article-container, .bd-content, .bd-main, .bd-page-width { max-width: 100% !important; }
-pre { white-space: pre-wrap !important; overflow-wrap: anywhere; }
-details.above-input, details.below-input { display: none !important; }
-.bd-main .bd-content table, table { break-inside: auto !important; font-size: 0.8em; }
-thead { display: table-header-group; }
-tr, img { break-inside: avoid; }
-div.cell_output, div.output, div.output_html, .pst-scrollable-table-container, .table-wrapper,
-.bd-article, .bd-article-container { overflow: visible !important; }
-th { overflow-wrap: normal !important; word-break: normal !important; hyphens: manual !important; }
-h1, h2, h3, h4 { break-after: avoid; }
-.cpdagthink-print-together { break-inside: avoid !important; }
-"""
-
-# Run on the page laid out for print (:meth:`Browser.emulate_print`), its value the page height in CSS pixels:
-# a figure is kept on one page with its caption where it fits one, a cell, table or admonition only when it is
-# at most a third of a page tall (a taller one pushed whole to the next page would leave most of this one
-# blank), and a table wider than its column is scaled down to fit it.
-PRINT_LAYOUT = """(page => {
-  const keep = (selector, most) => document.querySelectorAll(selector).forEach(block => {
-    if (block.getBoundingClientRect().height <= most) block.classList.add('cpdagthink-print-together');
-  });
-  keep('figure', page);
-  keep('div.cell_input, div.cell_output, table, .admonition', page / 3);
-  for (const table of document.querySelectorAll('table')) {
-    const room = table.parentElement.clientWidth;
-    if (table.scrollWidth > room) table.style.zoom = room / table.scrollWidth;
-  }
-})"""
-
-
-def prepare_print(browser: Any) -> None:
-    """Make the page open in ``browser`` (a :class:`browser.Browser`) ready to print: laid out as printed, its
-    fonts loaded, :data:`PRINT_STYLE` added and :data:`PRINT_LAYOUT` applied."""
-    from .browser import PRINT_AREA
-
-    browser.emulate_print()
-    browser.evaluate("document.fonts.ready.then(() => { const s = document.createElement('style'); "
-                     f"s.textContent = {json.dumps(PRINT_STYLE)}; document.head.appendChild(s); }})")
-    browser.evaluate(f"{PRINT_LAYOUT}({PRINT_AREA[1]})")
-
-
-def build_single_file(root: Path = PROJECT_ROOT) -> Path:
-    """The whole book as one file: Sphinx's ``singlehtml`` build (all chapters on one page, offline) printed
-    to ``_build/book.pdf`` by headless Chromium. jupyter-book's own ``--builder pdfhtml`` cannot run here: it
-    launches Playwright's browser, which Playwright downloads, and takes no path to Debian's ``chromium``.
-    Without Chromium (``scripts/install-browser.sh``) the result is the single HTML page (it needs its
-    ``_static`` folder beside it) and a note says so; the PDF then is one print from a browser away."""
-    import yaml
-
-    from .browser import Browser, find_chromium
-
-    command = [str(Path(sys.executable).with_name("jupyter-book")), "build", str(root), "--builder", "singlehtml",
-               "--quiet"]
-    subprocess.run(command, check=True, cwd=root)
-    toc_root = yaml.safe_load((root / "_toc.yml").read_text())["root"]
-    page = root / "_build" / "singlehtml" / f"{Path(toc_root).with_suffix('')}.html"
-    if not page.is_file():
-        raise RuntimeError(f"jupyter-book finished but {page} is missing")
-    # Sphinx writes the page where the root document sits (book/intro.html) but links its styles and images
-    # as from the build's top folder; at the top, in place of index.html's redirect, they resolve.
-    single = root / "_build" / "singlehtml" / "index.html"
-    single.write_text(page.read_text(encoding="utf-8"), encoding="utf-8")
-    if find_chromium() is None:
-        print(f"single-page book: {single} (no PDF: Chromium is absent; run scripts/install-browser.sh)")
-        return single
-    pdf = root / "_build" / "book.pdf"
-    # Printed with every script of the page off: the print is of static HTML (tables, images, the explorer's
-    # printed cases), and no script, whoever wrote it, can change what the PDF says.
-    with Browser(scripts=False) as browser:
-        browser.open(single)
-        prepare_print(browser)
-        browser.pdf(pdf)
-    print(f"single-file book: {pdf} (single page: {single})")
-    return pdf
 
 
 @contextlib.contextmanager

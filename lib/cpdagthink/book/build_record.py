@@ -146,6 +146,15 @@ def _wall(record: dict[str, Any]) -> Any:
     return record.get("wall_seconds", record.get("papermill_seconds"))
 
 
+def _chapter_row(name: str, r: dict[str, Any], machine: bool) -> list:
+    """Chapter ``name``'s row of :func:`build_record`, from its execution record ``r``; with ``machine`` its
+    machine too."""
+    started = r.get("started") or r.get("papermill_start")
+    made = " (render-only: from complete run records)" if r.get("render_only") is True else ""
+    return [name, _when(started) if started else "not recorded", _commit_text(r),
+            Markdown(_seconds(_wall(r)), made), _load_text(r), *([_machine_text(r.get("machine"))] if machine else [])]
+
+
 def build_record(chapters: Sequence[tuple[str, dict[str, Any]]], rendered: dict[str, Any]) -> Markdown:
     """The build record section: ``rendered`` (the render's time, ``at``, and :func:`checkout`), and per chapter
     (``(name, execution(nb))``, in book order) when it was executed, from which commit, its execution's wall
@@ -156,13 +165,7 @@ def build_record(chapters: Sequence[tuple[str, dict[str, Any]]], rendered: dict[
     per_chapter = len(machines) > 1
     header = ["chapter", "executed (UTC)", "commit", "wall time", "load (1 min), start → end",
               *(["machine"] if per_chapter else [])]
-    rows = []
-    for name, r in chapters:
-        started = r.get("started") or r.get("papermill_start")
-        made = " (render-only: from complete run records)" if r.get("render_only") is True else ""
-        rows.append([name, _when(started) if started else "not recorded", _commit_text(r),
-                     Markdown(_seconds(_wall(r)), made), _load_text(r),
-                     *([_machine_text(r.get("machine"))] if per_chapter else [])])
+    rows = [_chapter_row(name, r, per_chapter) for name, r in chapters]
     known = [t for t in map(_wall, (r for _, r in chapters)) if isinstance(t, (int, float))]
     lead = Markdown(strong("Rendered"), " ", _when(rendered["at"]), " UTC from commit ", _commit_text(rendered), ".")
     if not chapters:

@@ -138,6 +138,24 @@ def verdict_text(case: Mapping[str, Any]) -> str:
     return text
 
 
+def _case_graphs(tool: bool, emitted: CausalAnalysis | None, shown: CausalAnalysis | None, probed: bool,
+                 reference: CausalAnalysis | None, variables: list[str]) -> list[tuple[str, str]]:
+    """A case's titled SVGs: turn 1's object (``tool``: the condition emits one), the object turn 2 was shown
+    when a probe replaced it (``probed``), and the reference CPDAG drawn against the object shown."""
+    if not tool:
+        first = "no object: this condition emits none"
+    elif emitted is None:
+        first = "turn 1: no usable object"
+    else:
+        first = "turn 1: emitted" + ("" if probed else ", shown in turn 2")
+    graphs = [(first, graph_svg(emitted, reference, variables, first))]
+    if probed:
+        graphs.append(("turn 2: shown (replaced by a probe)",
+                       graph_svg(shown, reference, variables, "turn 2: shown (replaced by a probe)")))
+    graphs.append(("reference CPDAG (oracle)", graph_svg(reference, shown, variables, "reference CPDAG")))
+    return graphs
+
+
 def case_data(row: Mapping[str, Any], sampled: bool = False) -> dict[str, Any]:
     """One gallery row as the explorer's JSON case, with its SVGs; ``sampled``: in the appendix-I sample
     (:func:`failures.paper_sample`)."""
@@ -150,17 +168,7 @@ def case_data(row: Mapping[str, Any], sampled: bool = False) -> dict[str, Any]:
         "id", "condition", "kind", "template", "num_variables", "hypothesis", "answer", "gold", "oracle",
         "graph_verdict", "members", "members_holding", "intervention_note", "unparsed", "rejected", "cut_off",
         "flow", "emitted_error", "as_recorded")}
-    if case["flow"] != "tool":
-        first = "no object: this condition emits none"
-    elif emitted is None:
-        first = "turn 1: no usable object"
-    else:
-        first = "turn 1: emitted" + ("" if probed else ", shown in turn 2")
-    graphs = [(first, graph_svg(emitted, reference, variables, first))]
-    if probed:
-        graphs.append(("turn 2: shown (replaced by a probe)",
-                       graph_svg(shown, reference, variables, "turn 2: shown (replaced by a probe)")))
-    graphs.append(("reference CPDAG (oracle)", graph_svg(reference, shown, variables, "reference CPDAG")))
+    graphs = _case_graphs(case["flow"] == "tool", emitted, shown, probed, reference, variables)
     premise = str(row["premise"])
     case.update(
         key=f"{case['condition']}:{case['id']}",

@@ -11,16 +11,17 @@ from __future__ import annotations
 
 import html
 import json
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 import pandas as pd
 
 from ..analysis.audit import reference_analysis
-from ..analysis.failures import Records, diagnose, instances_by_id, named_records
+from ..analysis.failures import Diagnosis, Records, diagnose, instances_by_id, named_records
 from ..causal.instance import Instance
 from ..method.decoding import Decoding
 from ..method.schema import TOOL_NAME, CausalAnalysis
 from ..run.inspection import Inspected, recorded_requests
+from ..run.records import RunRecord
 
 CORRECT = "correct"  # the ``kind`` of a correct case (``include_correct``), shown for contrast
 
@@ -50,6 +51,54 @@ def _messages(inspected) -> str:
     return json.dumps(inspected.request.to_json()["messages"], indent=2, ensure_ascii=False)
 
 
+def _turn_columns(record: RunRecord, requests: list[Inspected]) -> dict[str, Any]:
+    """The columns of a gallery row read from ``record``'s turns and the ``requests`` rebuilt from it."""
+    first = record.turns[0] if record.turns else None
+    last = record.turns[-1] if record.turns else None
+    calls = [c.arguments for c in first.tool_calls if c.name == TOOL_NAME] if first else []
+    return {
+        "turn1_text": first.text if first and len(record.turns) > 1 else None,
+        "turn1_arguments": calls[0] if calls else None,
+        "reasoning": last.reasoning if last else None,
+        "answer_text": last.text if last else None,
+        "turn1_messages": _messages(requests[0]) if requests else None,
+        "turn2_messages": _messages(requests[1]) if len(requests) > 1 else None,
+        "as_recorded": _as_recorded(requests),
+    }
+
+
+def _gallery_row(name: str, record: RunRecord, diagnosis: Diagnosis, instance: Instance,
+                 decodings: Mapping[str, Decoding] | None) -> dict[str, Any]:
+    """One row of :func:`gallery_rows`: run ``name``'s ``record`` of ``instance``, as ``diagnosis`` classified it."""
+    emitted = record.emitted
+    requests = recorded_requests(record, instance, decodings[name]) if decodings and record.turns else []
+    return {
+        "id": record.id,
+        "condition": name,
+        "flow": "tool" if record.tool_flow else "prose" if len(record.turns) > 1 else "one_turn",
+        "template": instance.template,
+        "num_variables": instance.num_variables,
+        "kind": CORRECT if diagnosis.kind is None else diagnosis.kind.value,
+        "premise": instance.premise,
+        "hypothesis": instance.hypothesis,
+        "answer": record.answer,
+        "gold": record.gold_label,
+        "oracle": diagnosis.corrected_label,
+        "graph_verdict": diagnosis.graph_verdict,
+        "members": diagnosis.members,
+        "members_holding": diagnosis.members_holding,
+        "unparsed": record.unparsed,
+        "rejected": record.rejected,
+        "cut_off": record.cut_off,
+        "emitted_error": record.emitted_error,
+        "intervention_note": record.intervention.note if record.intervention else None,
+        "emitted_analysis": None if emitted is None else emitted.model_dump_json(),
+        "shown_analysis": None if diagnosis.shown is None else json.dumps(diagnosis.shown),
+        "reference_analysis": _reference_json(instance),
+        **_turn_columns(record, requests),
+    }
+
+
 def gallery_rows(records: Records, instances: Iterable[Instance] | Mapping[str, Instance], *,
                  decodings: Mapping[str, Decoding] | None = None, include_correct: bool = False) -> pd.DataFrame:
     """One row per error; with ``include_correct`` also one per correct answer (kind ``"correct"``) on the
@@ -71,42 +120,7 @@ def gallery_rows(records: Records, instances: Iterable[Instance] | Mapping[str, 
         instance = found[record.id]
         if diagnosis.kind is None and not (include_correct and record.id in erred):
             continue
-        first = record.turns[0] if record.turns else None
-        last = record.turns[-1] if record.turns else None
-        calls = [c.arguments for c in first.tool_calls if c.name == TOOL_NAME] if first else []
-        emitted = record.emitted
-        requests = recorded_requests(record, instance, decodings[name]) if decodings and record.turns else []
-        rows.append({
-            "id": record.id,
-            "condition": name,
-            "flow": "tool" if record.tool_flow else "prose" if len(record.turns) > 1 else "one_turn",
-            "template": instance.template,
-            "num_variables": instance.num_variables,
-            "kind": CORRECT if diagnosis.kind is None else diagnosis.kind.value,
-            "premise": instance.premise,
-            "hypothesis": instance.hypothesis,
-            "answer": record.answer,
-            "gold": record.gold_label,
-            "oracle": diagnosis.corrected_label,
-            "graph_verdict": diagnosis.graph_verdict,
-            "members": diagnosis.members,
-            "members_holding": diagnosis.members_holding,
-            "unparsed": record.unparsed,
-            "rejected": record.rejected,
-            "cut_off": record.cut_off,
-            "turn1_text": first.text if first and len(record.turns) > 1 else None,
-            "turn1_arguments": calls[0] if calls else None,
-            "emitted_error": record.emitted_error,
-            "reasoning": last.reasoning if last else None,
-            "answer_text": last.text if last else None,
-            "intervention_note": record.intervention.note if record.intervention else None,
-            "emitted_analysis": None if emitted is None else emitted.model_dump_json(),
-            "shown_analysis": None if diagnosis.shown is None else json.dumps(diagnosis.shown),
-            "reference_analysis": _reference_json(instance),
-            "turn1_messages": _messages(requests[0]) if requests else None,
-            "turn2_messages": _messages(requests[1]) if len(requests) > 1 else None,
-            "as_recorded": _as_recorded(requests),
-        })
+        rows.append(_gallery_row(name, record, diagnosis, instance, decodings))
     return pd.DataFrame(rows, columns=GALLERY_COLUMNS)
 
 
@@ -186,19 +200,26 @@ def draw_pair(emitted: CausalAnalysis | None, reference: CausalAnalysis | None, 
     for ax, mine, other, graph, title in zip((ax_left, ax_right), edges, edges[::-1], graphs, titles):
         ax.set_axis_off()
         ax.set_title(title if graph is not None else f"{title}: none")
-        if not variables:
-            continue
-        nx.draw_networkx_nodes(canvas, pos, ax=ax, node_color="white", edgecolors="black", node_size=500)
-        nx.draw_networkx_labels(canvas, pos, ax=ax)
-        for kind, a, b in sorted(mine):
-            nx.draw_networkx_edges(
-                canvas, pos, ax=ax, edgelist=[(a, b)], arrows=True, node_size=500,
-                arrowstyle="-|>" if kind == "directed" else "-", arrowsize=15,
-                style={"skeleton": "dotted", "conflict": "dashed"}.get(kind, "solid"),
-                edge_color="black" if (kind, a, b) in other else highlight, width=1.5,
-            )
-        ax.margins(0.15)
+        if variables:
+            _draw_edges(ax, canvas, pos, mine, other, highlight)
     return ax_left.figure
+
+
+def _draw_edges(ax, canvas, pos: Mapping, mine: set[EdgeKey], other: set[EdgeKey], highlight: str) -> None:
+    """Draw ``canvas``'s nodes at ``pos`` and the edges ``mine`` (:func:`drawn_edges`) on ``ax``: those also in
+    ``other`` black, the rest in ``highlight``."""
+    import networkx as nx
+
+    nx.draw_networkx_nodes(canvas, pos, ax=ax, node_color="white", edgecolors="black", node_size=500)
+    nx.draw_networkx_labels(canvas, pos, ax=ax)
+    for kind, a, b in sorted(mine):
+        nx.draw_networkx_edges(
+            canvas, pos, ax=ax, edgelist=[(a, b)], arrows=True, node_size=500,
+            arrowstyle="-|>" if kind == "directed" else "-", arrowsize=15,
+            style={"skeleton": "dotted", "conflict": "dashed"}.get(kind, "solid"),
+            edge_color="black" if (kind, a, b) in other else highlight, width=1.5,
+        )
+    ax.margins(0.15)
 
 
 def _analysis(text: object) -> CausalAnalysis | None:

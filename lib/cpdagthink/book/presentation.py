@@ -152,12 +152,15 @@ def paper_view(keys: Iterable[str]) -> pd.DataFrame:
                          "model": table["model"], "section": table["section"]})
 
 
+def _hardware_text(hardware: Mapping[str, Any]) -> str:
+    """A run's hardware as :func:`run_details` shows it: its GPUs, else its CPU and cores."""
+    return (", ".join(hardware.get("gpus") or []) or
+            f"CPU: {hardware.get('cpu') or 'unknown'} ({hardware.get('cpu_cores') or '?'} cores)")
+
+
 def run_details(metadata: Mapping[str, Any]) -> pd.DataFrame:
     """App. J's run details from one run folder's ``metadata.json``: the model and tokenizer revisions, the API
     and the snapshots it served, the decoding, the package versions, the hardware and the code's commit."""
-    hardware = metadata.get("hardware") or {}
-    machine = (", ".join(hardware.get("gpus") or []) or
-               f"CPU: {hardware.get('cpu') or 'unknown'} ({hardware.get('cpu_cores') or '?'} cores)")
     packages = metadata.get("packages") or {}
     decoding = metadata.get("decoding") or {}
     rows = {
@@ -170,7 +173,7 @@ def run_details(metadata: Mapping[str, Any]) -> pd.DataFrame:
         "decoding": ", ".join(f"{k} {v}" for k, v in decoding.items() if v is not None),
         "packages": ", ".join(f"{k} {v}" for k, v in sorted(packages.items())),
         "python": metadata.get("python"),
-        "hardware": machine,
+        "hardware": _hardware_text(metadata.get("hardware") or {}),
         "code (git commit)": _revision_text(metadata.get("git")),
         "started": metadata.get("started_at"),
     }

@@ -10,6 +10,10 @@ The class can still be listed member by member (:func:`consistent_extensions`, n
 of the skeleton): pick an undirected edge, orient it each way, close under Meek's rules, recurse. By Meek
 (1995, Thm. 2-4) every branch ends in a distinct member and none is a dead end, so the cost is linear in the
 class size, which is exponential in the largest undirected (chordal) component: diagnostics and tests only.
+
+The module is longer than the others because its one job needs the whole chain in one place: the label is
+exact only if the skeleton, the orientation rules, the class's members and the entailment queries agree on one
+:class:`PDAG` and one Meek closure, and a reader checks that against Meek (1995) reading them together.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import copy
 import functools
 from dataclasses import dataclass, field
 from itertools import combinations
-from typing import Callable, Iterable, Iterator, Sequence
+from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 import networkx as nx
 
@@ -145,6 +149,24 @@ class CPDAG:
 # ------------------------------------------------------------------------------------------ PC's steps
 
 
+def _separating_set(p: Pair, neighbours: Mapping[str, set[str]], size: int, independent: Independence,
+                    stated: Callable[[Pair], Iterable[frozenset[str]]] | None) -> frozenset[str] | None:
+    """The first set of ``size`` variables among the current ``neighbours`` of one end of ``p`` (the lesser
+    end's first) that separates it, as :func:`learn_skeleton` searches; None when no such set does."""
+    x, y = sorted(p)
+    for a, b in ((x, y), (y, x)):
+        allowed = neighbours[a] - {b}
+        if stated is None:
+            tried = (frozenset(s) for s in combinations(sorted(allowed), size))
+            found = next((s for s in tried if independent(x, y, s)), None)
+        else:
+            fitting = [s for s in stated(p) if len(s) == size and s <= allowed]
+            found = min(fitting, key=sorted, default=None)
+        if found is not None:
+            return found
+    return None
+
+
 def learn_skeleton(
     variables: tuple[str, ...], independent: Independence,
     stated: Callable[[Pair], Iterable[frozenset[str]]] | None = None,
@@ -167,19 +189,10 @@ def learn_skeleton(
             return edges, sepsets
         removed = set()
         for p in sorted(edges, key=sorted):
-            x, y = sorted(p)
-            for a, b in ((x, y), (y, x)):
-                allowed = neighbours[a] - {b}
-                if stated is None:
-                    tried = (frozenset(s) for s in combinations(sorted(allowed), size))
-                    found = next((s for s in tried if independent(x, y, s)), None)
-                else:
-                    fitting = [s for s in stated(p) if len(s) == size and s <= allowed]
-                    found = min(fitting, key=sorted, default=None)
-                if found is not None:
-                    sepsets[p] = found
-                    removed.add(p)
-                    break
+            found = _separating_set(p, neighbours, size, independent, stated)
+            if found is not None:
+                sepsets[p] = found
+                removed.add(p)
         edges -= removed
         size += 1
 
@@ -202,8 +215,9 @@ def orient_v_structures(
     return graph, tuple(found)
 
 
-def _meek_step(g: PDAG) -> tuple[str, str] | None:
-    """The first undirected edge a - b that one of Meek's rules R1-R4 orients as a -> b (Meek 1995)."""
+def meek_step(g: PDAG) -> tuple[str, str] | None:
+    """The first undirected edge a - b (in sorted order) that one of Meek's rules R1-R4 orients as a -> b
+    (Meek 1995), or None when no rule applies: one step of :func:`apply_meek_rules`."""
     parents, children, undirected, adjacent = g._parents, g._children, g._neighbours, g.adjacent
     for p in sorted(g.undirected, key=sorted):
         for a, b in (tuple(sorted(p)), tuple(sorted(p, reverse=True))):
@@ -227,7 +241,7 @@ def _meek_step(g: PDAG) -> tuple[str, str] | None:
 
 def apply_meek_rules(g: PDAG) -> PDAG:
     """Close a pattern under Meek's rules, in place; returns it for chaining."""
-    while (arc := _meek_step(g)) is not None:
+    while (arc := meek_step(g)) is not None:
         g.orient(*arc)
     if not g.arcs_acyclic():
         raise UnfaithfulFactsError("the forced orientations contain a directed cycle")

@@ -25,9 +25,9 @@ import networkx as nx
 from ..causal.oracle import (
     PDAG,
     UnfaithfulFactsError,
-    _meek_step,
     consistent_extensions,
     cpdag_of_dag,
+    meek_step,
     pc_cpdag,
 )
 from ..causal.premise import Facts, Pair, pair
@@ -147,6 +147,14 @@ class _Graph:
 # ----------------------------------------------------------------------------------- the certificate
 
 
+def _simple(directed: set[tuple[str, str]], undirected: set[Pair]) -> bool:
+    """Whether the graph has no self-loop and at most one edge per pair (no arc both ways, no pair both
+    directed and undirected): what every CPDAG is."""
+    if any(x == y for x, y in directed) or any(len(p) < 2 for p in undirected):
+        return False
+    return not ({pair(*e) for e in directed} & undirected or any((y, x) in directed for x, y in directed))
+
+
 def cpdag_certificate(directed: Iterable[tuple[str, str]], undirected: Iterable[tuple[str, str] | Pair],
                       variables: Iterable[str] = ()) -> nx.DiGraph | None:
     """A DAG whose CPDAG is exactly this graph, or None when there is none (so the graph is no CPDAG).
@@ -157,9 +165,7 @@ def cpdag_certificate(directed: Iterable[tuple[str, str]], undirected: Iterable[
     """
     directed, undirected = set(directed), {pair(*e) for e in undirected}
     nodes = set(variables) | {v for e in directed for v in e} | {v for p in undirected for v in p}
-    if any(x == y for x, y in directed) or any(len(p) < 2 for p in undirected):
-        return None
-    if {pair(*e) for e in directed} & undirected or any((y, x) in directed for x, y in directed):
+    if not _simple(directed, undirected):
         return None
     start = PDAG(tuple(sorted(nodes)), set(directed), set(undirected))
     try:
@@ -258,9 +264,9 @@ def _sepsets(a: CausalAnalysis) -> dict[Pair, list[frozenset[str]]]:
     return found
 
 
-def _v_structures_vs_sepsets(a: CausalAnalysis, g: _Graph) -> Iterator[Violation]:
+def _sepsets_misplaced(sepsets: dict[Pair, list[frozenset[str]]], g: _Graph) -> Iterator[Violation]:
+    """Separating sets that cannot be: of one variable's pair, of an adjacent pair, or holding an endpoint."""
     kind = ViolationKind.V_STRUCTURE_CONTRADICTS_SEPSET
-    sepsets = _sepsets(a)
     for p, sets in sorted(sepsets.items(), key=lambda i: sorted(i[0])):
         if len(p) < 2:
             yield Violation(kind, f"separating set listed for the pair {_line(p)}-{_line(p)} of one variable")
@@ -269,6 +275,12 @@ def _v_structures_vs_sepsets(a: CausalAnalysis, g: _Graph) -> Iterator[Violation
         for s in sets:
             if s & p:
                 yield Violation(kind, f"separating set of {_line(p)} contains its own endpoint(s) {', '.join(sorted(s & p))}")
+
+
+def _v_structures_vs_sepsets(a: CausalAnalysis, g: _Graph) -> Iterator[Violation]:
+    kind = ViolationKind.V_STRUCTURE_CONTRADICTS_SEPSET
+    sepsets = _sepsets(a)
+    yield from _sepsets_misplaced(sepsets, g)
     for x, z, y in sorted({(min(x, y), z, max(x, y)) for x, z, y in a.v_structures if len({x, y, z}) == 3}):
         if any(z in s for s in sepsets.get(pair(x, y), ())):
             yield Violation(kind, f"v-structure {x}->{z}<-{y} but {z} is in the separating set of {x}-{y}")
@@ -281,7 +293,7 @@ def _v_structures_vs_sepsets(a: CausalAnalysis, g: _Graph) -> Iterator[Violation
 def meek_orientable(g: PDAG) -> list[tuple[str, str]]:
     """The arcs Meek's rules R1-R4 would still add to ``g`` (closing a copy; conflicts stop the closure)."""
     work, added = g.copy(), []
-    while (arc := _meek_step(work)) is not None:
+    while (arc := meek_step(work)) is not None:
         try:
             work.orient(*arc)
         except UnfaithfulFactsError:  # pragma: no cover - only undirected pairs are ever oriented

@@ -84,17 +84,23 @@ class CachedBackend:
         missing = [i for i, c in enumerate(found) if c is None]
         self.cache.require_writable(len(missing))
         if missing:
-            try:
-                fresh = self.backend.complete_batch([requests[i] for i in missing])
-            except RequestRejected:
-                fresh = [self._one(requests[i]) for i in missing]
-            except PartialBatchError as error:
-                self._keep([keys[i] for i in missing], error.completions)
-                raise
-            self._keep([keys[i] for i in missing], fresh)
+            fresh = self._ask([requests[i] for i in missing], [keys[i] for i in missing])
             for i, completion in zip(missing, fresh):
                 found[i] = completion
         return [(c, i not in missing) for i, c in enumerate(found)]
+
+    def _ask(self, requests: list[Request], keys: list[str]) -> list[Completion]:
+        """The model's completions of ``requests`` in one batch (one by one when the batch is refused), each
+        cached under its ``keys``; when the batch stops on an error, what finished is cached first."""
+        try:
+            fresh = self.backend.complete_batch(requests)
+        except RequestRejected:
+            fresh = [self._one(r) for r in requests]
+        except PartialBatchError as error:
+            self._keep(keys, error.completions)
+            raise
+        self._keep(keys, fresh)
+        return fresh
 
     def _keep(self, keys: list[str], completions: Sequence[Completion | None]) -> None:
         """Cache and count what the model answered (None: no answer); a refusal is not cached, so a later run
@@ -321,20 +327,10 @@ class _Progress:
         wanted = {i.id for i in self.instances}
         finished = {r.id: r for r in self.done if r.id in wanted}
         todo = [i for i in self.instances if i.id not in finished]
-        # TQDM_DISABLE, tqdm's own switch, read here too: its notebook bar ignores it, and the book's kernels set it
-        # (a page shows results, not the progress of computing them)
-        quiet = os.environ.get("TQDM_DISABLE", "").strip().lower() in ("1", "true", "yes")
-        bar = tqdm(total=len(self.instances), initial=len(finished), desc=self.session.condition.name, unit="inst",
-                   disable=not progress or quiet)
+        bar = self._bar(len(finished), progress)
         status, message = None, None
         try:
-            with self.folder.appender() as append:
-                for start in range(0, len(todo), chunk_size):
-                    for record in self.session.chunk(todo[start:start + chunk_size]):
-                        append(record)
-                        finished[record.id] = in_folder[record.id] = record
-                        bar.update(1)
-                        self.session.watch(record)
+            self._make(todo, chunk_size, bar, finished, in_folder)
         except KeyboardInterrupt as stop:  # Ctrl-C, or SIGTERM as the command line raises it
             status, message = "interrupted", str(stop) or "interrupted by Ctrl-C"
             raise
@@ -349,6 +345,27 @@ class _Progress:
             records = [finished[i.id] for i in self.instances if i.id in finished]
             summary = self._end(list(in_folder.values()), records, status, message)
         return RunResult(self.folder.path, records, self.session.cached.calls, self.session.hits, summary)
+
+    def _bar(self, initial: int, progress: bool) -> tqdm:
+        """The session's progress bar, ``initial`` instances done; off without ``progress`` or under
+        ``TQDM_DISABLE``."""
+        # TQDM_DISABLE, tqdm's own switch, read here too: its notebook bar ignores it, and the book's kernels set it
+        # (a page shows results, not the progress of computing them)
+        quiet = os.environ.get("TQDM_DISABLE", "").strip().lower() in ("1", "true", "yes")
+        return tqdm(total=len(self.instances), initial=initial, desc=self.session.condition.name, unit="inst",
+                    disable=not progress or quiet)
+
+    def _make(self, todo: list[Instance], chunk_size: int, bar: tqdm, finished: dict[str, RunRecord],
+              in_folder: dict[str, RunRecord]) -> None:
+        """Make the records of ``todo`` chunk by chunk, each appended to the folder as it comes and entered in
+        ``finished`` and ``in_folder`` (so an error keeps, for the summary, every record made before it)."""
+        with self.folder.appender() as append:
+            for start in range(0, len(todo), chunk_size):
+                for record in self.session.chunk(todo[start:start + chunk_size]):
+                    append(record)
+                    finished[record.id] = in_folder[record.id] = record
+                    bar.update(1)
+                    self.session.watch(record)
 
     def _end(self, in_folder: list[RunRecord], records: list[RunRecord], status: str | None,
              message: str | None) -> RunSummary:
