@@ -62,7 +62,7 @@ def test_book_passes_its_overrides_to_every_notebook(monkeypatch, capsys):
 
     seen = {}
     monkeypatch.setattr(cpdagthink.book.build, "build", lambda overrides, only=None, parameters=None, render_only=False,
-                        render_book=True, allow_partial=False: seen.update(
+                        render_book=True, allow_partial=False, watch=None: seen.update(
                             overrides, only=only, parameters=parameters, render_only=render_only,
                             render_book=render_book, allow_partial=allow_partial) or "index.html")
     assert main(["book", "--backend", "openai", "--limit", "0", "--seeds", "0", "1", "--temperature", "0.7",

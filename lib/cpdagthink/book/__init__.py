@@ -1,7 +1,8 @@
 """The book: what describes its chapters (``chapters``), what the notebooks call (``experiments``), its tables as
 a page shows them (``presentation``), the pages' sentences (``readings``, one module per chapter), figures, the
 failure explorer and its views, the headless browser, the runs each chapter reads (``plan``), the build of the
-Jupyter Book (``build``) and its record of what the build cost (``build_record``).
+Jupyter Book (``build``; the HTML and its print in ``site``), the console's progress while a chapter runs
+(``progress``) and its record of what the build cost (``build_record``).
 
 Its modules import from every layer below it, never from a layer above, and none imports another that imports it
 back (``tests/test_layers.py``). Each is imported by its own name (``from cpdagthink.book import browser``):
@@ -19,6 +20,7 @@ __all__ = [
     "figures",
     "plan",
     "presentation",
+    "progress",
     "readings",
     "site",
 ]
