@@ -39,6 +39,40 @@ class DiesAfter(Backend):
         return self.inner.complete(request)
 
 
+class InterruptedMidBatch(Backend):
+    """A batch interrupted (Ctrl-C, a job's SIGTERM) after its first request was answered, as the OpenAI
+    backend raises it: the interruption carries the finished completions."""
+
+    def __init__(self, inner: Backend):
+        self.inner = inner
+
+    def identity(self):
+        return self.inner.identity()
+
+    def complete(self, request: Request) -> Completion:
+        return self.inner.complete(request)
+
+    def complete_batch(self, requests):
+        stopped = KeyboardInterrupt()
+        stopped.completions = [self.inner.complete(requests[0]), *[None] * (len(requests) - 1)]
+        raise stopped
+
+
+def test_an_interrupted_batch_keeps_what_was_answered_in_the_cache(tmp_path, test_csv):
+    from cpdagthink.run.cache import CallCache
+    from cpdagthink.run.runner import CachedBackend
+
+    from cpdagthink.method.conditions import first_request
+
+    requests = [first_request(CONDITIONS["baseline_enhanced"], i, Decoding()) for i in sample(read_csv(test_csv), 3)]
+    cached = CachedBackend(InterruptedMidBatch(ReferenceBackend()), CallCache(tmp_path / "cache"))
+    with pytest.raises(KeyboardInterrupt):
+        cached.complete_batch(requests)
+    assert cached.calls == 1
+    again = CachedBackend(ReferenceBackend(), CallCache(tmp_path / "cache")).complete_batch(requests)
+    assert [hit for _, hit in again] == [True, False, False]
+
+
 @pytest.fixture()
 def items(test_csv):
     return sample(read_csv(test_csv), 12, seed=1)

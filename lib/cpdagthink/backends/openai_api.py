@@ -274,8 +274,13 @@ class OpenAIBackend(Backend):
     def complete_batch(self, requests: Sequence[Request]) -> list[Completion]:
         """Concurrent requests (at most ``max_concurrency`` in flight), results in request order. A request
         the service rejects comes back with ``meta["rejected"]`` (the service's message), not raised. A
-        request that fails stops the batch: :class:`PartialBatchError` carries every completion that finished."""
-        outcomes = self.transport.map(self._complete_or_rejected, requests)
+        request that fails stops the batch: :class:`PartialBatchError` carries every completion that finished;
+        an interruption carries them as its ``completions``."""
+        try:
+            outcomes = self.transport.map(self._complete_or_rejected, requests)
+        except KeyboardInterrupt as stopped:
+            stopped.completions = [o if isinstance(o, Completion) else None for o in getattr(stopped, "outcomes", [])]
+            raise
         failures = [o for o in outcomes if isinstance(o, BaseException)]
         if failures:
             raise PartialBatchError(failures[0], [o if isinstance(o, Completion) else None for o in outcomes]) \

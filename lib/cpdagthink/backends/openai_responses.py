@@ -23,6 +23,7 @@ import threading
 from typing import Any, Callable, TypeVar
 
 from ..method.chat import Completion, ToolCall
+from .base import BackendError
 from .toolcalls import parse_tool_calls, split_reasoning
 
 # Characters kept per stored field of an answer (text, reasoning, raw output, a call's arguments): about 64k
@@ -34,7 +35,7 @@ SHAPE_ERRORS = (AttributeError, TypeError, ValueError, KeyError, IndexError)
 T = TypeVar("T")
 
 
-class MalformedAnswer(Exception):
+class MalformedAnswer(BackendError):
     """An HTTP 200 whose body is not an answer of the API (the server's fault); ``cause`` is what reading it raised."""
 
     def __init__(self, cause: Exception):

@@ -157,7 +157,9 @@ def run_concurrently(fn: Callable[[Any], Any], items: Sequence[Any], workers: in
     starting; the running ones finish, so nothing already paid for is dropped).
 
     The caller's thread waits in short steps, so Ctrl-C interrupts it at once; it then sets ``stop`` (workers
-    check it between attempts) and, the threads being daemons, never waits for a request in flight.
+    check it between attempts) and, the threads being daemons, never waits for a request in flight. The
+    interruption (Ctrl-C, or SIGTERM at a job's time limit) is raised with the outcomes so far as its
+    ``outcomes``, so the caller keeps what was already paid for.
     """
     todo: queue.SimpleQueue[int] = queue.SimpleQueue()
     for i in range(len(items)):
@@ -187,8 +189,9 @@ def run_concurrently(fn: Callable[[Any], Any], items: Sequence[Any], workers: in
         for _ in threads:
             while not finished.acquire(timeout=0.1):
                 pass
-    except BaseException:
+    except BaseException as stopped:
         stop.set()
+        stopped.outcomes = list(outcomes)
         raise
     return outcomes
 

@@ -91,13 +91,17 @@ class CachedBackend:
 
     def _ask(self, requests: list[Request], keys: list[str]) -> list[Completion]:
         """The model's completions of ``requests`` in one batch (one by one when the batch is refused), each
-        cached under its ``keys``; when the batch stops on an error, what finished is cached first."""
+        cached under its ``keys``; when the batch stops on an error or is interrupted, what finished (the
+        backend's ``completions`` of it) is cached first."""
         try:
             fresh = self.backend.complete_batch(requests)
         except RequestRejected:
             fresh = [self._one(r) for r in requests]
         except PartialBatchError as error:
             self._keep(keys, error.completions)
+            raise
+        except KeyboardInterrupt as stopped:  # Ctrl-C, or SIGTERM at a job's time limit, mid-batch
+            self._keep(keys, getattr(stopped, "completions", ()))
             raise
         self._keep(keys, fresh)
         return fresh
