@@ -28,6 +28,7 @@ from cpdagthink.backends.toolcalls import envelope_regex
 from cpdagthink.backends.transport import ServiceRejected
 from cpdagthink.method.chat import Constraint, Request
 from cpdagthink.method.schema import TOOL_NAME, analysis_regex, tool_definition
+from in_flight import InFlight
 from reasoning_api_server import send_json
 
 SECRET = "sk-test-never-written-0123456789"
@@ -884,18 +885,12 @@ def test_answers_are_parsed_one_at_a_time():
     constructing a Response at once): workers parse through one lock."""
     from cpdagthink.backends.openai_responses import parsed
 
-    state = {"now": 0, "peak": 0}
-    lock = threading.Lock()
+    flight = InFlight()
 
     class Raw:
         def parse(self):
-            with lock:
-                state["now"] += 1
-                state["peak"] = max(state["peak"], state["now"])
-            time.sleep(0.02)
-            with lock:
-                state["now"] -= 1
-            return "parsed"
+            with flight.inside(0.02):
+                return "parsed"
 
     barrier = threading.Barrier(8)
     results = []
@@ -904,7 +899,7 @@ def test_answers_are_parsed_one_at_a_time():
         thread.start()
     for thread in threads:
         thread.join()
-    assert results == ["parsed"] * 8 and state["peak"] == 1
+    assert results == ["parsed"] * 8 and flight.peak == 1
 
 
 def test_a_request_timing_out_in_a_chunk_keeps_every_finished_one(test_csv, tmp_path):

@@ -8,6 +8,7 @@ import threading
 import time
 
 import pytest
+from in_flight import InFlight
 
 from cpdagthink.backends.base import BackendError
 from cpdagthink.backends.transport import Failure, ServiceRejected, Transport, status_failure
@@ -102,17 +103,11 @@ def test_http_statuses_map_to_what_they_mean():
 
 def test_at_most_max_concurrency_requests_are_in_flight():
     t = transport(max_concurrency=2)
-    state = {"now": 0, "peak": 0}
-    lock = threading.Lock()
+    flight = InFlight()
 
     def send(client):
-        with lock:
-            state["now"] += 1
-            state["peak"] = max(state["peak"], state["now"])
-        time.sleep(0.05)
-        with lock:
-            state["now"] -= 1
-        return client
+        with flight.inside(0.05):
+            return client
 
     # more workers than slots, so the bound is the transport's, not the thread pool's
     outcomes = [None] * 6
@@ -121,7 +116,7 @@ def test_at_most_max_concurrency_requests_are_in_flight():
         thread.start()
     for thread in threads:
         thread.join()
-    assert state["peak"] == 2 and sorted(outcomes) == ["http://a"] * 3 + ["http://b"] * 3
+    assert flight.peak == 2 and sorted(outcomes) == ["http://a"] * 3 + ["http://b"] * 3
 
 
 def test_an_interruption_carries_what_finished_before_it():
