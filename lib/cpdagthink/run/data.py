@@ -13,6 +13,7 @@ import csv
 import os
 import random
 from pathlib import Path
+from typing import Sequence
 
 from pydantic import BaseModel
 
@@ -248,3 +249,32 @@ def sample(instances: list[Instance], limit: int, seed: int = 0, min_positives: 
     take_pos = max(min_positives, round(limit * len(positives) / len(instances))) if positives else 0
     chosen = rng.sample(positives, min(take_pos, len(positives))) + rng.sample(negatives, min(limit - take_pos, len(negatives)))
     return [instances[i] for i in sorted(chosen)]
+
+
+def shares(total: int, parts: int) -> list[int]:
+    """``total`` split into ``parts`` whole shares as equal as can be, the first ones one larger where it does
+    not divide (5 into 2: 3 and 2)."""
+    return [total // parts + (k < total % parts) for k in range(parts)]
+
+
+def sample_by_variables(instances: list[Instance], limit: int, counts: Sequence[int], seed: int = 0,
+                        min_positives: int = 1) -> list[Instance]:
+    """A seeded sample of ``limit`` rows with the variable counts ``counts``, an equal share per count (the
+    smaller counts take the one more row where ``limit`` does not divide), returned in the split's order.
+
+    Each share is :func:`sample` of that count's rows with the same seed, and the sample's ``min_positives``
+    are shared out the same way, so the whole sample holds at least ``min_positives`` positives as a sample of
+    one count does (and each count has some to score). One count is :func:`sample` of its rows, unchanged.
+    Raises ValueError naming the counts no row has."""
+    wanted = sorted(set(counts))
+    strata = {n: [x for x in instances if x.num_variables == n] for n in wanted}
+    empty = [n for n, rows in strata.items() if not rows]
+    if empty:
+        raise ValueError(f"no row has {empty} variables")
+    if len(wanted) == 1:
+        return sample(strata[wanted[0]], limit, seed, min_positives)
+    if limit <= 0 or limit >= sum(map(len, strata.values())):
+        return [x for x in instances if x.num_variables in strata]
+    chosen = {id(x) for n, size, least in zip(wanted, shares(limit, len(wanted)), shares(min_positives, len(wanted)))
+              if size for x in sample(strata[n], size, seed, least)}
+    return [x for x in instances if id(x) in chosen]
