@@ -257,6 +257,15 @@ def shares(total: int, parts: int) -> list[int]:
     return [total // parts + (k < total % parts) for k in range(parts)]
 
 
+def by_variables(instances: list[Instance], counts: Sequence[int]) -> dict[int, list[Instance]]:
+    """The rows of each of ``counts`` variables, smallest count first; ValueError naming the counts no row has."""
+    strata = {n: [x for x in instances if x.num_variables == n] for n in sorted(set(counts))}
+    empty = [n for n, rows in strata.items() if not rows]
+    if empty:
+        raise ValueError(f"no row has {empty} variables")
+    return strata
+
+
 def sample_by_variables(instances: list[Instance], limit: int, counts: Sequence[int], seed: int = 0,
                         min_positives: int = 1) -> list[Instance]:
     """A seeded sample of ``limit`` rows with the variable counts ``counts``, an equal share per count (the
@@ -266,15 +275,12 @@ def sample_by_variables(instances: list[Instance], limit: int, counts: Sequence[
     are shared out the same way, so the whole sample holds at least ``min_positives`` positives as a sample of
     one count does (and each count has some to score). One count is :func:`sample` of its rows, unchanged.
     Raises ValueError naming the counts no row has."""
-    wanted = sorted(set(counts))
-    strata = {n: [x for x in instances if x.num_variables == n] for n in wanted}
-    empty = [n for n, rows in strata.items() if not rows]
-    if empty:
-        raise ValueError(f"no row has {empty} variables")
-    if len(wanted) == 1:
-        return sample(strata[wanted[0]], limit, seed, min_positives)
-    if limit <= 0 or limit >= sum(map(len, strata.values())):
-        return [x for x in instances if x.num_variables in strata]
-    chosen = {id(x) for n, size, least in zip(wanted, shares(limit, len(wanted)), shares(min_positives, len(wanted)))
-              if size for x in sample(strata[n], size, seed, least)}
+    strata = list(by_variables(instances, counts).values())
+    if len(strata) == 1:
+        return sample(strata[0], limit, seed, min_positives)
+    if limit <= 0 or limit >= sum(map(len, strata)):
+        return [x for x in instances if x.num_variables in set(counts)]
+    drawn = [sample(rows, size, seed, least) if size else []
+             for rows, size, least in zip(strata, shares(limit, len(strata)), shares(min_positives, len(strata)))]
+    chosen = {id(x) for share in drawn for x in share}
     return [x for x in instances if id(x) in chosen]
