@@ -258,5 +258,7 @@ def test_a_sample_of_several_counts_names_a_count_no_row_has_and_takes_all_when_
     rows = read_csv(test_csv, split="test")
     with pytest.raises(ValueError, match=r"no row has \[9\] variables"):
         data.sample_by_variables(rows, 4, [5, 9])
+    with pytest.raises(ValueError, match="a sample of 4 rows cannot hold 9 positives"):  # the whole sample's
+        data.sample_by_variables(rows, 4, [5, 6], min_positives=9)
     small = [r for r in rows if r.num_variables in (2, 3)]
     assert data.sample_by_variables(rows, len(small), [2, 3]) == small

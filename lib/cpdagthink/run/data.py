@@ -276,6 +276,8 @@ def sample_by_variables(instances: list[Instance], limit: int, counts: Sequence[
     one count does (and each count has some to score). One count is :func:`sample` of its rows, unchanged.
     Raises ValueError naming the counts no row has."""
     strata = list(by_variables(instances, counts).values())
+    if min_positives > limit > 0:  # said of the whole sample: a share's own count would puzzle
+        raise ValueError(f"a sample of {limit} rows cannot hold {min_positives} positives")
     if len(strata) == 1:
         return sample(strata[0], limit, seed, min_positives)
     if limit <= 0 or limit >= sum(map(len, strata)):
