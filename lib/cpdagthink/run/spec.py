@@ -72,7 +72,7 @@ class Sample(BaseModel):
     data: str | None = None  # a Corr2Cause-format CSV instead of a split
     limit: NonNegativeInt = 0  # sample size; 0: every row
     seed: int = 0
-    variables: tuple[PositiveInt, ...] | None = None  # draw from rows with these variable counts
+    variables: tuple[PositiveInt, ...] | None = None  # draw from rows with these variable counts, an equal share each
     min_positives: NonNegativeInt = 1
 
     @property
