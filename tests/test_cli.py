@@ -358,7 +358,7 @@ def test_sigterm_ends_a_run_like_ctrl_c(test_csv, tmp_path):
     (["--backend", "reference", "--model", "x"], "backend 'reference' does not take model"),
 ])
 def test_book_refuses_what_run_refuses_before_any_notebook(test_csv, tmp_path, monkeypatch, capsys, extra, message):
-    """The chapters' own defaults (a sample of 4 drawn from 5-variable rows) with the flags given."""
+    """The chapters' own defaults (a sample of 4 drawn from rows with five and six variables) with the flags given."""
     import cpdagthink.book.build
     from cpdagthink.cli import main
 

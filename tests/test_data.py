@@ -222,3 +222,43 @@ def test_the_test_split_is_found_as_the_makefile_finds_it(monkeypatch, tmp_path,
     assert data.local_test_csv() == str(copy) and len(data.load_split("test")) == 1162
     monkeypatch.setenv(data.ENV_CSV, str(test_csv))
     assert data.local_test_csv() == str(test_csv)  # the variable wins, as in the Makefile
+
+
+def test_a_one_count_sample_is_the_rows_it_always_was(test_csv):
+    """The default sample of one variable count draws the rows it drew before counts were stratified, so the
+    run folders and caches named by their digest stay valid."""
+    from cpdagthink.run.spec import Sample, rows_sha256
+
+    rows = read_csv(test_csv, split="test")
+    five = [r for r in rows if r.num_variables == 5]
+    for limit, seed, least in [(4, 0, 2), (20, 3, 1), (7, 1, 0)]:
+        assert data.sample_by_variables(rows, limit, [5], seed, least) == data.sample(five, limit, seed, least)
+    drawn = Sample(limit=4, variables=(5,), min_positives=2, data=str(test_csv)).instances()
+    assert [r.id for r in drawn] == ["test-00322", "test-00552", "test-00608", "test-00638"]
+    assert rows_sha256(drawn).startswith("2816c11c")  # the default book's run folders: ...-n4-2816c11c-...
+
+
+def test_several_counts_take_an_equal_label_stratified_share_each(test_csv):
+    rows = read_csv(test_csv, split="test")
+    drawn = data.sample_by_variables(rows, 4, [6, 5], seed=0, min_positives=2)
+    assert drawn == data.sample_by_variables(rows, 4, [5, 6, 5], seed=0, min_positives=2)  # seeded, counts as a set
+    assert [r.id for r in drawn] == sorted(r.id for r in drawn)  # the split's order
+    for n in (5, 6):
+        share = [r for r in drawn if r.num_variables == n]
+        assert len(share) == 2 and sum(r.label for r in share) == 1  # each count: half the positives asked
+        assert share == data.sample([r for r in rows if r.num_variables == n], 2, 0, 1)
+    uneven = data.sample_by_variables(rows, 5, [5, 6], seed=1, min_positives=3)
+    assert [sum(r.num_variables == n for r in uneven) for n in (5, 6)] == [3, 2]
+    assert [sum(r.label for r in uneven if r.num_variables == n) for n in (5, 6)] == [2, 1]
+    assert data.sample_by_variables(rows, 40, [5, 6], seed=2) != data.sample_by_variables(rows, 40, [5, 6], seed=3)
+    assert data.shares(5, 2) == [3, 2] and data.shares(1, 2) == [1, 0] and data.shares(6, 3) == [2, 2, 2]
+
+
+def test_a_sample_of_several_counts_names_a_count_no_row_has_and_takes_all_when_asked_for_more(test_csv):
+    rows = read_csv(test_csv, split="test")
+    with pytest.raises(ValueError, match=r"no row has \[9\] variables"):
+        data.sample_by_variables(rows, 4, [5, 9])
+    with pytest.raises(ValueError, match="a sample of 4 rows cannot hold 9 positives"):  # the whole sample's
+        data.sample_by_variables(rows, 4, [5, 6], min_positives=9)
+    small = [r for r in rows if r.num_variables in (2, 3)]
+    assert data.sample_by_variables(rows, len(small), [2, 3]) == small

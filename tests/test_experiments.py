@@ -78,6 +78,9 @@ def test_sample_variables_restricts_the_sample_not_the_whole_split(setup):
     with pytest.raises(ValueError, match="no row has"):
         ex.updated(setup, sample_variables=(9,)).instances()
     assert "drawn from rows with 5 variables" in str(ex.banner(five, five.instances(), [0]))
+    both = ex.updated(setup, sample_variables=(6, 5))
+    assert "drawn from rows with 5 and 6 variables, an equal share each" in str(ex.banner(both, both.instances(), [0]))
+    assert [i.num_variables for i in both.instances()].count(5) == 10  # half of the 20 rows each
     assert ex.setup_from_parameters({"backend": "reference", "sample_variables": "[5, 6]"}).sample_variables == (5, 6)
 
 

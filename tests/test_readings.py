@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import math
+import re
 from ast import literal_eval
 
+import nbformat
 import pandas as pd
 import pytest
 
@@ -12,6 +14,7 @@ from cpdagthink.analysis import tables
 from cpdagthink.analysis.markup import Markdown, strong
 from cpdagthink.analysis.metrics import OmittedGroup
 from cpdagthink.book import presentation, readings
+from cpdagthink.book.chapters import NOTEBOOKS
 from cpdagthink.causal.instance import Instance
 
 from test_tables import GOLD, two_seed_grid
@@ -253,8 +256,10 @@ def test_a_section_that_could_not_run_is_one_sentence_and_its_command(displayed)
     texts, figures_drawn = _shown(displayed, readings.show_bin_gains, readings.bin_gain_table({"test": pd.DataFrame(
         columns=tables.BIN_GAIN_COLUMNS)}))
     assert len(texts) == 1 and texts[0].endswith(" Fill it with `cpdagthink book --only 02 -p limit=0`\\.")
-    assert str(displayed[0][0]) == ("No bin of this sample meets both rules, so no per-bin gain is computed. Fill it "
-                                    "with cpdagthink book --only 02 -p limit=0.") and figures_drawn == 0
+    assert str(displayed[0][0]) == ("No bin of this sample meets both rules, so no per-bin gain is computed (the "
+                                    "summary names each bin left out with its gold positives; the accuracy per bin "
+                                    "below shows every bin). Fill it with cpdagthink book --only 02 -p limit=0.")
+    assert figures_drawn == 0
     texts, _ = _shown(displayed, readings.show_ood, None)
     assert len(texts) == 1 and texts[0].endswith("`cpdagthink book --only 02 -p ood_split=generated:paraphrase`\\.")
     texts, figures_drawn = _shown(displayed, readings.show_stress, readings.stress_table({}))
@@ -499,3 +504,49 @@ def test_the_probe_summary_gives_shares_in_percent_beside_the_drops_in_points():
     assert summary.loc[("m", "scramble_full")].to_dict() == {"n": 4, "drop_gold_pp": 5.0, "drop_oracle_pp": 0.0,
                                                              "flipped_share_pct": 12.5, "intervened_share_pct": 100.0}
     assert list(presentation.readable(summary).columns)[-2:] == ["answers flipped (%)", "turns changed (%)"]
+
+
+# A Python value in prose: None, a boolean, a list or a dict as Python prints them, a float's nan.
+PYTHON_VALUE = re.compile(r"\bNone\b|\bTrue\b|\bFalse\b|\[\d|\['|\{'|\bnan\b")
+
+
+def python_values(text: str) -> list[str]:
+    """The Python values ``text`` prints outside the commands it quotes (a command may pass a list)."""
+    return PYTHON_VALUE.findall(re.sub(r"`cpdagthink [^`]*`", "", text))
+
+
+def test_the_check_for_python_values_in_prose_finds_them():
+    assert python_values("No OOD split was run for this page (`ood_split = None`).") == ["None"]
+    assert python_values("seeds [0, 1]; variables {'n': 5}; F1 nan; forced True") == ["[0", "{'", "nan", "True"]
+    assert python_values("Fill it with `cpdagthink book --only 02 -p 'stress_families=[\"alarm7\"]'`.") == []
+
+
+@pytest.fixture(scope="module")
+def reference_roots(tmp_path_factory):
+    root = tmp_path_factory.mktemp("prose")
+    return {"backend": "reference", "out_root": str(root / "runs"), "cache_dir": str(root / "cache")}
+
+
+@pytest.mark.parametrize("chapter", sorted(p.stem for p in NOTEBOOKS.glob("0*.ipynb")))
+def test_no_chapter_prints_a_python_value_in_its_prose(chapter, reference_roots, monkeypatch, test_csv):
+    """Each chapter's code run as papermill runs it (its parameters cell, then the values given), on the
+    reference agent with parameters at None, an empty list and lists of several values (no OOD split, no
+    stress set, two seeds, two variable counts): nothing it glues or displays as text prints a Python value."""
+    import IPython.display
+    import myst_nb
+
+    glued, shown = {}, []
+    monkeypatch.setattr(myst_nb, "glue", lambda name, value, display=True: glued.__setitem__(name, value))
+    monkeypatch.setattr(IPython.display, "display", lambda *objs, metadata=None: shown.extend(objs))
+    given = {**reference_roots, "seeds": [0, 1], "temperature": 0.7, "sample_variables": [5, 6], "ood_split": None,
+             "stress_families": []}
+    namespace: dict = {}
+    for cell in nbformat.read(NOTEBOOKS / f"{chapter}.ipynb", as_version=4).cells:
+        if cell.cell_type == "code":
+            exec(cell.source, namespace)
+            if "parameters" in cell.metadata.get("tags", []):
+                namespace.update({k: v for k, v in given.items() if k in namespace})
+    texts = [v.source() if isinstance(v, Markdown) else v for v in [*glued.values(), *shown]
+             if isinstance(v, (Markdown, str))]
+    assert len(texts) > 3  # the chapter's prose was read, not skipped
+    assert {text: python_values(text) for text in texts if python_values(text)} == {}

@@ -426,7 +426,8 @@ def _chapter_options(book: argparse.ArgumentParser) -> None:
     book.add_argument("--split")
     book.add_argument("--data")
     book.add_argument("--sample-variables", nargs="+", metavar="N", type=_variable_count,
-                      help="draw the sample from rows with these variable counts (notebook default: 5), or 'all'")
+                      help="draw the sample from rows with these variable counts, an equal share each (notebook default: "
+                           "5 6), or 'all'")
     book.add_argument("--only", nargs="+", help="notebook name prefixes, e.g. 01 04")
     book.add_argument("-p", "--parameter", action="append", type=_notebook_parameter, metavar="NAME=VALUE",
                       help="any notebook parameter (papermill's names), e.g. -p probes='[\"scramble_full\"]'; "

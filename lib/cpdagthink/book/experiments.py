@@ -148,8 +148,7 @@ def banner(setup: RunSet, instances: Sequence[Instance], seeds: Sequence[int], *
 
     positives = sum(i.label for i in instances)
     source = setup.data or f"Corr2Cause {setup.split} split"
-    drawn = (f" drawn from rows with {', '.join(map(str, setup.sample_variables))} variables"
-             if setup.limit > 0 and setup.sample_variables else "")
+    drawn = _drawn_text(setup)
     d = setup.decoding
     run = Markdown(
         strong("This run:"), f" model {model_name(setup)} (backend ", code(setup.backend), f"), {source}, "
@@ -164,6 +163,16 @@ def banner(setup: RunSet, instances: Sequence[Instance], seeds: Sequence[int], *
         "the full data.")
     return paragraphs(Markdown(strong("Verdict."), f" {verdict}") if verdict else "", run,
                       Markdown("Reproduce this page: ", code(command)) if command else "")
+
+
+def _drawn_text(setup: RunSet) -> str:
+    """Which rows the sample was drawn from (empty for the whole split or any count)."""
+    counts = sorted(set(setup.sample_variables or ()))
+    if setup.limit == 0 or not counts:
+        return ""
+    if len(counts) == 1:
+        return f" drawn from rows with {counts[0]} variables"
+    return f" drawn from rows with {', '.join(map(str, counts[:-1]))} and {counts[-1]} variables, an equal share each"
 
 
 def _decoding_text(decoding: Any) -> str:

@@ -13,6 +13,7 @@ import csv
 import os
 import random
 from pathlib import Path
+from typing import Sequence
 
 from pydantic import BaseModel
 
@@ -248,3 +249,40 @@ def sample(instances: list[Instance], limit: int, seed: int = 0, min_positives: 
     take_pos = max(min_positives, round(limit * len(positives) / len(instances))) if positives else 0
     chosen = rng.sample(positives, min(take_pos, len(positives))) + rng.sample(negatives, min(limit - take_pos, len(negatives)))
     return [instances[i] for i in sorted(chosen)]
+
+
+def shares(total: int, parts: int) -> list[int]:
+    """``total`` split into ``parts`` whole shares as equal as can be, the first ones one larger where it does
+    not divide (5 into 2: 3 and 2)."""
+    return [total // parts + (k < total % parts) for k in range(parts)]
+
+
+def by_variables(instances: list[Instance], counts: Sequence[int]) -> dict[int, list[Instance]]:
+    """The rows of each of ``counts`` variables, smallest count first; ValueError naming the counts no row has."""
+    strata = {n: [x for x in instances if x.num_variables == n] for n in sorted(set(counts))}
+    empty = [n for n, rows in strata.items() if not rows]
+    if empty:
+        raise ValueError(f"no row has {empty} variables")
+    return strata
+
+
+def sample_by_variables(instances: list[Instance], limit: int, counts: Sequence[int], seed: int = 0,
+                        min_positives: int = 1) -> list[Instance]:
+    """A seeded sample of ``limit`` rows with the variable counts ``counts``, an equal share per count (the
+    smaller counts take the one more row where ``limit`` does not divide), returned in the split's order.
+
+    Each share is :func:`sample` of that count's rows with the same seed, and the sample's ``min_positives``
+    are shared out the same way, so the whole sample holds at least ``min_positives`` positives as a sample of
+    one count does (and each count has some to score). One count is :func:`sample` of its rows, unchanged.
+    Raises ValueError naming the counts no row has."""
+    strata = list(by_variables(instances, counts).values())
+    if min_positives > limit > 0:  # said of the whole sample: a share's own count would puzzle
+        raise ValueError(f"a sample of {limit} rows cannot hold {min_positives} positives")
+    if len(strata) == 1:
+        return sample(strata[0], limit, seed, min_positives)
+    if limit <= 0 or limit >= sum(map(len, strata)):
+        return [x for x in instances if x.num_variables in set(counts)]
+    drawn = [sample(rows, size, seed, least) if size else []
+             for rows, size, least in zip(strata, shares(limit, len(strata)), shares(min_positives, len(strata)))]
+    chosen = {id(x) for share in drawn for x in share}
+    return [x for x in instances if id(x) in chosen]

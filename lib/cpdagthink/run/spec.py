@@ -63,7 +63,8 @@ def run_identity(condition: dict[str, Any], probe: str | None, backend: str, mod
 
 
 class Sample(BaseModel):
-    """The rows a run reads: a split or CSV, and the seeded label-stratified sample drawn from it."""
+    """The rows a run reads: a split or CSV, and the seeded label-stratified sample drawn from it (stratified by
+    variable count too when ``variables`` names several)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -71,7 +72,7 @@ class Sample(BaseModel):
     data: str | None = None  # a Corr2Cause-format CSV instead of a split
     limit: NonNegativeInt = 0  # sample size; 0: every row
     seed: int = 0
-    variables: tuple[PositiveInt, ...] | None = None  # draw from rows with these variable counts
+    variables: tuple[PositiveInt, ...] | None = None  # draw from rows with these variable counts, an equal share each
     min_positives: NonNegativeInt = 1
 
     @property
@@ -92,18 +93,19 @@ class Sample(BaseModel):
         return load_split(self.split)
 
     def instances(self) -> list[Instance]:
-        """The sample (seeded, label-stratified, drawn from rows with ``variables`` variables when given).
-        ``limit=0`` is the whole split, whatever ``variables``."""
-        from .data import sample
+        """The sample (seeded, label-stratified; with ``variables``, drawn from rows with those counts, an equal
+        share per count: :func:`~cpdagthink.run.data.sample_by_variables`). ``limit=0`` is the whole split,
+        whatever ``variables``."""
+        from .data import sample, sample_by_variables
 
         rows = self.all_instances()
         if not rows:
             raise ValueError(f"{self.source} holds no rows (a header only?): there is nothing to run")
         if self.limit > 0 and self.variables:
+            drawn = sample_by_variables(rows, self.limit, self.variables, self.seed, self.min_positives)
             rows = [r for r in rows if r.num_variables in self.variables]
-            if not rows:
-                raise ValueError(f"no row has {list(self.variables)} variables")
-        drawn = sample(rows, self.limit, self.seed, self.min_positives)
+        else:
+            drawn = sample(rows, self.limit, self.seed, self.min_positives)
         if self.limit < len(rows) and len(drawn) < self.limit:
             # too few positives (or negatives) for the asked mix: a smaller sample would pass for the asked one
             positives = sum(r.label for r in rows)

@@ -196,7 +196,8 @@ def show_bin_gains(table: pd.DataFrame) -> None:
     from IPython.display import display
 
     if table.empty:
-        display(not_run("No bin of this sample meets both rules, so no per-bin gain is computed.",
+        display(not_run("No bin of this sample meets both rules, so no per-bin gain is computed (the summary names "
+                        "each bin left out with its gold positives; the accuracy per bin below shows every bin).",
                         "cpdagthink book --only 02 -p limit=0"))
         return
     display(presentation.show(table))
