@@ -10,6 +10,7 @@ import pytest
 from cpdagthink.book import build as book, chapters, plan
 from cpdagthink.cli import main
 from cpdagthink.errors import CpdagthinkError
+from cpdagthink.run.config import RunConfig
 from cpdagthink.run.runfolder import METADATA, RECORDS, SUMMARY
 
 
@@ -56,12 +57,48 @@ def test_the_plan_lists_exactly_what_a_book_with_every_optional_part_creates(roo
     assert {r.group for r in planned} == {"reference-default-seed0", "reference-default-seed1"}
 
 
+def _every_cell(source: Path, path: Path, per_cell: int) -> Path:
+    """A Corr2Cause CSV at ``path`` of the first ``per_cell`` rows of ``source`` in each (variable count, gold
+    label) cell, in split order: a whole split on which every chapter has rows of each size and label to read."""
+    import csv
+    from collections import Counter
+
+    taken: Counter = Counter()
+    rows = []
+    for instance in RunConfig(data=str(source), limit=0).instances():
+        cell = (instance.num_variables, instance.label)
+        if taken[cell] < per_cell:
+            taken[cell] += 1
+            rows.append(int(instance.id.rpartition("-")[2]))
+    with open(source, newline="", encoding="utf-8") as f:
+        table = list(csv.DictReader(f))
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=list(table[0]))
+        writer.writeheader()
+        writer.writerows(table[i] for i in rows)
+    return path
+
+
 @pytest.mark.slow
 def test_the_plan_lists_exactly_the_run_folders_of_the_reference_book_on_the_whole_split(roots, tmp_path,
-                                                                                        monkeypatch):
-    """``make book BACKEND=reference LIMIT=0``."""
-    overrides = {"backend": "reference", "limit": 0, **roots}
-    assert _built_run_folders(tmp_path, monkeypatch, overrides) == set(_folders(plan.plan_book(overrides)))
+                                                                                        monkeypatch, test_csv):
+    """``make book BACKEND=reference LIMIT=0``: every chapter executed on the whole of a split (the test split's
+    first four rows of every variable count and label, so each notebook takes its whole-split path over every
+    size in seconds) creates exactly the folders planned; on the real split the plan lists the same runs, each
+    over all its rows (executing them is ``benchmarks/golden.py``'s scale, not this test's)."""
+    data = _every_cell(test_csv, tmp_path / "every-cell.csv", per_cell=4)
+    overrides = {"backend": "reference", "limit": 0, "data": str(data), **roots}
+    planned = plan.plan_book(overrides)
+    assert {r.instances.count for r in planned} == {len(RunConfig(data=str(data), limit=0).all_instances())}
+    assert _built_run_folders(tmp_path, monkeypatch, overrides) == set(_folders(planned))
+    whole = plan.plan_book({"backend": "reference", "limit": 0, **roots})
+
+    def runs(planned):
+        return sorted((r.config.condition, r.config.probe or "", r.config.seed, tuple(r.chapters), r.group)
+                      for r in planned)
+
+    assert runs(whole) == runs(planned)
+    assert {r.instances.count for r in whole} == {len(RunConfig(data=str(test_csv), limit=0).all_instances())}
 
 
 def test_a_run_several_chapters_read_appears_once_with_every_chapter(roots):

@@ -537,7 +537,7 @@ def test_a_group_job_ends_with_its_killed_snakemake_and_the_next_grid_is_not_loc
     log = tmp_path / "snakemake.log"
     with ReasoningAPIServer(latency_s=1.0) as server:
         config = ["backend=openai", "model=gpt-5.4-mini", f"backend_options=reasoning_effort=low base_url={server.url}",
-                  "limit=40", "only=[01]", "conditions=[\"structured\"]", "include_reference=false"]
+                  "limit=20", "only=[01]", "conditions=[\"structured\"]", "include_reference=false"]
         command = snakemake(project, "local", "runs", "--config", *config)
         with log.open("ab") as sink:
             first = subprocess.Popen(command, cwd=project, stdout=sink, stderr=subprocess.STDOUT)
@@ -551,7 +551,7 @@ def test_a_group_job_ends_with_its_killed_snakemake_and_the_next_grid_is_not_loc
         folder = Path(run["folder"])
         assert json.loads((folder / "summary.json").read_text())["status"] == "interrupted"
         kept = len(records_of(folder))
-        assert kept < 40
+        assert kept < 20
 
         again = run_snakemake(project, command, log)
         assert again.returncode == 0, log.read_text()[-3000:]

@@ -110,11 +110,11 @@ class PDAG:
     def to_dag(self) -> nx.DiGraph:
         if self.undirected:
             raise ValueError("graph still has undirected edges")
+        if not self.arcs_acyclic():
+            raise UnfaithfulFactsError("the directed edges contain a cycle")
         dag = nx.DiGraph()
         dag.add_nodes_from(self.variables)
         dag.add_edges_from(self.directed)
-        if not nx.is_directed_acyclic_graph(dag):
-            raise UnfaithfulFactsError("the directed edges contain a cycle")
         return dag
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 
@@ -43,7 +43,11 @@ class Request:
     seed: int = 0
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        """The request as JSON data: a new top-level dict whose messages and tools are the request's own
+        (not deep-copied: a request is hashed two or three times per call, and its tools hold the whole schema)."""
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        data["constraint"] = asdict(self.constraint) if self.constraint else None
+        return data
 
     def cache_key(self, backend_identity: dict[str, Any]) -> str:
         """Content address of this call: the identity of what computes it (backend, model, revision, build,

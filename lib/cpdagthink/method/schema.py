@@ -253,16 +253,22 @@ def _without_titles(node: Any) -> Any:
     return node
 
 
+@lru_cache(maxsize=256)
+def _tool_definition_text(variables: tuple[str, ...] | None) -> str:
+    """The tool definition as JSON text: pydantic builds the schema once per variable list, not once per request."""
+    schema = _schema(variables)
+    return json.dumps({"type": "function", "function": {"name": TOOL_NAME, "description": TOOL_DESCRIPTION,
+                                                        "parameters": _without_titles(schema)}})
+
+
 def tool_definition(variables: list[str] | tuple[str, ...] | None = None) -> dict[str, Any]:
-    """The OpenAI-style function tool whose arguments are a ``CausalAnalysis``.
+    """The OpenAI-style function tool whose arguments are a ``CausalAnalysis`` (a new dict on each call).
 
     Without ``variables`` the definition is the same for every instance, so a prompt that shows it keeps a
     common prefix across instances (llama.cpp and vLLM reuse it); the instance's names are then enforced by
     the narrowed regex where there is one; elsewhere a foreign name is parsed and counted by the audit.
     """
-    schema = _schema(variables)
-    return {"type": "function",
-            "function": {"name": TOOL_NAME, "description": TOOL_DESCRIPTION, "parameters": _without_titles(schema)}}
+    return json.loads(_tool_definition_text(None if variables is None else tuple(variables)))
 
 
 def parse_analysis(arguments: str | dict) -> CausalAnalysis:

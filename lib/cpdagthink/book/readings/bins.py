@@ -15,7 +15,7 @@ from ...analysis.markup import Markdown, code
 from ...analysis.metrics import OmittedGroup, counted, min_instances_for_f1
 from ...causal.instance import Instance
 from ...run.records import RunRecord
-from .. import figures, presentation
+from .. import presentation
 from .glue import (BASELINE, Headline, Reading, TARGET, gain_clause, not_run, paper_numbers, per_seed_gains,
                    sample_phrases, sentence, show_figure, trivial_phrase)
 from .verdicts import pair_causes, verdict
@@ -195,6 +195,8 @@ def show_bin_gains(table: pd.DataFrame) -> None:
     """The per-bin gains beside the paper's and their figure, or one sentence and the command that fills them."""
     from IPython.display import display
 
+    from .. import figures
+
     if table.empty:
         display(not_run("No bin of this sample meets both rules, so no per-bin gain is computed (the summary names "
                         "each bin left out with its gold positives; the accuracy per bin below shows every bin).",
@@ -222,6 +224,8 @@ def show_ood(ood_paired: pd.DataFrame | None) -> None:
 def show_stress(stress: pd.DataFrame) -> None:
     """The stress sets this run generated beside the paper's pilot, or one sentence and the command."""
     from IPython.display import display
+
+    from .. import figures
 
     if stress["this run F1"].isna().all():
         display(not_run("No stress set ran for this page.",

@@ -14,7 +14,7 @@ from ...analysis.metrics import counted
 from ...causal.instance import Instance
 from ...causal.oracle import GAPS, UNREADABLE
 from ...run.records import RunRecord
-from .. import figures, presentation
+from .. import presentation
 from .glue import Headline, Reading, TARGET, paper_numbers, sample_phrases, show_figure
 
 
@@ -116,6 +116,7 @@ def show_violations(audited: pd.DataFrame, instances: Sequence[Instance], seeds:
     from IPython.display import display
 
     from ...analysis import audit
+    from .. import figures  # seaborn and matplotlib, loaded where a figure is drawn: the planner imports this package
 
     rates, counts = audit.violation_rates(audited), audit.violation_counts(audited)
     if not len(rates) or not (counts["outputs"] > 0).any():
