@@ -75,7 +75,7 @@ SlurmdLogFile=/var/log/slurm/slurmd.log
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 # Memory is enforced without cgroups: slurmstepd samples each job's processes every second and kills a step
-# whose memory is over the job's --mem (state OUT_OF_MEMORY)
+# whose memory is over the job's --mem ("exceeded memory limit" in its log; the job ends FAILED, exit code 0:9)
 JobAcctGatherType=jobacct_gather/linux
 JobAcctGatherFrequency=task=1
 JobAcctGatherParams=OverMemoryKill
