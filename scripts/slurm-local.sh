@@ -74,7 +74,11 @@ SlurmdLogFile=/var/log/slurm/slurmd.log
 # No cgroups (none without systemd here; slurmd 22.05 refuses CgroupPlugin=disabled, so no cgroup.conf)
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
-JobAcctGatherType=jobacct_gather/none
+# Memory is enforced without cgroups: slurmstepd samples each job's processes every second and kills a step
+# whose memory is over the job's --mem ("exceeded memory limit" in its log; the job ends FAILED, exit code 0:9)
+JobAcctGatherType=jobacct_gather/linux
+JobAcctGatherFrequency=task=1
+JobAcctGatherParams=OverMemoryKill
 AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/none
 SelectType=select/cons_tres

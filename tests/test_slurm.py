@@ -1,6 +1,7 @@
 """The grid on a real SLURM: Debian's slurmctld and slurmd (22.05) on this machine as one node, started for the
 session by scripts/slurm-local.sh and stopped after it (left running if it was running before), with the
-slurm profile (workflow/profiles/slurm) as shipped except for the partition names.
+slurm profile (workflow/profiles/slurm) as shipped except for the partition names (and, outside the
+`make grid PROFILE=slurm` test, a first status check sooner: :data:`FAST_STATUS`).
 
 Without root (or sudo) or without the packages (no apt repository), the cluster cannot start: every test here
 is skipped, with the reason printed in the session's output (under CI, a cluster that fails to start with root
@@ -37,6 +38,10 @@ from test_workflow import (assert_cache_intact, assert_every_instance_once, one_
 
 SCRIPT = PROJECT_ROOT / "scripts" / "slurm-local.sh"
 PARTITION = "local"  # the single partition of scripts/slurm-local.sh's cluster
+# The plugin's first status check 1 s after a submission instead of the profile's 10 s (each later check still
+# 10 s further apart than the one before, until a job completes): how soon a test sees a job end, not what the
+# profile does. The `make grid PROFILE=slurm` test runs the profile as shipped.
+FAST_STATUS = ("--slurm-init-seconds-before-status-checks", "1")
 
 
 def _say(config: pytest.Config, line: str) -> None:
@@ -83,6 +88,11 @@ def slurm_profile(root: Path) -> None:
     text = partitions.read_text()
     assert "\n  cpu:" in text
     partitions.write_text(text.replace("\n  cpu:", f"\n  {PARTITION}:"))
+
+
+def slurm_snakemake(root: Path, *arguments: str) -> list[str]:
+    """Snakemake with the slurm profile and :data:`FAST_STATUS`."""
+    return snakemake(root, "slurm", *FAST_STATUS, *arguments)
 
 
 def jobs() -> dict[str, dict[str, str]]:
@@ -188,7 +198,8 @@ def test_a_cancelled_then_killed_group_job_reruns_the_rest_and_the_key_never_rea
     finished, its SLURM job is cancelled (scancel); Snakemake reports it and retries it (the profile's
     `retries: 1`); once another run has finished, every process of the retry on the node is killed with SIGKILL
     (a lost node). Snakemake fails; the rerun computes only the rest: every instance has one record, the runs
-    finished before are byte for byte as they were, the cache holds whole entries only. OPENAI_API_KEY reaches the jobs' environment and nothing else."""
+    finished before are byte for byte as they were, the cache holds whole entries only. OPENAI_API_KEY reaches
+    the jobs' environment and nothing else."""
     slurm_profile(project)
     key = f"sk-slurm-{secrets.token_hex(12)}"
     monkeypatch.setenv("OPENAI_API_KEY", key)
@@ -196,7 +207,7 @@ def test_a_cancelled_then_killed_group_job_reruns_the_rest_and_the_key_never_rea
     with ReasoningAPIServer(latency_s=1.0) as server:
         config = ["backend=openai", "model=gpt-5.4-mini", f"backend_options=reasoning_effort=low base_url={server.url}",
                   "limit=10", "only=[01]"]
-        command = snakemake(project, "slurm", "runs", "--config", *config)
+        command = slurm_snakemake(project, "runs", "--config", *config)
         api_runs = [Path(r["folder"]) for r in plan_of(project, config) if r["config"]["backend"] == "openai"]
         assert len(api_runs) == 4  # chapter 01's four conditions, one group (model and seed)
         before = set(jobs())
@@ -228,6 +239,7 @@ def test_a_cancelled_then_killed_group_job_reruns_the_rest_and_the_key_never_rea
         assert log.read_text().count("Error in rule group") >= 2
         asked_before = {json.dumps(body, sort_keys=True) for body in server.requests}
         rerun_from = len(server.requests)
+        server.latency_s = 0.1  # the rerun proves what is asked again, not when
 
         assert run_snakemake(project, command, log, timeout=300).returncode == 0, log.read_text()[-3000:]
         asked_again = [b for b in server.requests[rerun_from:] if json.dumps(b, sort_keys=True) in asked_before]
@@ -262,30 +274,60 @@ def test_the_same_group_submitted_twice_at_once_runs_once(slurm, project, tmp_pa
     assert_every_instance_once(plan_of(project, config))
 
 
-def test_a_group_over_its_runtime_is_ended_by_slurm_and_the_rerun_resumes_it(slurm, project, tmp_path):
-    """A group given a 1-minute runtime (`--set-resources group:runtime=1`, no retry) whose run takes about two
-    (50 rows, 5 s per call): SLURM ends it (TIMEOUT) with some calls in the cache (the records come per chunk);
-    the rerun with the profile's runtime asks only the calls not cached and keeps what was recorded."""
+def ended_by_slurm(root: Path, arguments: list[str], log: Path, limit: str) -> str:
+    """Snakemake on ``arguments`` with the group's ``limit`` (``runtime=N`` or ``mem_mb=N``, the override a user
+    gives for one invocation) and no retry fails; returns the id of the one group job it submitted."""
+    before = set(jobs())
+    limited = slurm_snakemake(root, "--set-resources", f"group:{limit}", "--retries", "0", *arguments)
+    assert run_snakemake(root, limited, log, timeout=300).returncode != 0
+    (ended,) = set(jobs()) - before
+    return ended
+
+
+def peak_memory_mb(command: list[str]) -> int:
+    """The peak resident memory (MB) of ``command``, measured in a fresh child of its own."""
+    probe = ("import resource, subprocess, sys; subprocess.run(sys.argv[1:], capture_output=True, check=True); "
+             "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")  # ru_maxrss: KB on Linux
+    out = subprocess.run([sys.executable, "-c", probe, *command], capture_output=True, text=True, check=True,
+                         timeout=120).stdout
+    return int(out) // 1024
+
+
+def test_a_group_over_its_runtime_or_its_memory_is_ended_by_slurm_and_the_rerun_resumes_it(slurm, project, tmp_path):
+    """One group through three passes. A 1-minute runtime (`--set-resources group:runtime=1`, no retry) on a run
+    that takes about two (50 rows, 5 s per call): SLURM ends it (TIMEOUT) with some calls in the cache (the
+    records come per chunk). Then a `mem_mb` below what the job needs (`--set-resources group:mem_mb=N`): the
+    reference and API backends hold a few MB per run, under any limit a site would set, so N is half of what
+    this machine's Python needs to start Snakemake; slurmstepd, sampling the job's processes every second
+    (`JobAcctGatherParams=OverMemoryKill`), kills the job as it starts (FAILED, "exceeded memory limit" in its
+    log), and the run left by the timeout is untouched. Then the rerun with the profile's limits asks only the
+    calls not cached and keeps what was recorded."""
     slurm_profile(project)
     log = tmp_path / "snakemake.log"
     with ReasoningAPIServer(latency_s=5.0) as server:
         config = ["backend=openai", "model=gpt-5.4-mini", f"backend_options=reasoning_effort=low base_url={server.url}",
                   "limit=50", "only=[01]", "conditions=[\"structured\"]", "include_reference=false"]
         (run,) = plan_of(project, config)
-        folder = Path(run["folder"])
-        command = snakemake(project, "slurm", "runs", "--config", *config)
-        before = set(jobs())
-        short = [*command[:5], "--set-resources", "group:runtime=1", "--retries", "0", *command[5:]]
-        assert run_snakemake(project, short, log, timeout=300).returncode != 0
-        (ended,) = set(jobs()) - before
-        assert job_field(ended, "JobState") == "TIMEOUT" and job_field(ended, "TimeLimit") == "00:01:00"
-        records = folder / "records.jsonl"
+        records = Path(run["folder"]) / "records.jsonl"
+        arguments = ["runs", "--config", *config]
+        timed_out = ended_by_slurm(project, arguments, log, "runtime=1")
+        assert job_field(timed_out, "JobState") == "TIMEOUT" and job_field(timed_out, "TimeLimit") == "00:01:00"
         partial = records.read_bytes() if records.is_file() else b""
         cached = assert_cache_intact(project / "outputs" / "cache")
         assert 0 < cached < 2 * 50  # two turns a row: stopped midway
 
+        server.latency_s = 0.2  # what follows proves what is asked, not when
+        mem_mb = peak_memory_mb([sys.executable, "-m", "snakemake", "--version"]) // 2
+        killed = ended_by_slurm(project, arguments, log, f"mem_mb={mem_mb}")
+        assert job_field(killed, "JobState") == "FAILED" and job_field(killed, "MinMemoryNode") == f"{mem_mb}M"
+        assert "exceeded memory limit" in Path(job_field(killed, "StdOut")).read_text()
+        assert f"SLURM-job '{killed}' failed" in log.read_text()
+        assert (records.read_bytes() if records.is_file() else b"") == partial
+        assert assert_cache_intact(project / "outputs" / "cache") == cached
+
         calls = len(server.requests)
-        assert run_snakemake(project, command, log, timeout=300).returncode == 0, log.read_text()[-3000:]
+        rerun = slurm_snakemake(project, *arguments)
+        assert run_snakemake(project, rerun, log, timeout=300).returncode == 0, log.read_text()[-3000:]
     assert records.read_bytes().startswith(partial)
     assert_every_instance_once(plan_of(project, config))
     assert len(server.requests) - calls <= 2 * 50 - cached  # what was cached before the timeout is not asked
@@ -303,7 +345,7 @@ def test_a_local_model_group_gets_the_cores_it_asks_for(slurm, project, tmp_path
               "include_reference=false", "sampling=greedy", "max_tokens_turn1=16", "max_tokens_answer=16"]
     before = set(jobs())
     start = time.perf_counter()
-    command = snakemake(project, "slurm", "runs", "--config", *config)
+    command = slurm_snakemake(project, "runs", "--config", *config)
     assert run_snakemake(project, command, log, timeout=420).returncode == 0, log.read_text()[-3000:]
     print(f"SmolLM2 group, 2 rows, on SLURM: {time.perf_counter() - start:.0f} s")
     (job,) = set(jobs()) - before
