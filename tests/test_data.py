@@ -262,3 +262,6 @@ def test_a_sample_of_several_counts_names_a_count_no_row_has_and_takes_all_when_
         data.sample_by_variables(rows, 4, [5, 6], min_positives=9)
     small = [r for r in rows if r.num_variables in (2, 3)]
     assert data.sample_by_variables(rows, len(small), [2, 3]) == small
+    two = sum(r.num_variables == 2 for r in rows)
+    with pytest.raises(ValueError, match=f"hold only {two} with 2 variables: lower --limit"):
+        data.sample_by_variables(rows, 2 * two + 2, [2, 5])  # two's share is one more than it has

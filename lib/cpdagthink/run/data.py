@@ -266,6 +266,15 @@ def by_variables(instances: list[Instance], counts: Sequence[int]) -> dict[int, 
     return strata
 
 
+def _check_shares(strata: list[list[Instance]], sizes: list[int], limit: int) -> None:
+    """ValueError naming each count with fewer rows than its share: a smaller share would tilt the sample towards
+    the other counts without saying so."""
+    short = [f"{len(rows)} with {rows[0].num_variables} variables" for rows, size in zip(strata, sizes) if len(rows) < size]
+    if short:
+        raise ValueError(f"a sample of {limit} rows takes an equal share of each variable count, but the rows hold "
+                         f"only {', '.join(short)}: lower --limit or drop that count")
+
+
 def sample_by_variables(instances: list[Instance], limit: int, counts: Sequence[int], seed: int = 0,
                         min_positives: int = 1) -> list[Instance]:
     """A seeded sample of ``limit`` rows with the variable counts ``counts``, an equal share per count (the
@@ -282,7 +291,9 @@ def sample_by_variables(instances: list[Instance], limit: int, counts: Sequence[
         return sample(strata[0], limit, seed, min_positives)
     if limit <= 0 or limit >= sum(map(len, strata)):
         return [x for x in instances if x.num_variables in set(counts)]
+    sizes = shares(limit, len(strata))
+    _check_shares(strata, sizes, limit)
     drawn = [sample(rows, size, seed, least) if size else []
-             for rows, size, least in zip(strata, shares(limit, len(strata)), shares(min_positives, len(strata)))]
+             for rows, size, least in zip(strata, sizes, shares(min_positives, len(strata)))]
     chosen = {id(x) for share in drawn for x in share}
     return [x for x in instances if id(x) in chosen]
