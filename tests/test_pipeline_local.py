@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from cpdagthink.method.conditions import CONDITIONS, Flow, first_request
+from cpdagthink.method.conditions import CONDITIONS, Flow, first_request, variables_of
 from cpdagthink.method.decoding import Decoding
 from cpdagthink.method.schema import instance_model
 from cpdagthink.run.data import read_csv
@@ -26,11 +26,12 @@ def smollm2():
 
 @pytest.fixture(scope="module")
 def small_items(test_csv):
-    rows = [i for i in read_csv(test_csv) if i.num_variables == 3]
-    return [rows[0], rows[7]]  # one positive-free premise family, two hypotheses
+    rows = [i for i in read_csv(test_csv) if i.num_variables == 2]
+    return rows[:2]  # the shortest prompts: one premise, two hypotheses (each a call of its own)
 
 
-DECODING = Decoding(max_tokens_turn1=400, max_tokens_answer=48)
+# Room for a whole constrained two-variable analysis (SmolLM2 ends it in about 110 tokens), prose cut short.
+DECODING = Decoding(max_tokens_turn1=160, max_tokens_answer=16)
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +62,7 @@ def test_every_condition_end_to_end(runs, small_items):
                 turn1 = record.turns[0]
                 assert re.fullmatch(output_regex(first_request(condition, instance, DECODING)), turn1.raw), turn1.raw
                 # the constraint kept the names the instance's (the parser alone would not refuse others)
-                assert instance_model(("A", "B", "C")).model_validate_json(turn1.tool_calls[0].arguments)
+                assert instance_model(variables_of(instance)).model_validate_json(turn1.tool_calls[0].arguments)
                 assert record.emitted is not None and record.emitted_error is None
 
 
@@ -80,10 +81,10 @@ def test_no_thinking_on_a_model_without_thinking_reuses_the_structured_calls(run
 def test_interrupted_local_run_resumes_without_duplicates(smollm2, small_items, tmp_path):
     from test_runner import DiesAfter, Killed
 
-    condition = CONDITIONS["baseline_enhanced"]
+    condition, decoding = CONDITIONS["baseline_enhanced"], Decoding(max_tokens_turn1=8, max_tokens_answer=8)
     with pytest.raises(Killed):
-        run_condition(condition, DiesAfter(smollm2, 1), small_items, tmp_path / "r", decoding=DECODING,
+        run_condition(condition, DiesAfter(smollm2, 1), small_items, tmp_path / "r", decoding=decoding,
                       cache_dir=tmp_path / "c", chunk_size=1, progress=False)
-    resumed = run_condition(condition, smollm2, small_items, tmp_path / "r", decoding=DECODING,
+    resumed = run_condition(condition, smollm2, small_items, tmp_path / "r", decoding=decoding,
                             cache_dir=tmp_path / "c", chunk_size=1, progress=False)
     assert [r.id for r in resumed.records] == [i.id for i in small_items] and resumed.model_calls == 1
