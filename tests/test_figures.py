@@ -48,7 +48,7 @@ def test_gain_points_draw_each_split_beside_the_papers_gain():
     table = readings.bin_gain_table({"test": gains, "generated:paraphrase": gains})
     fig = figures.gain_points(table)
     ax = fig.axes[0]
-    assert sorted(t.get_text() for t in ax.get_legend().get_texts()) == ["0: no difference", "paper (Figure 2)", "this run, generated:paraphrase, seed 0",
+    assert sorted(t.get_text() for t in fig.legends[0].get_texts()) == ["0: no difference", "paper (Figure 2)", "this run, generated:paraphrase, seed 0",
                                                                          "this run, test, seed 0"]
     from matplotlib.collections import PathCollection
 
@@ -60,9 +60,8 @@ def test_gain_points_draw_each_split_beside_the_papers_gain():
 
 def _texts(fig) -> list[str]:
     ax = fig.axes[0]
-    legend = ax.get_legend()
     return ([t.get_text() for t in ax.get_yticklabels() + ax.get_xticklabels()] + [ax.get_xlabel(), ax.get_ylabel()]
-            + ([t.get_text() for t in legend.get_texts()] if legend else []))
+            + [t.get_text() for legend in fig.legends for t in legend.get_texts()])
 
 
 def test_figures_name_conditions_draw_zero_bars_the_always_yes_level_and_the_papers_value():
@@ -91,3 +90,21 @@ def test_figures_name_conditions_draw_zero_bars_the_always_yes_level_and_the_pap
     assert {"wrong graph state", "Structured Thinking"} <= set(_texts(figures.count_bars(kinds, "errors", "kind",
                                                                                         "condition", "errors")))
     plt.close("all")
+
+
+def test_a_legend_sits_below_the_axis_label_and_overlaps_nothing():
+    """The legend is the figure's, below the axes' label: an axes-anchored legend under a short axes sat on the
+    label "number of variables"."""
+    gains = pd.DataFrame([{"seed": 0, "variables": n, "n": 2, "positives": 1, "gain (pp)": 0.0, "CI low": 0.0,
+                           "CI high": 0.0} for n in (5, 6)])
+    bins = pd.DataFrame([{"num_variables": n, "condition": c, "accuracy": 50.0}
+                         for n in (5, 6) for c in ("baseline_enhanced", "structured")])
+    for fig in (figures.gain_points(readings.bin_gain_table({"test": gains})), figures.accuracy_bars(bins)):
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        ax, (legend,) = fig.axes[0], fig.legends
+        box, label = legend.get_window_extent(renderer), ax.xaxis.label.get_window_extent(renderer)
+        ticks = [t.get_window_extent(renderer) for t in ax.get_xticklabels()]
+        assert ax.get_legend() is None and box.y1 <= label.y0  # below the label, none of it on the label
+        assert not any(box.overlaps(t) for t in ticks) and box.y0 >= 0  # nor on a tick, and inside the figure
+        plt.close(fig)

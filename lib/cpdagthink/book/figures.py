@@ -19,12 +19,13 @@ from matplotlib.figure import Figure
 from . import presentation
 
 WIDTH = 6.4
+LEGEND_ROW_IN = 0.2  # inches of figure height per row of the legend
 LABELS = {"gold": "gold labels", "corrected": "corrected labels", "fn": "false negatives", "fp": "false positives"}
 
 
 def _figure(rows: int = 1) -> tuple[Figure, plt.Axes]:
     sns.set_theme(style="whitegrid")
-    return plt.subplots(figsize=(WIDTH, 1.2 + 0.45 * max(rows, 2)))
+    return plt.subplots(figsize=(WIDTH, 1.2 + 0.45 * max(rows, 2)), layout="constrained")
 
 
 def _named(frame: pd.DataFrame, *columns: str) -> pd.DataFrame:
@@ -53,9 +54,15 @@ def _paper_marks(ax: plt.Axes, paper: Mapping[str, float], order: list[str], lab
 
 
 def _legend(ax: plt.Axes) -> None:
-    """The legend below the axes, where it hides no bar."""
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2, frameon=False)
+    """The figure's legend below the axes and their label, where it hides no bar and no label; the figure grows
+    by the legend's rows, so the axes keep their height."""
+    handles, labels = ax.get_legend_handles_labels()
+    if ax.get_legend():  # seaborn's own, inside the axes
+        ax.get_legend().remove()
+    if handles:
+        fig = ax.get_figure()
+        fig.set_figheight(fig.get_figheight() + LEGEND_ROW_IN * -(-len(labels) // 2))
+        fig.legend(handles, labels, fontsize=8, loc="outside lower center", ncol=2, frameon=False)
 
 
 def f1_bars(scores: pd.DataFrame, hue: str | None = "labels", always_yes: float | None = None,
@@ -110,7 +117,7 @@ def gain_points(gains: pd.DataFrame, x: str = "variables") -> Figure:
     ax.set_xticks(range(len(ticks)), [str(t) for t in ticks])
     _zero(ax, vertical=False)
     ax.set(xlabel="number of variables" if x == "variables" else presentation.label(x),
-           ylabel="gain, structured minus baseline (pp)")
+           ylabel="gain (pp),\nstructured\nminus baseline")
     _legend(ax)
     return fig
 
