@@ -43,9 +43,13 @@ def hostile_csv(source, path, premise_row: int = -1, hypothesis_row: int = -1) -
 def sampled_rows(csv_path, limit: int) -> list[int]:
     """The row numbers of the sample the book draws from ``csv_path`` at ``limit`` (its notebooks' defaults):
     the sample depends on labels and variable counts only, so a row's text can be changed and stay drawn."""
+    from cpdagthink.book.chapters import notebook_defaults
+    from cpdagthink.paths import PROJECT_ROOT
     from cpdagthink.run.config import RunConfig
 
-    drawn = RunConfig(data=str(csv_path), limit=limit, sample_variables=(5,), sample_min_positives=2).instances()
+    defaults = notebook_defaults(PROJECT_ROOT / "notebooks" / "06_failure_gallery.ipynb")
+    drawn = RunConfig(data=str(csv_path), limit=limit, sample_variables=tuple(defaults["sample_variables"]),
+                      sample_min_positives=defaults["sample_min_positives"]).instances()
     return [int(i.id.rpartition("-")[2]) for i in drawn]
 
 
