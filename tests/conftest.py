@@ -7,13 +7,24 @@ header names the file in use.
 
 from __future__ import annotations
 
+import _thread
 import os
+import signal
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
 
 from cpdagthink.run import data
+
+# Threads that wait at llama.cpp's barriers sleep instead of spinning, in this process and every process it starts
+# (servers, Snakemake and SLURM jobs, kernels). Two test workers each running llama.cpp's two OpenMP threads
+# on two cores otherwise spin against each other: the local pipeline's fixture took 631 s beside another copy
+# of itself and 91 s alone; with passive waits, 166 s beside it and 114 s alone (2026-12-02). The computation
+# and its results are the same: only how an idle thread waits changes.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 
 def local_test_csv() -> Path | None:
     """The local copy the commands use (:func:`data.local_test_csv`); None when there is none or it is absent."""
@@ -48,6 +59,21 @@ def locate_test_split() -> Path:
         if in_ci():
             pytest.fail(message, pytrace=False)
         pytest.skip(message)
+
+
+# The modules that take minutes (a local model, Snakemake, SLURM), longest first as `--durations` measured them
+# on 2026-12-02. `make test` hands whole modules to its workers in collection order (--dist loadscope
+# --no-loadscope-reorder), so these start at once, beside each other, instead of after every quick module, and
+# the suite does not end on one of them running alone. The SLURM module mostly waits on the scheduler: its
+# worker leaves the cores to the others.
+LONGEST_FIRST = ("test_slurm.py", "test_jump_forward.py", "test_workflow.py", "test_pipeline_local.py",
+                 "test_book.py", "test_backends_openai.py", "test_backends_local.py", "test_plan.py", "test_cli.py",
+                 "test_oracle.py", "test_hostile_book.py", "test_explorer.py")
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    rank = {name: place for place, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # a stable sort: the rest keep their order
 
 
 def pytest_report_header(config) -> str:
@@ -99,3 +125,16 @@ def make_argv(tmp_path):
         return (tmp_path / f"{command}.argv").read_text().splitlines(), result.stdout + result.stderr
 
     return run
+
+
+@pytest.fixture
+def ctrl_c():
+    """``_thread.interrupt_main`` after 0.5 s: a Ctrl-C as a terminal sends it. Python turns SIGINT into
+    KeyboardInterrupt only where it was not ignored when the process started (a job started in the background
+    by a shell without job control inherits it ignored, and interrupt_main then does nothing): the test
+    restores Python's handler for its duration."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    timer = threading.Timer(0.5, _thread.interrupt_main)
+    yield timer
+    timer.cancel()
+    signal.signal(signal.SIGINT, previous)

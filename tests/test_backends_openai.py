@@ -381,22 +381,6 @@ def test_a_server_that_never_answers_fails_within_the_timeout(silent_server):
     assert time.perf_counter() - start < 3  # one timeout, not (retries + 1) of them
 
 
-@pytest.fixture
-def ctrl_c():
-    """``_thread.interrupt_main`` after 0.5 s: a Ctrl-C as a terminal sends it. Python turns SIGINT into
-    KeyboardInterrupt only where it was not ignored when the process started (a job started in the background
-    by a shell without job control inherits it ignored, and interrupt_main then does nothing): the test
-    restores Python's handler for its duration."""
-    import _thread
-    import signal
-
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    timer = threading.Timer(0.5, _thread.interrupt_main)
-    yield timer
-    timer.cancel()
-    signal.signal(signal.SIGINT, previous)
-
-
 def test_ctrl_c_during_a_batch_stops_at_once(silent_server, ctrl_c):
     backend = make_backend("openai", model="stub", base_url=silent_server, timeout=60, max_concurrency=5)
     ctrl_c.start()

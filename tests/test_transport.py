@@ -119,11 +119,9 @@ def test_at_most_max_concurrency_requests_are_in_flight():
     assert flight.peak == 2 and sorted(outcomes) == ["http://a"] * 3 + ["http://b"] * 3
 
 
-def test_an_interruption_carries_what_finished_before_it():
+def test_an_interruption_carries_what_finished_before_it(ctrl_c):
     """Ctrl-C (or SIGTERM at a job's time limit) while a batch waits: the interruption carries the outcomes so
     far, the finished ones among them, and the workers are told to stop."""
-    import _thread
-
     from cpdagthink.backends.transport import run_concurrently
 
     def answer(i):
@@ -132,7 +130,7 @@ def test_an_interruption_carries_what_finished_before_it():
         return f"answer {i}"
 
     stop = threading.Event()
-    threading.Timer(0.5, _thread.interrupt_main).start()
+    ctrl_c.start()
     with pytest.raises(KeyboardInterrupt) as stopped:
         run_concurrently(answer, [0, 1, 2], workers=3, stop=stop)
     assert stopped.value.outcomes == ["answer 0", None, None] and stop.is_set()
