@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A single-node SLURM cluster on this machine (the tests of the grid on a real scheduler, tests/test_slurm.py):
+# A single-node SLURM cluster on this machine (the tests of the grid on a real scheduler, tests/test_slurm*.py):
 #
 #   scripts/slurm-local.sh start    installs Debian's slurmctld, slurmd, slurm-client and munge when missing,
 #                                   writes /etc/slurm/slurm.conf from this machine's cores and memory, starts

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import _thread
 import os
+import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 from pathlib import Path
 
@@ -64,11 +66,34 @@ def locate_test_split() -> Path:
 # The modules that take minutes (a local model, Snakemake, SLURM), longest first as `--durations` measured them
 # on 2026-12-02. `make test` hands whole modules to its workers in collection order (--dist loadscope
 # --no-loadscope-reorder), so these start at once, beside each other, instead of after every quick module, and
-# the suite does not end on one of them running alone. The SLURM module mostly waits on the scheduler: its
-# worker leaves the cores to the others.
-LONGEST_FIRST = ("test_slurm.py", "test_jump_forward.py", "test_workflow.py", "test_pipeline_local.py",
-                 "test_book.py", "test_backends_openai.py", "test_backends_local.py", "test_plan.py", "test_cli.py",
-                 "test_oracle.py", "test_hostile_book.py", "test_explorer.py")
+# the suite does not end on one of them running alone. The two SLURM modules mostly wait on the scheduler: their
+# workers leave the cores to the others.
+LONGEST_FIRST = ("test_slurm_limits.py", "test_slurm.py", "test_jump_forward.py", "test_workflow.py",
+                 "test_pipeline_local.py", "test_book.py", "test_backends_openai.py", "test_backends_local.py",
+                 "test_plan.py", "test_cli.py", "test_oracle.py", "test_hostile_book.py", "test_explorer.py")
+# A folder every process of the session sees: the controller makes it before its workers start (they inherit
+# the environment) and removes it at the end. What workers coordinate through, such as the SLURM cluster.
+SHARED_ENV = "CPDAGTHINK_TEST_SHARED"
+
+
+def _controller(config) -> bool:
+    """Whether this process is the session's controller (pytest-xdist's, or the only process), not a worker."""
+    return not hasattr(config, "workerinput")
+
+
+def pytest_configure(config) -> None:
+    if _controller(config):
+        os.environ[SHARED_ENV] = tempfile.mkdtemp(prefix="cpdagthink-tests-")
+
+
+def pytest_unconfigure(config) -> None:
+    shared = os.environ.get(SHARED_ENV)
+    if _controller(config) and shared:
+        import slurm_cluster
+
+        slurm_cluster.stop_if_started(Path(shared))  # every worker has ended
+        shutil.rmtree(shared, ignore_errors=True)
+        del os.environ[SHARED_ENV]
 
 
 def pytest_collection_modifyitems(config, items) -> None:
@@ -85,6 +110,14 @@ def pytest_report_header(config) -> str:
 @pytest.fixture(scope="session")
 def test_csv() -> Path:
     return locate_test_split()
+
+
+@pytest.fixture(scope="session")
+def slurm(pytestconfig) -> None:
+    """The single-node SLURM, running: started once for the session by whichever worker needs it first."""
+    import slurm_cluster
+
+    slurm_cluster.require_cluster(pytestconfig, in_ci())
 
 
 @pytest.fixture
