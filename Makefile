@@ -46,9 +46,10 @@ browser:
 	bash scripts/install-browser.sh >/dev/null
 
 # Four pytest-xdist workers on the two cores: the two SLURM modules mostly wait on their scheduler (one cluster,
-# started once for the session), and their workers leave the cores to the other two. Each module runs whole on one worker (--dist loadscope), so a module-scoped
-# fixture (a model loaded, a server started, runs computed) is made once, not once per worker; the modules are
-# handed out in collection order (--no-loadscope-reorder), which tests/conftest.py makes longest first.
+# started once for the session), and their workers leave the cores to the other two. Each module runs whole on
+# one worker (--dist loadscope), so a module-scoped fixture (a model loaded, a server started, runs computed) is
+# made once, not once per worker; the modules are handed out in collection order (--no-loadscope-reorder),
+# which tests/conftest.py makes longest first.
 # (--dist loadgroup would group by marks but groups nothing under pytest 9.2:
 # https://github.com/pytest-dev/pytest-xdist/issues/1386.)
 # TEST_WORKERS=0 runs the suite in one process. The fifteen slowest tests are listed at the end.
