@@ -232,6 +232,7 @@ class LocalBackend(Backend):
             # Keeps the KV state of recent prompts and restores the longest matching prefix, so instances
             # that alternate (conditions, probes, turn 2 after another instance) skip most of their prefill.
             self.llm.set_cache(llama_cpp.LlamaRAMCache(capacity_bytes=int(ram_cache_gib * 2**30)))
+            self.llm.save_state = functools.partial(lean_state, self.llm)
         self._eos_id = self.llm.token_eos()
         bos_id = self.llm.token_bos()
         self._bos_text = self._token_text(bos_id)
@@ -446,6 +447,26 @@ class LocalBackend(Backend):
             except Exception:  # noqa: BLE001
                 pass
             self.llm = None
+
+
+def lean_state(llm: Any) -> Any:
+    """``llm.save_state()`` holding one row of ``llm.scores`` instead of all ``n_batch`` of them.
+
+    Those rows (n_batch x n_vocab floats: 297 MB for the default model) were copied into every state the RAM
+    cache keeps, about a second per call, and made a kept state 13 times its KV's size. Without ``logits_all``
+    nothing reads them: ``eval`` does not write them, sampling reads llama.cpp's own logits, and every
+    restore is followed by the evaluation of at least the prompt's last token (``create_completion``, and
+    :func:`.jump_forward.prefill`). ``load_state`` spreads the kept row over the array. The KV state, the
+    tokens and the seed are kept whole, so a restored state computes what it did before.
+    """
+    if llm._logits_all:
+        return type(llm).save_state(llm)
+    scores = llm.scores
+    llm.scores = scores[:1]
+    try:
+        return type(llm).save_state(llm)
+    finally:
+        llm.scores = scores
 
 
 def _template_of(llm: Any, override: str | None) -> tuple[str, str]:
