@@ -103,7 +103,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/runner.py
 
 bench-book: $(STAMP) browser
-	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python benchmarks/book.py
+	PATH=$(call quote,$(abspath $(BIN))):"$$PATH" $(BIN)/python benchmarks/book.py
 
 # Opt-in: llama.cpp rebuilt without llamafile's sgemm (about 8 min on 2 cores). Its batches of up to 7 tokens are
 # computed bit for bit as one-token steps, so jump-forward decoding with drafts is exact and faster; prompt

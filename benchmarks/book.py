@@ -58,7 +58,8 @@ def model_calls(root: Path) -> dict[tuple[str, int], list[float]]:
         metadata = read_metadata(folder)
         if metadata is None or metadata.run.get("backend") == "reference":
             continue
-        run = "/".join(filter(None, (metadata.run.get("condition", {}).get("name"), metadata.run.get("probe"))))
+        condition = metadata.run.get("condition", {}).get("name")
+        run = "/".join(filter(None, (condition, metadata.run.get("probe"))))
         for record in read_records(folder):
             for turn, call in enumerate(record.turns, start=1):
                 if not call.cache_hit:
@@ -72,12 +73,13 @@ def print_breakdown(root: Path) -> None:
     walls = chapter_seconds(root)
     print("chapters (s):", ", ".join(f"{name} {seconds:.0f}" for name, seconds in walls.items()))
     calls = model_calls(root)
+    row = "{:<44} {:>4}  {:5d}  {:7.1f}  {:10d}  {:14d}"
     print(f"{'model calls: run':<44} turn  calls  seconds  prompt tok  completion tok")
-    for (run, turn), (n, seconds, prompt, completion) in sorted(calls.items()):
-        print(f"{run:<44} {turn:>4}  {n:5d}  {seconds:7.1f}  {prompt:10d}  {completion:14d}")
+    for (run, turn), counts in sorted(calls.items()):
+        print(row.format(run, turn, *counts))
     for turn in sorted({turn for _, turn in calls}):
-        n, seconds, prompt, completion = (sum(v[k] for (_, t), v in calls.items() if t == turn) for k in range(4))
-        print(f"{'all turn ' + str(turn) + ' calls':<44} {turn:>4}  {n:5d}  {seconds:7.1f}  {prompt:10d}  {completion:14d}")
+        totals = [sum(v[k] for (_, t), v in calls.items() if t == turn) for k in range(4)]
+        print(row.format(f"all turn {turn} calls", turn, *totals))
 
 
 def main() -> None:
@@ -95,7 +97,8 @@ def main() -> None:
     cold = timed("cold main job")
     print_breakdown(ROOT)
     warm = timed("warm main job")
-    print(f"targets: cold <= 10 min {'met' if cold <= 600 else 'MISSED'}; warm <= 2 min {'met' if warm <= 120 else 'MISSED'}")
+    print(f"targets: cold <= 10 min {'met' if cold <= 600 else 'MISSED'}; "
+          f"warm <= 2 min {'met' if warm <= 120 else 'MISSED'}")
 
 
 if __name__ == "__main__":

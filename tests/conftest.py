@@ -171,3 +171,13 @@ def ctrl_c():
     yield timer
     timer.cancel()
     signal.signal(signal.SIGINT, previous)
+
+
+@pytest.fixture(scope="module")
+def smol():
+    """SmolLM2-135M on llama.cpp (the tests' fast model), loaded once per module that asks for it."""
+    from cpdagthink.backends import make_backend
+
+    backend = make_backend("local", model="smollm2-135m", n_ctx=2048)
+    yield backend
+    backend.close()

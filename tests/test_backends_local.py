@@ -121,13 +121,6 @@ def test_fallback_rendering_for_templates_without_tools():
 
 
 # ----------------------------------------------------------------------------------------- SmolLM2 (slow)
-@pytest.fixture(scope="module")
-def smol():
-    backend = make_backend("local", model="smollm2-135m", n_ctx=2048)
-    yield backend
-    backend.close()
-
-
 @pytest.mark.slow
 def test_unconstrained_chat_completion(smol):
     req = Request(messages=({"role": "user", "content": "Say hello."},), max_tokens=16, thinking=False)
@@ -188,40 +181,6 @@ def test_forced_tool_choice_without_constraint_uses_the_tool_schema(smol):
     out = smol.complete(req)
     assert out.meta["constrained"] and len(out.tool_calls) == 1
     assert json.loads(out.tool_calls[0].arguments)["value"] in ("YES", "NO")
-
-
-@pytest.mark.slow
-def test_a_kept_state_holds_one_logits_row_and_a_restore_from_it_computes_the_same(smol, monkeypatch):
-    """The RAM cache's states leave out llama-cpp-python's n_batch rows of logits, which nothing reads: the same
-    calls (the last one restored from the cache, not from the context) give the same tokens and the same KV
-    state as with whole states, which hold a row per token evaluated up to n_batch."""
-    import llama_cpp
-
-    llm = smol.llm
-    hello = ({"role": "user", "content": "Say hello."},)
-    calls = [Request(messages=hello, max_tokens=8, thinking=False),
-             Request(messages=({"role": "user", "content": "Name a colour."},), max_tokens=8, thinking=False)]
-    restores = []
-    monkeypatch.setattr(llm, "load_state", lambda state: restores.append(state) or type(llm).load_state(llm, state))
-
-    def history() -> tuple[list[str], list]:
-        llm.reset()
-        llm.set_cache(llama_cpp.LlamaRAMCache())
-        restores.clear()
-        outputs = [smol.complete(request).raw for request in calls]
-        again = Request(messages=(*hello, {"role": "assistant", "content": outputs[0]},
-                                  {"role": "user", "content": "Again."}), max_tokens=8, thinking=False)
-        outputs.append(smol.complete(again).raw)  # shares more with the first call's state than with the context
-        assert len(restores) == 1
-        return outputs, list(llm.cache.cache_state.values())
-
-    lean, kept = history()
-    assert all(state.scores.shape == (1, llm.n_vocab()) for state in kept)
-    monkeypatch.setattr(llm, "save_state", lambda: type(llm).save_state(llm))  # llama-cpp-python's own
-    whole, full = history()
-    assert lean == whole
-    assert [state.llama_state for state in kept] == [state.llama_state for state in full]
-    assert all(state.scores.shape[0] == min(state.n_tokens, llm.n_batch) > 1 for state in full)
 
 
 @pytest.mark.slow

@@ -58,6 +58,7 @@ from .jump_forward import (
 )
 from .chat_template import CHATML, TOOLS_POSTAMBLE, TOOLS_PREAMBLE, ChatTemplate
 from .models import DEFAULT_MODEL, MODELS, default_cache_dir, resolve_model
+from .kept_states import lean_state
 from .regex_indexes import RegexIndexes
 from .toolcalls import THINK_CLOSE, THINK_OPEN, completion_from_text, envelope_regex
 
@@ -447,26 +448,6 @@ class LocalBackend(Backend):
             except Exception:  # noqa: BLE001
                 pass
             self.llm = None
-
-
-def lean_state(llm: Any) -> Any:
-    """``llm.save_state()`` holding one row of ``llm.scores`` instead of all ``n_batch`` of them.
-
-    Those rows (n_batch x n_vocab floats: 297 MB for the default model) were copied into every state the RAM
-    cache keeps, about a second per call, and made a kept state 13 times its KV's size. Without ``logits_all``
-    nothing reads them: ``eval`` does not write them, sampling reads llama.cpp's own logits, and every
-    restore is followed by the evaluation of at least the prompt's last token (``create_completion``, and
-    :func:`.jump_forward.prefill`). ``load_state`` spreads the kept row over the array. The KV state, the
-    tokens and the seed are kept whole, so a restored state computes what it did before.
-    """
-    if llm._logits_all:
-        return type(llm).save_state(llm)
-    scores = llm.scores
-    llm.scores = scores[:1]
-    try:
-        return type(llm).save_state(llm)
-    finally:
-        llm.scores = scores
 
 
 def _template_of(llm: Any, override: str | None) -> tuple[str, str]:
