@@ -16,14 +16,16 @@ from __future__ import annotations
 
 import argparse
 import collections
-import json
 import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from cpdagthink.book.build_record import METADATA_KEY
+import nbformat
+
+from cpdagthink.book.build import executed_chapters
+from cpdagthink.book.build_record import execution, wall_seconds
 from cpdagthink.run.runfolder import read_metadata, read_records
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,19 +42,20 @@ def timed(label: str) -> float:
 
 
 def chapter_seconds(root: Path) -> dict[str, float]:
-    """Each executed chapter's wall time, as ``cpdagthink book`` recorded it in the notebook."""
+    """Each executed chapter's wall time, as its notebook records its execution (chapters without one left out)."""
     walls = {}
-    for notebook in sorted((root / "book").glob("[0-9][0-9]_*.ipynb")):
-        execution = json.loads(notebook.read_text()).get("metadata", {}).get(METADATA_KEY, {})
-        if "wall_seconds" in execution:
-            walls[notebook.stem] = execution["wall_seconds"]
+    for notebook in executed_chapters(root / "book"):
+        seconds = wall_seconds(execution(nbformat.read(notebook, as_version=4)))
+        if seconds is not None:
+            walls[notebook.stem] = seconds
     return walls
 
 
 def model_calls(root: Path) -> dict[tuple[str, int], list[float]]:
     """Per kind of model call, ``(run, turn)``: [calls, seconds, prompt tokens, completion tokens] of the calls
-    the model made (cache hits and the reference agent's runs left out). ``run`` is the condition, with its
-    probe after a slash."""
+    the model made in every run folder under ``root/outputs/runs`` (cache hits and the reference agent's runs
+    left out; after a cold run that is this book's alone). ``run`` is the condition, with its probe after a
+    slash."""
     kinds: dict[tuple[str, int], list[float]] = collections.defaultdict(lambda: [0, 0.0, 0, 0])
     for folder in sorted((root / "outputs" / "runs").iterdir()):
         metadata = read_metadata(folder)
@@ -85,7 +88,8 @@ def print_breakdown(root: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--breakdown", nargs="?", const=ROOT, type=Path, metavar="CHECKOUT",
-                        help="only print where a built book's time went (default: this checkout)")
+                        help="only print where a built book's time went: its chapters, and the calls of every run "
+                             "folder under outputs/runs (default: this checkout)")
     args = parser.parse_args()
     if args.breakdown is not None:
         print_breakdown(args.breakdown.resolve())

@@ -141,7 +141,7 @@ def _commit_text(record: dict[str, Any]) -> Markdown:
     return Markdown(code(str(commit)[:12]), " (dirty: changes not committed)" if record.get("dirty") else "")
 
 
-def _wall(record: dict[str, Any]) -> Any:
+def wall_seconds(record: dict[str, Any]) -> Any:
     """A chapter's execution time: as measured by ``cpdagthink book``, else papermill's duration."""
     return record.get("wall_seconds", record.get("papermill_seconds"))
 
@@ -152,7 +152,8 @@ def _chapter_row(name: str, r: dict[str, Any], machine: bool) -> list:
     started = r.get("started") or r.get("papermill_start")
     made = " (render-only: from complete run records)" if r.get("render_only") is True else ""
     return [name, _when(started) if started else "not recorded", _commit_text(r),
-            Markdown(_seconds(_wall(r)), made), _load_text(r), *([_machine_text(r.get("machine"))] if machine else [])]
+            Markdown(_seconds(wall_seconds(r)), made), _load_text(r),
+            *([_machine_text(r.get("machine"))] if machine else [])]
 
 
 def build_record(chapters: Sequence[tuple[str, dict[str, Any]]], rendered: dict[str, Any]) -> Markdown:
@@ -166,7 +167,7 @@ def build_record(chapters: Sequence[tuple[str, dict[str, Any]]], rendered: dict[
     header = ["chapter", "executed (UTC)", "commit", "wall time", "load (1 min), start → end",
               *(["machine"] if per_chapter else [])]
     rows = [_chapter_row(name, r, per_chapter) for name, r in chapters]
-    known = [t for t in map(_wall, (r for _, r in chapters)) if isinstance(t, (int, float))]
+    known = [t for t in map(wall_seconds, (r for _, r in chapters)) if isinstance(t, (int, float))]
     lead = Markdown(strong("Rendered"), " ", _when(rendered["at"]), " UTC from commit ", _commit_text(rendered), ".")
     if not chapters:
         return paragraphs(lead)
