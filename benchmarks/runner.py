@@ -96,7 +96,7 @@ MODES = (("plain constrained", True, False, False), ("jump-forward", True, True,
 
 def decoding_modes(backend: LocalBackend, instances, decoding: Decoding, draft_tokens: int) -> None:
     diffs = backend.batch_invariance()  # measured (or read from disk) before any timing
-    print(f"batch check on this build ({backend._llama_cpp.llama_print_system_info().decode().strip()}): max |logit "
+    print(f"batch check on this build ({backend.system_info.strip()}): max |logit "
           f"difference| to one-token steps by batch size " + ", ".join(f"{k}: {d:.3g}" for k, d in diffs.items())
           + f"; batches of up to {backend.batch_rows} token(s) are exact")
     prompt = backend.tokenize(backend.render(first_request(CONDITIONS["structured"], instances[0], decoding)))

@@ -283,10 +283,9 @@ class LocalBackend(Backend):
             "tool_format": "native-template" if self.native_tools else "system-prompt-hermes",
             "thinking": "supported" if self.thinking_supported else "unsupported",
             "thinking_budget": self.thinking_budget if self.thinking_supported else None,
-            # The build's kernels: llama.cpp compiles for the CPU it is built on, and builds for other instruction
-            # sets, or without llamafile, sum differently, so their greedy outputs differ (the default book made
-            # 11 530 completion tokens on an AVX-512 AMD EPYC, 10 209 on an Intel Xeon): their calls are cached,
-            # and their runs resumed, apart.
+            # llama.cpp compiles for the CPU it is built on: builds for other instruction sets, or without
+            # llamafile, sum differently and decode other greedy outputs, so their calls are cached, and their
+            # runs resumed, apart
             "llama_cpp_system": self.system_info,
         }
 
