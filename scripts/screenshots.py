@@ -5,7 +5,7 @@
 Writes ``<page>.png`` per page (Sphinx's index, search and genindex pages are left out) and prints, per
 page, where the first visible output and the first visible code cell sit (pixels from the top), so "results
 before code" can be checked without opening the images, and whether the page states its verdict, shows a "nan" or a
-table with a header and no rows. Chromium comes from ``scripts/install-browser.sh``.
+table with a header and no rows. Chromium comes from ``scripts/install-system-packages.sh book``.
 """
 
 from __future__ import annotations

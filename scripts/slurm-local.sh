@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # A single-node SLURM cluster on this machine (the tests of the grid on a real scheduler, tests/test_slurm*.py):
 #
-#   scripts/slurm-local.sh start    installs Debian's slurmctld, slurmd, slurm-client and munge when missing,
-#                                   writes /etc/slurm/slurm.conf from this machine's cores and memory, starts
+#   scripts/slurm-local.sh start    writes /etc/slurm/slurm.conf from this machine's cores and memory, starts
 #                                   munged, slurmctld and slurmd (each only if not running) and waits until
 #                                   `sinfo` shows the node idle
 #   scripts/slurm-local.sh stop     cancels the cluster's jobs and stops the daemons `start` started, no other
 #   scripts/slurm-local.sh status   prints `running` (exit 0) or `stopped` (exit 3)
 #
-# Idempotent: `start` on a running cluster and `stop` on a stopped one do nothing. Needs root (or sudo) and no
-# systemd. One cluster per machine: SLURM's ports (6817-6818) are fixed. No accounting (no slurmdbd): the
+# Debian's slurmctld, slurmd, slurm-client and munge come from `scripts/install-system-packages.sh slurm`
+# (`make setup` and `make test` run it); `start` installs nothing. Idempotent: `start` on a running cluster and
+# `stop` on a stopped one do nothing. Needs root (or sudo) and no systemd. One cluster per machine: SLURM's ports (6817-6818) are fixed. No accounting (no slurmdbd): the
 # profile's status command is squeue, which reads slurmctld, and MinJobAge keeps a finished job visible to it.
 set -euo pipefail
 
@@ -28,15 +28,12 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
 die() { echo "slurm-local: $*" >&2; exit 1; }
 
-install_packages() {
-    local missing=()
+require_packages() {
+    local bin
     for bin in slurmctld slurmd sbatch munged; do
-        command -v "$bin" >/dev/null 2>&1 || missing+=("$bin")
+        command -v "$bin" >/dev/null 2>&1 || [ -x "/usr/sbin/$bin" ] \
+            || die "$bin is not installed: run scripts/install-system-packages.sh slurm (make setup and make test do)"
     done
-    [ ${#missing[@]} -eq 0 ] && return 0
-    if ! apt-cache show slurmctld >/dev/null 2>&1; then $SUDO apt-get update -qq; fi
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
-        slurmctld slurmd slurm-client munge >/dev/null
 }
 
 # pid of a daemon from its pid file, if that process runs under that name
@@ -106,7 +103,7 @@ is_running() {
 }
 
 start() {
-    install_packages
+    require_packages
     write_config
     $SUDO mkdir -p "$STATE"
     if ! alive_pid /run/munge/munged.pid munged >/dev/null; then

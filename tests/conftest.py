@@ -123,11 +123,12 @@ def slurm(pytestconfig) -> None:
 @pytest.fixture
 def browser():
     """A headless Chromium page (:class:`cpdagthink.book.browser.Browser`). Skipped when Chromium is absent,
-    except under CI, where a missing browser is a failure: CI installs it (scripts/install-browser.sh)."""
+    except under CI, where a missing browser is a failure: `make test` installs it
+    (scripts/install-system-packages.sh)."""
     from cpdagthink.book.browser import Browser, find_chromium
 
     if find_chromium() is None:
-        message = "Chromium is absent: run scripts/install-browser.sh"
+        message = "Chromium is absent: run scripts/install-system-packages.sh book"
         if in_ci():
             pytest.fail(message, pytrace=False)
         pytest.skip(message)
@@ -150,7 +151,7 @@ def make_argv(tmp_path):
         stub.chmod(0o755)
         stamp = tmp_path / "installed"
         stamp.touch()
-        result = subprocess.run(["make", "-s", "-C", str(PROJECT_ROOT), "-o", "browser", target, f"STAMP={stamp}",
+        result = subprocess.run(["make", "-s", "-C", str(PROJECT_ROOT), "-o", "system-packages", target, f"STAMP={stamp}",
                                  f"BIN={tmp_path}", *(f"{k}={v}" for k, v in values.items())],
                                 cwd=tmp_path, capture_output=True, text=True, timeout=60)
         assert result.returncode == 0, result.stderr

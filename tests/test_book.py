@@ -322,7 +322,7 @@ def test_the_printed_book_has_no_toggles_no_near_blank_pages_and_its_tables_fit(
     from cpdagthink.book.build_record import METADATA_KEY
 
     if shutil.which("pdftoppm") is None or shutil.which("pdftotext") is None:
-        pytest.skip("poppler-utils is absent: run scripts/install-browser.sh")
+        pytest.skip("poppler-utils is absent: run scripts/install-system-packages.sh book")
     monkeypatch.setenv("CORR2CAUSE_CSV", str(test_csv))
     _book_root(tmp_path, ("01_main_results", "03_ablations"))
     shutil.copytree(PROJECT_ROOT / "book" / "using", tmp_path / "book" / "using")  # the intro includes a part of it

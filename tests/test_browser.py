@@ -46,7 +46,7 @@ def test_with_scripts_off_no_script_of_the_page_runs_but_evaluate_does(tmp_path)
     from cpdagthink.book.browser import Browser, find_chromium
 
     if find_chromium() is None:
-        pytest.skip("Chromium is absent: run scripts/install-browser.sh")
+        pytest.skip("Chromium is absent: run scripts/install-system-packages.sh book")
     with Browser(scripts=False) as browser:
         browser.open(page(tmp_path, "<p id='x'>static</p><script>document.getElementById('x').textContent = 'ran';"
                                     "window.pwned = 1</script><img src='x' onerror='window.pwned = 2'>"

@@ -60,7 +60,7 @@ def test_make_grid_on_slurm_builds_the_book_and_a_second_pass_submits_nothing(sl
         shutil.copy2(PROJECT_ROOT / name, project / name)
     stamp = tmp_path / "installed"
     stamp.touch()
-    make = ["make", "-s", "-C", str(project), "-o", "browser", "grid", f"STAMP={stamp}",
+    make = ["make", "-s", "-C", str(project), "-o", "system-packages", "grid", f"STAMP={stamp}",
             f"BIN={Path(sys.executable).parent}", "PROFILE=slurm", "BACKEND=reference", "LIMIT=4", "ONLY=01"]
     log = tmp_path / "make.log"
     start = time.perf_counter()

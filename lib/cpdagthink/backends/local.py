@@ -59,7 +59,7 @@ from .jump_forward import (
 from .chat_template import CHATML, TOOLS_POSTAMBLE, TOOLS_PREAMBLE, ChatTemplate
 from .models import DEFAULT_MODEL, MODELS, default_cache_dir, resolve_model
 from .kept_states import lean_state
-from .regex_indexes import RegexIndexes
+from .regex_indexes import RegexIndexes, compile_index, token_texts
 from .toolcalls import THINK_CLOSE, THINK_OPEN, completion_from_text, envelope_regex
 
 INSTALL_HINT = "pip install -e '.[local]'  (llama-cpp-python[server]==0.3.36, outlines[llamacpp]==1.3.3, numba)"
@@ -244,7 +244,7 @@ class LocalBackend(Backend):
         self.native_tools = self._template.native_tools
         self.thinking_supported = self._template.thinking_supported
         self._lock = threading.RLock()
-        self._outlines_backend = None
+        self._token_texts: tuple[int, dict[str, list[int]]] | None = None
         self._cache_dir = Path(cache_dir or default_cache_dir())
         self._indexes = RegexIndexes(self._cache_dir / "regex-indexes", self.model_file.sha256, self._eos_id,
                                      capacity=max_cached_regexes, compile=self._compile)
@@ -320,16 +320,16 @@ class LocalBackend(Backend):
 
     # ----------------------------------------------------------------------------------------- constraints
     def _compile(self, regex: str) -> Any:
-        """The outlines-core index of ``regex`` over this model's vocabulary."""
+        """The outlines-core index of ``regex`` over this model's vocabulary (:func:`.regex_indexes.compile_index`)."""
         try:
             import outlines
-            from outlines.backends.outlines_core import OutlinesCoreBackend
         except ImportError as exc:
             raise BackendError(f"regex constraints need outlines ({exc}); install with: {INSTALL_HINT}") from exc
-        if self._outlines_backend is None:
-            self._outlines_backend = OutlinesCoreBackend(outlines.from_llamacpp(self.llm, chat_mode=False))
+        if self._token_texts is None:
+            self._token_texts = token_texts(outlines.from_llamacpp(self.llm, chat_mode=False).tokenizer)
+        eos_id, texts = self._token_texts
         try:
-            return self._outlines_backend.get_regex_logits_processor(regex).index
+            return compile_index(regex, eos_id, texts)
         except Exception as exc:  # noqa: BLE001
             raise BackendError(f"outlines could not compile the constraint regex: {exc}") from exc
 

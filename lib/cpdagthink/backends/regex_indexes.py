@@ -1,6 +1,9 @@
 """Compiled regex constraints of one model, kept so that each regex is compiled once: the most recently used
-in memory (each as an :class:`~.jump_forward.IndexWalker`), every one on disk (compiling a 6-variable regex
-takes ~15 s), keyed by the model file's sha256 and the regex.
+in memory (each as an :class:`~.jump_forward.IndexWalker`), every one on disk, keyed by the model file's
+sha256 and the regex.
+
+:func:`compile_index` builds outlines-core's index over only the tokens the regex's automaton can read at all:
+the same index, 6 to 7 times sooner (the default model's 6-variable turn-1 regex: 2.2 s instead of 14.8 s).
 """
 
 from __future__ import annotations
@@ -14,6 +17,113 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .jump_forward import IndexWalker
+
+try:  # Python's own regex parser (3.11 and later), which reads the regex's syntax tree
+    from re import _constants as _sre, _parser
+except ImportError:  # another Python: regexes are compiled over the whole vocabulary
+    _sre = _parser = None
+
+
+def token_texts(tokenizer: Any) -> tuple[int, dict[str, list[int]]]:
+    """The end-of-sequence id and the token texts of an outlines tokenizer, each with its ids, formed as
+    outlines' ``OutlinesCoreBackend`` forms its vocabulary (the end-of-sequence text left out)."""
+    texts: dict[str, list[int]] = {}
+    for token, token_id in tokenizer.vocabulary.items():
+        texts.setdefault(tokenizer.convert_token_to_string(token), []).append(token_id)
+    texts.pop(tokenizer.convert_token_to_string(tokenizer.eos_token), None)
+    return tokenizer.eos_token_id, texts
+
+
+def _read_apart(regex: str) -> bool:
+    """Whether ``regex`` holds syntax that Rust's regex crate (outlines-core's) and Python's parser read
+    apart: a class inside a class (nested, or POSIX ``[:alpha:]``), class set operations (``&&``, ``--``,
+    ``~~``), or a group other than ``(?:`` (flags, names)."""
+    i, in_class = 0, False
+    while i < len(regex):
+        if regex[i] == "\\":
+            i += 2
+            continue
+        if in_class:
+            if regex[i] == "[" or regex.startswith(("&&", "--", "~~"), i):
+                return True
+            in_class = regex[i] != "]"
+        elif regex[i] == "[":
+            in_class = True
+            i += 1 + regex.startswith("^", i + 1)
+            i += regex.startswith("]", i)  # a leading ] is a member
+            continue
+        elif regex.startswith("(?", i) and not regex.startswith("(?:", i):
+            return True
+        i += 1
+    return False
+
+
+def _member_bytes(member: Any, value: Any) -> Any:
+    """The bytes a class member can match, or None (a negation, a category, a range beyond ASCII)."""
+    if member is _sre.LITERAL:
+        return chr(value).encode()
+    if member is _sre.RANGE and value[1] < 0x80:
+        return range(value[0], value[1] + 1)
+    return None
+
+
+def _parts(op: Any, arg: Any) -> list[Any] | None:
+    """The sub-patterns of a node that only groups, repeats or branches them, or None for any other node."""
+    if op is _sre.SUBPATTERN:
+        return None if arg[1] or arg[2] else [arg[3]]  # inline flags (case folding) change what matches
+    if op is _sre.BRANCH:
+        return list(arg[1])
+    if op in (_sre.MAX_REPEAT, _sre.MIN_REPEAT, _sre.POSSESSIVE_REPEAT):
+        return [arg[2]]
+    return None  # NOT_LITERAL, ANY, back references, lookarounds
+
+
+def _read_bytes(pattern: Any, alphabet: set[int]) -> bool:
+    """Add to ``alphabet`` every byte ``pattern`` (a parsed regex) can match; False where it cannot tell."""
+    for op, arg in pattern:
+        if op is _sre.AT:
+            continue
+        if op is _sre.LITERAL:
+            alphabet.update(chr(arg).encode())
+        elif op is _sre.IN:
+            members = [_member_bytes(member, value) for member, value in arg]
+            if any(m is None for m in members):
+                return False
+            alphabet.update(b for m in members for b in m)
+        else:
+            parts = _parts(op, arg)
+            if parts is None or not all(_read_bytes(part, alphabet) for part in parts):
+                return False
+    return True
+
+
+def regex_alphabet(regex: str) -> set[int] | None:
+    """Every byte of every text ``regex`` matches, read off its syntax (a superset: each literal character
+    and class member that can occur), or None when the regex holds what this reading cannot bound (a negated
+    class, ``.``, ``\\d``-like categories, non-ASCII ranges, flags, syntax Python and Rust read apart)."""
+    if _sre is None or _read_apart(regex):
+        return None
+    try:
+        pattern = _parser.parse(regex)
+    except Exception:  # noqa: BLE001 - syntax only Rust reads: no filter
+        return None
+    alphabet: set[int] = set()
+    return alphabet if _read_bytes(pattern, alphabet) else None
+
+
+def compile_index(regex: str, eos_id: int, texts: dict[str, list[int]]) -> Any:
+    """outlines-core's index of ``regex`` over the tokens ``texts``, built over only those made of bytes in
+    :func:`regex_alphabet`. A token with any other byte leaves every live state of the regex's automaton for
+    the dead one (no text of the regex holds that byte), and outlines-core gives no transition into the dead
+    state: so the index keeps its initial state, every transition and every final state (tests compare
+    them). Only its ``vocab_size`` (its tokens counted) is smaller, which nothing reads: the masks are sized
+    by the model's logits."""
+    from outlines_core import Index, Vocabulary
+
+    alphabet = regex_alphabet(regex)
+    if alphabet is not None:
+        texts = {text: ids for text, ids in texts.items() if alphabet.issuperset(text.encode())}
+    return Index(regex, Vocabulary(eos_id, texts))
 
 
 class RegexIndexes:

@@ -1,9 +1,9 @@
 """Headless Chromium driven over the DevTools protocol, for the explorer's browser test, the chapter
 screenshots and the book's PDF.
 
-The browser is Debian's ``chromium`` (``scripts/install-browser.sh``); nothing is downloaded. It is started
-with ``--remote-debugging-pipe``: the protocol's JSON messages travel over file descriptors 3 (to the
-browser) and 4 (from it), each ended by a NUL byte, so no port, websocket or client library is needed.
+The browser is Debian's ``chromium`` (``scripts/install-system-packages.sh book``); nothing is downloaded.
+It is started with ``--remote-debugging-pipe``: the protocol's JSON messages travel over file descriptors 3
+(to the browser) and 4 (from it), each ended by a NUL byte, so no port, websocket or client library is needed.
 """
 
 from __future__ import annotations
@@ -70,7 +70,8 @@ class Browser:
     def __init__(self, width: int = 1280, height: int = 900, timeout: float = 60.0, scripts: bool = True):
         executable = find_chromium()
         if executable is None:
-            raise BrowserError("Chromium not found: run scripts/install-browser.sh (Debian's `chromium` package)")
+            raise BrowserError("Chromium not found: run scripts/install-system-packages.sh book "
+                               "(Debian's `chromium` package)")
         self.timeout = timeout
         self.width, self.height = width, height
         self._profile = tempfile.TemporaryDirectory(prefix="cpdagthink-chromium-")

@@ -90,8 +90,8 @@ def build_single_file(root: Path = PROJECT_ROOT) -> Path:
     """The whole book as one file: Sphinx's ``singlehtml`` build (all chapters on one page, offline) printed
     to ``_build/book.pdf`` by headless Chromium. jupyter-book's own ``--builder pdfhtml`` cannot run here: it
     launches Playwright's browser, which Playwright downloads, and takes no path to Debian's ``chromium``.
-    Without Chromium (``scripts/install-browser.sh``) the result is the single HTML page (it needs its
-    ``_static`` folder beside it) and a note says so; the PDF then is one print from a browser away."""
+    Without Chromium (``scripts/install-system-packages.sh book``) the result is the single HTML page (it
+    needs its ``_static`` folder beside it) and a note says so; the PDF then is one print from a browser away."""
     import yaml
 
     from .browser import Browser, find_chromium
@@ -108,7 +108,7 @@ def build_single_file(root: Path = PROJECT_ROOT) -> Path:
     single = root / "_build" / "singlehtml" / "index.html"
     single.write_text(page.read_text(encoding="utf-8"), encoding="utf-8")
     if find_chromium() is None:
-        print(f"single-page book: {single} (no PDF: Chromium is absent; run scripts/install-browser.sh)")
+        print(f"single-page book: {single} (no PDF: Chromium is absent; run scripts/install-system-packages.sh book)")
         return single
     pdf = root / "_build" / "book.pdf"
     # Printed with every script of the page off: the print is of static HTML (tables, images, the explorer's
