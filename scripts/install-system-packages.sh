@@ -7,10 +7,13 @@
 #                                                    (pdftoppm and pdftotext, which the PDF's test reads with)
 #   scripts/install-system-packages.sh book slurm    and Debian's SLURM 22.05 and munge, for the tests on a
 #                                                    real scheduler (scripts/slurm-local.sh starts it)
+#   scripts/install-system-packages.sh --check slurm only says what is missing (exit 1), installs nothing
 #
 # `make book` asks for `book` only, so the main job never puts a scheduler's packages on a researcher's
 # machine; `make setup` and `make test` ask for both. Needs root or sudo when something is missing.
 set -euo pipefail
+check=false
+if [ "${1:-}" = "--check" ]; then check=true; shift; fi
 
 # a command on PATH, or in /usr/sbin (where the daemons are, off a user's PATH)
 have() { command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ]; }
@@ -35,6 +38,10 @@ absent() {
 absent "$@"
 if [ ${#missing[@]} -eq 0 ]; then
     exit 0
+fi
+if $check; then
+    echo "not installed: ${missing[*]}" >&2
+    exit 1
 fi
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi

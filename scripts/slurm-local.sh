@@ -9,8 +9,9 @@
 #
 # Debian's slurmctld, slurmd, slurm-client and munge come from `scripts/install-system-packages.sh slurm`
 # (`make setup` and `make test` run it); `start` installs nothing. Idempotent: `start` on a running cluster and
-# `stop` on a stopped one do nothing. Needs root (or sudo) and no systemd. One cluster per machine: SLURM's ports (6817-6818) are fixed. No accounting (no slurmdbd): the
-# profile's status command is squeue, which reads slurmctld, and MinJobAge keeps a finished job visible to it.
+# `stop` on a stopped one do nothing. Needs root (or sudo) and no systemd. One cluster per machine: SLURM's
+# ports (6817-6818) are fixed. No accounting (no slurmdbd): the profile's status command is squeue, which reads
+# slurmctld, and MinJobAge keeps a finished job visible to it.
 set -euo pipefail
 
 HOST=$(hostname -s)
@@ -29,11 +30,9 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 die() { echo "slurm-local: $*" >&2; exit 1; }
 
 require_packages() {
-    local bin
-    for bin in slurmctld slurmd sbatch munged; do
-        command -v "$bin" >/dev/null 2>&1 || [ -x "/usr/sbin/$bin" ] \
-            || die "$bin is not installed: run scripts/install-system-packages.sh slurm (make setup and make test do)"
-    done
+    local missing
+    missing=$(bash "$(dirname "$0")/install-system-packages.sh" --check slurm 2>&1) \
+        || die "$missing: run scripts/install-system-packages.sh slurm (make setup and make test do)"
 }
 
 # pid of a daemon from its pid file, if that process runs under that name

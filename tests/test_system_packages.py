@@ -49,3 +49,9 @@ def test_an_unknown_group_is_refused_by_name(tmp_path):
     result, calls = _run(tmp_path, "book", "gpu", present=("chromium", "pdftoppm"))
     assert result.returncode == 2 and "unknown group 'gpu' (book, slurm)" in result.stderr
     assert calls == []
+
+
+def test_a_check_names_what_is_missing_and_installs_nothing(tmp_path):
+    result, calls = _run(tmp_path, "--check", "book", present=("chromium",))
+    assert result.returncode == 1 and "not installed: poppler-utils" in result.stderr
+    assert calls == []
