@@ -7,7 +7,8 @@
 2. Structured turn 1, same prompts, same run, modes interleaved per prompt: plain constrained decoding
    (the outlines processor in llama.cpp's sampler, one token per step), jump-forward over forced tokens,
    jump-forward with verified lookup drafts, and unconstrained. Each prompt is first served once unmeasured,
-   so every measured call reuses the prompt from the KV cache and the figures are decoding speed. Reports
+   so every measured call reuses the prompt's whole batches from the KV cache (the rest, under a batch, is
+   evaluated again in each mode alike) and the figures are mostly decoding speed. Reports
    tokens/s, the share of forced (and accepted drafted) tokens, and wall-time ratios to the plain path.
    First it prints the batch check of this llama.cpp build (how far batched rows are from one-token steps,
    which decides how large a batch jump-forward may evaluate) and the cold prefill time of one prompt, the
@@ -28,6 +29,7 @@ import hashlib
 import tempfile
 import time
 
+from cpdagthink.backends.kept_states import KeptPrefixes
 from cpdagthink.backends.local import LocalBackend
 from cpdagthink.method.conditions import CONDITIONS, first_request
 from cpdagthink.method.decoding import Decoding
@@ -36,13 +38,17 @@ from cpdagthink.run.runner import run_condition
 
 
 def raw_pass(backend: LocalBackend, requests) -> tuple[float, list[str]]:
-    """The same prompts straight into llama.cpp: no records, no cache, no parsing."""
-    backend.llm.reset()
+    """The same prompts straight into llama.cpp: no records, no cache, no parsing; prefixes reused as the
+    backend reuses them (aligned to the batch), so the two passes compute the same."""
+    kept = KeptPrefixes(backend.llm, 0)
     texts, start = [], time.perf_counter()
     for request in requests:
+        tokens = backend.tokenize(backend.render(request))
+        kept.prepare(tokens)
         out = backend.llm.create_completion(
-            backend.tokenize(backend.render(request)), max_tokens=request.max_tokens, temperature=request.temperature,
+            tokens, max_tokens=request.max_tokens, temperature=request.temperature,
             seed=request.seed, top_p=request.top_p, top_k=request.top_k, min_p=request.min_p, repeat_penalty=1.0)
+        kept.keep(tokens)
         texts.append(out["choices"][0]["text"])
     return time.perf_counter() - start, texts
 
@@ -75,8 +81,9 @@ def main() -> None:
 
 
 def harness_overhead(backend: LocalBackend, baseline, instances, requests, decoding: Decoding) -> None:
+    backend.reset_context()
     raw_s, raw_texts = raw_pass(backend, requests)
-    backend.llm.reset()
+    backend.reset_context()
     with tempfile.TemporaryDirectory() as tmp:
         start = time.perf_counter()
         result = run_condition(baseline, backend, instances, f"{tmp}/run", decoding=decoding, cache_dir=f"{tmp}/cache",
@@ -104,6 +111,7 @@ def decoding_modes(backend: LocalBackend, instances, decoding: Decoding, draft_t
     start = time.perf_counter()
     backend.llm.eval(prompt)
     print(f"cold prefill of a {len(prompt)}-token turn-1 prompt: {time.perf_counter() - start:.2f} s")
+    backend.reset_context()
     totals = {label: {"tokens": 0, "seconds": 0.0, "forced": 0, "drafted": 0} for label, *_ in MODES}
     texts: dict[str, list[str]] = {label: [] for label, *_ in MODES}
     for instance in instances:

@@ -176,7 +176,6 @@ def decode_constrained(llm: Any, prompt: list[int], request: Request, max_tokens
     it equals the choice, and the first choice that differs is kept instead. So the output is the one
     token-by-token decoding gives (greedy: the same tokens; sampled: the same draws).
     """
-    restore_cached_state(llm, prompt)
     rows = [prefill(llm, prompt)]
     loop = _Loop(llm, walker, prompt, max_tokens, batch_rows=batch_rows, draft_tokens=draft_tokens)
     sampler = AdmittedSampler(request)
@@ -184,8 +183,6 @@ def decode_constrained(llm: Any, prompt: list[int], request: Request, max_tokens
         finish = loop.run(rows, sampler)
     finally:
         sampler.close()
-    if llm.cache:
-        llm.cache[prompt + loop.out] = llm.save_state()
     text = llm.detokenize(loop.out, prev_tokens=prompt).decode("utf-8", errors="ignore")
     return text, len(loop.out), finish, loop.counts
 
@@ -284,18 +281,6 @@ def discard(llm: Any, count: int) -> None:
     if count > 0:
         llm.n_tokens -= count
         llm._ctx.kv_cache_seq_rm(-1, llm.n_tokens, -1)
-
-
-def restore_cached_state(llm: Any, prompt: list[int]) -> None:
-    """Load the RAM-cached KV state sharing the longest prefix with ``prompt``, as ``create_completion`` does."""
-    if not llm.cache:
-        return
-    try:
-        item = llm.cache[prompt]
-    except KeyError:
-        return
-    if llm.longest_token_prefix(item.input_ids.tolist(), prompt) > llm.longest_token_prefix(llm._input_ids.tolist(), prompt):
-        llm.load_state(item)
 
 
 def prefill(llm: Any, prompt: list[int]) -> np.ndarray:

@@ -4,10 +4,12 @@ Prompting uses the GGUF's own chat template (``tokenizer.chat_template``), rende
 exactly as ``llama_cpp.llama_chat_format.Jinja2ChatFormatter`` does; a template without tool support gets
 the Hermes tool protocol as text, so every model sees the same protocol.
 
-Generation is a raw completion on the rendered prompt tokens. A :class:`Constraint` becomes an outlines-core
-regex index (wrapped in the Hermes envelope when the constraint names a tool), compiled once per pattern and
-kept on disk (:mod:`.regex_indexes`). By default the constrained output is plain constrained decoding: the outlines logits processor
-inside ``create_completion``'s sampler, one token per step. That processor runs in a llama.cpp callback, where
+Generation is a raw completion on the rendered prompt tokens, evaluated after the longest prefix kept of
+them in whole batches (:mod:`.kept_states`), so that what a call computes never depends on the calls before.
+A :class:`Constraint` becomes an outlines-core regex index (wrapped in the Hermes envelope when the constraint
+names a tool), compiled once per pattern and kept on disk (:mod:`.regex_indexes`). By default the constrained
+output is plain constrained decoding: the outlines logits processor inside ``create_completion``'s sampler,
+one token per step. That processor runs in a llama.cpp callback, where
 an exception would be swallowed and leave the output silently unconstrained (this is what happens without
 numba): here any such error fails the call loudly.
 
@@ -31,11 +33,9 @@ constrained answer; with any other template the flag has no effect and is record
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
 import json
-import os
 import sys
 import threading
 import time
@@ -58,13 +58,12 @@ from .jump_forward import (
 )
 from .chat_template import CHATML, TOOLS_POSTAMBLE, TOOLS_PREAMBLE, ChatTemplate
 from .models import DEFAULT_MODEL, MODELS, default_cache_dir, resolve_model
-from .kept_states import lean_state
+from .kept_states import KeptPrefixes
+from .llama_loading import default_extra_buffers, llama_model_params, load_model
 from .regex_indexes import RegexIndexes, compile_index, token_texts
 from .toolcalls import THINK_CLOSE, THINK_OPEN, completion_from_text, envelope_regex
 
 INSTALL_HINT = "pip install -e '.[local]'  (llama-cpp-python[server]==0.3.36, outlines[llamacpp]==1.3.3, numba)"
-
-_PARAMS_LOCK = threading.Lock()
 
 # How a request's sampling fields are applied (part of the identity: it decides what a seed means).
 SAMPLING = (
@@ -72,52 +71,6 @@ SAMPLING = (
     "chain top_k -> typical(1) -> top_p -> min_p -> temp -> dist(seed), over the tokens the constraint admits; "
     "repeat_penalty=1; a token the constraint forces is taken without sampling"
 )
-
-
-def cpu_has_amx() -> bool:
-    """Whether the CPU advertises Intel AMX (``amx_tile`` in /proc/cpuinfo)."""
-    try:
-        with open("/proc/cpuinfo") as handle:
-            for line in handle:
-                if line.startswith("flags"):
-                    return "amx_tile" in line.split()
-    except OSError:
-        pass
-    return False
-
-
-def default_extra_buffers() -> bool:
-    """Whether llama.cpp may use its extra CPU buffer types (AMX, weight repacking).
-
-    On this machine (a Firecracker VM) the CPU advertises AMX and the kernel grants the permission, yet the
-    first AMX instruction (``tilezero`` in ``ggml_backend_amx_mul_mat``) dies with SIGILL as soon as a batch
-    of more than one token is evaluated, killing the process. So the default is off when AMX is advertised;
-    ``CPDAGTHINK_LLAMA_EXTRA_BUFFERS=1`` (or ``=0``) overrides.
-    """
-    env = os.environ.get("CPDAGTHINK_LLAMA_EXTRA_BUFFERS")
-    if env is not None and env.strip() != "":
-        return env.strip().lower() not in ("0", "false", "no", "off")
-    return not cpu_has_amx()
-
-
-@contextlib.contextmanager
-def llama_model_params(extra_buffers: bool):
-    """Make ``llama_cpp.Llama(...)`` load with ``use_extra_bufts=extra_buffers`` (not a constructor option)."""
-    import llama_cpp.llama_cpp as capi
-
-    with _PARAMS_LOCK:
-        original = capi.llama_model_default_params
-
-        def params():
-            p = original()
-            p.use_extra_bufts = extra_buffers
-            return p
-
-        capi.llama_model_default_params = params
-        try:
-            yield
-        finally:
-            capi.llama_model_default_params = original
 
 
 def serve(argv: list[str] | None = None) -> None:
@@ -206,7 +159,7 @@ class LocalBackend(Backend):
         *,
         n_ctx: int = 16384,
         n_threads: int = 2,
-        n_batch: int = 512,
+        n_batch: int = 128,  # kept prefixes are reused in whole batches; larger ones prefill no faster here
         seed: int = 0,
         cache_dir: str | None = None,
         chat_template: str | None = None,
@@ -226,14 +179,12 @@ class LocalBackend(Backend):
         self.jump_forward = jump_forward
         self.draft_tokens = draft_tokens
         self.extra_buffers = default_extra_buffers() if extra_buffers is None else extra_buffers
-        self.llm = _load(llama_cpp, self.model_file.path, self.extra_buffers, n_ctx=n_ctx, n_threads=n_threads,
-                         n_batch=n_batch, seed=seed, verbose=verbose)
+        self.llm = load_model(llama_cpp, self.model_file.path, self.extra_buffers, n_ctx=n_ctx, n_threads=n_threads,
+                              n_batch=n_batch, seed=seed, verbose=verbose)
         self._llama_cpp = llama_cpp
-        if ram_cache_gib > 0:
-            # Keeps the KV state of recent prompts and restores the longest matching prefix, so instances
-            # that alternate (conditions, probes, turn 2 after another instance) skip most of their prefill.
-            self.llm.set_cache(llama_cpp.LlamaRAMCache(capacity_bytes=int(ram_cache_gib * 2**30)))
-            self.llm.save_state = functools.partial(lean_state, self.llm)
+        # Instances that alternate (conditions, probes, turn 2 after another instance) restore the longest
+        # prefix kept of their prompt and skip that much prefill, computing what a fresh context computes.
+        self._prefixes = KeptPrefixes(self.llm, int(ram_cache_gib * 2**30))
         self._eos_id = self.llm.token_eos()
         bos_id = self.llm.token_bos()
         self._bos_text = self._token_text(bos_id)
@@ -278,6 +229,8 @@ class LocalBackend(Backend):
             "extra_buffers": self.extra_buffers,
             "sampling": SAMPLING,
             "decoder": self.decoder,
+            "prefill": (f"every prompt evaluated as a fresh context evaluates it, in batches of {self.llm.n_batch} "
+                        f"tokens (kept prefixes reused at multiples of {self.llm.n_batch})"),
             "chat_template_sha256": hashlib.sha256(self.chat_template.encode()).hexdigest(),
             "chat_template_source": self.template_source,
             "tool_format": "native-template" if self.native_tools else "system-prompt-hermes",
@@ -351,14 +304,25 @@ class LocalBackend(Backend):
         if room <= 0:
             raise RequestRejected(f"prompt of {len(tokens)} tokens does not fit n_ctx={self.n_ctx}")
         max_tokens = max(1, min(max_tokens, room))
-        walker, guard, compile_s = None, None, 0.0
-        if regex is not None:
-            walker, compile_s = self._indexes.walker(regex)
-            if self.jump_forward:
+        walker, compile_s = (None, 0.0) if regex is None else self._indexes.walker(regex)
+        self._prefixes.prepare(tokens)
+        try:
+            if walker is not None and self.jump_forward:
                 text, n, finish, counts = decode_constrained(self.llm, tokens, request, max_tokens, walker,
                                                              batch_rows=self.batch_rows, draft_tokens=self.draft_tokens)
-                return text, n, finish, compile_s, counts
-            guard = self._processor(walker)
+            else:
+                text, n, finish, counts = self._complete_tokens(tokens, request, max_tokens, walker, stop)
+        except BaseException:
+            self._prefixes.forget()
+            raise
+        self._prefixes.keep(tokens)
+        return text, n, finish, compile_s, counts
+
+    def _complete_tokens(self, tokens: list[int], request: Request, max_tokens: int, walker: IndexWalker | None,
+                         stop: list[str] | None) -> tuple[str, int, str | None, dict[str, int]]:
+        """``create_completion`` after :meth:`KeptPrefixes.prepare`, under the outlines processor of ``walker``
+        (None: unconstrained): text, completion tokens, finish reason, and no decoder counts."""
+        guard = self._processor(walker) if walker is not None else None
         out = self.llm.create_completion(
             tokens,
             max_tokens=max_tokens,
@@ -374,7 +338,7 @@ class LocalBackend(Backend):
         if guard is not None and guard.error is not None:
             raise BackendError(f"constrained decoding failed inside the logits processor: {guard.error!r}") from guard.error
         choice = out["choices"][0]
-        return choice["text"], int(out["usage"]["completion_tokens"]), choice.get("finish_reason"), compile_s, {}
+        return choice["text"], int(out["usage"]["completion_tokens"]), choice.get("finish_reason"), {}
 
     @functools.cached_property
     def batch_rows(self) -> int:
@@ -398,6 +362,7 @@ class LocalBackend(Backend):
             tokens += tokens
         with self._lock:
             diffs = batch_invariance(self.llm, tokens[:INVARIANCE_CONTEXT], INVARIANCE_ROWS)
+            self._prefixes.forget()
         write_invariance(path, setting, diffs)
         return diffs
 
@@ -446,6 +411,13 @@ class LocalBackend(Backend):
                 meta=meta,
             )
 
+    def reset_context(self) -> None:
+        """Evaluate the next prompt from its start: reuse nothing the context or the kept states hold (for
+        measurements, and for code that evaluated in :attr:`llm` itself)."""
+        self._prefixes.forget()
+        if self._prefixes.kept is not None:
+            self._prefixes.kept.cache_state.clear()
+
     def close(self) -> None:
         llm = getattr(self, "llm", None)
         if llm is not None:
@@ -470,25 +442,6 @@ def _import_llama_cpp() -> Any:
     except ImportError as exc:
         raise BackendError(f"llama-cpp-python is not installed ({exc}); install with: {INSTALL_HINT}") from exc
     return llama_cpp
-
-
-def _load(llama_cpp: Any, path: Path, extra_buffers: bool, *, n_ctx: int, n_threads: int, n_batch: int, seed: int,
-          verbose: bool) -> Any:
-    """The GGUF at ``path`` loaded on CPU (its threads for prompt batches too)."""
-    try:
-        with llama_model_params(extra_buffers):
-            return llama_cpp.Llama(
-                model_path=str(path),
-                n_ctx=n_ctx,
-                n_threads=n_threads,
-                n_threads_batch=n_threads,
-                n_batch=n_batch,
-                n_gpu_layers=0,
-                seed=seed,
-                verbose=verbose,
-            )
-    except Exception as exc:  # noqa: BLE001
-        raise BackendError(f"llama.cpp could not load {path}: {exc}") from exc
 
 
 if __name__ == "__main__":
