@@ -44,7 +44,7 @@ def main() -> None:
     parser.add_argument("--row", type=int, default=2, help="which of the first rows of 3 variables to evaluate")
     parser.add_argument("--n-batch", type=int, help="the batch size (default: the backend's)")
     args = parser.parse_args()
-    backend = LocalBackend(args.model, ram_cache_gib=0, **({"n_batch": args.n_batch} if args.n_batch else {}))
+    backend = LocalBackend(args.model, kept_states_gib=0, **({"n_batch": args.n_batch} if args.n_batch else {}))
     llm = backend.llm
     rows = [i for i in load_split("test") if i.num_variables == 3][:max(4, args.row + 1)]
     prompts = [backend.tokenize(backend.render(first_request(CONDITIONS["baseline_enhanced"], row, Decoding())))
@@ -59,7 +59,7 @@ def main() -> None:
         if 0 < split < len(prompt):
             diff = np.abs(evaluated(llm, prompt[:split], prompt[split:]) - whole).max()
             print(f"  split at {split:5d} (then {len(prompt) - split:4d} tokens): {diff:.3g}")
-    kept = KeptPrefixes(llm, 0)
+    kept = KeptPrefixes(llm, None)
     for k, other in enumerate(prompts):
         if k == args.row:
             continue

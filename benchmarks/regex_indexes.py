@@ -27,7 +27,7 @@ def main() -> None:
     parser.add_argument("--model", default="qwen2.5-0.5b")
     parser.add_argument("--variables", type=int, nargs="+", default=[2, 3, 4, 5, 6])
     args = parser.parse_args()
-    backend = LocalBackend(args.model, n_ctx=2048, ram_cache_gib=0)
+    backend = LocalBackend(args.model, n_ctx=2048, kept_states_gib=0)
     eos_id, texts = token_texts(outlines.from_llamacpp(backend.llm, chat_mode=False).tokenizer)
     rows = load_split("test")
     print(f"{args.model}: {len(texts)} token texts")

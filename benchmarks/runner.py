@@ -40,7 +40,7 @@ from cpdagthink.run.runner import run_condition
 def raw_pass(backend: LocalBackend, requests) -> tuple[float, list[str]]:
     """The same prompts straight into llama.cpp: no records, no cache, no parsing; prefixes reused as the
     backend reuses them (aligned to the batch), so the two passes compute the same."""
-    kept = KeptPrefixes(backend.llm, 0)
+    kept = KeptPrefixes(backend.llm, None)
     texts, start = [], time.perf_counter()
     for request in requests:
         tokens = backend.tokenize(backend.render(request))
@@ -69,8 +69,8 @@ def main() -> None:
     if args.end_to_end:
         return end_to_end(args.model, instances, Decoding(max_tokens_turn1=args.max_tokens), args.end_to_end,
                           args.draft_tokens)
-    # No KV-state RAM cache here: both passes must start cold and reuse prefixes the same way.
-    backend = LocalBackend(args.model, ram_cache_gib=0)
+    # No kept states here: both passes must start cold and reuse prefixes the same way.
+    backend = LocalBackend(args.model, kept_states_gib=0)
     decoding = Decoding(max_tokens_answer=args.max_tokens, max_tokens_turn1=args.max_tokens)
     baseline = CONDITIONS["baseline_enhanced"]
     requests = [first_request(baseline, i, decoding) for i in instances]
@@ -139,11 +139,12 @@ def decoding_modes(backend: LocalBackend, instances, decoding: Decoding, draft_t
 
 
 def end_to_end(model: str, instances, decoding: Decoding, decoder: str, draft_tokens: int) -> None:
-    """Structured turn 1 of every row in turn, as the book asks it (the KV-state RAM cache on, so rows reuse
-    the shared prompt prefix), from a cold start of the model; batch check done before the clock starts.
+    """Structured turn 1 of every row in turn, as the book asks it (rows reuse the shared prompt prefix the
+    context holds; no kept states, which an earlier run would have left on disk), from a cold start of the
+    model; batch check done before the clock starts.
     Run once per decoder and per llama.cpp build, and compare the totals."""
     jump = decoder == "jump-forward"
-    backend = LocalBackend(model, jump_forward=jump, draft_tokens=draft_tokens if jump else 0)
+    backend = LocalBackend(model, jump_forward=jump, draft_tokens=draft_tokens if jump else 0, kept_states_gib=0)
     identity = backend.identity()
     outputs, tokens, start = [], 0, time.perf_counter()
     for instance in instances:

@@ -134,8 +134,8 @@ def _rows(n: int, max_tokens: int = 160):
 
 @pytest.fixture(scope="module")
 def smol_pair():
-    plain = make_backend("local", model="smollm2-135m", n_ctx=4096, jump_forward=False, ram_cache_gib=0)
-    jumping = make_backend("local", model="smollm2-135m", n_ctx=4096, jump_forward=True, draft_tokens=6, ram_cache_gib=0)
+    plain = make_backend("local", model="smollm2-135m", n_ctx=4096, jump_forward=False, kept_states_gib=0)
+    jumping = make_backend("local", model="smollm2-135m", n_ctx=4096, jump_forward=True, draft_tokens=6, kept_states_gib=0)
     yield plain, jumping
     plain.close()
     jumping.close()
@@ -185,8 +185,8 @@ def test_jump_forward_output_is_token_for_token_plain_constrained_decoding(smol_
 def test_jump_forward_with_drafts_equals_plain_decoding_on_the_default_model(test_csv):
     """One turn-1 request, cut after the envelope and the variable list: where the build batches exactly,
     drafts copied from the prompt's tool definition are accepted within it."""
-    plain = make_backend("local", n_ctx=4096, ram_cache_gib=0)
-    jumping = make_backend("local", n_ctx=4096, jump_forward=True, draft_tokens=6, ram_cache_gib=0)
+    plain = make_backend("local", n_ctx=4096, kept_states_gib=0)
+    jumping = make_backend("local", n_ctx=4096, jump_forward=True, draft_tokens=6, kept_states_gib=0)
     try:
         [request] = _rows(1, max_tokens=32)
         a, b = plain.complete(request), jumping.complete(request)

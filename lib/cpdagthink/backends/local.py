@@ -59,6 +59,7 @@ from .jump_forward import (
 from .chat_template import CHATML, TOOLS_POSTAMBLE, TOOLS_PREAMBLE, ChatTemplate
 from .models import DEFAULT_MODEL, MODELS, default_cache_dir, resolve_model
 from .kept_states import KeptPrefixes
+from .state_store import StateStore
 from .llama_loading import default_extra_buffers, llama_model_params, load_model
 from .regex_indexes import RegexIndexes, compile_index, token_texts
 from .toolcalls import THINK_CLOSE, THINK_OPEN, completion_from_text, envelope_regex
@@ -149,6 +150,8 @@ class LocalBackend(Backend):
 
     ``jump_forward=True`` decodes constrained output with this module's exact loop (module docstring),
     drafting up to ``draft_tokens`` tokens per step where the llama.cpp build computes such batches exactly.
+    The states of evaluated prompts are kept under ``cache_dir/kept-states`` for every process of the same
+    model and build to reuse (:mod:`.kept_states`), in at most ``kept_states_gib`` GiB (0: none kept).
     """
 
     name = "local"
@@ -166,7 +169,7 @@ class LocalBackend(Backend):
         thinking_budget: int = 1024,
         max_cached_regexes: int = 32,
         extra_buffers: bool | None = None,
-        ram_cache_gib: float = 4.0,
+        kept_states_gib: float = 4.0,
         jump_forward: bool = False,
         draft_tokens: int = 6,
         verbose: bool = False,
@@ -182,9 +185,6 @@ class LocalBackend(Backend):
         self.llm = load_model(llama_cpp, self.model_file.path, self.extra_buffers, n_ctx=n_ctx, n_threads=n_threads,
                               n_batch=n_batch, seed=seed, verbose=verbose)
         self._llama_cpp = llama_cpp
-        # Instances that alternate (conditions, probes, turn 2 after another instance) restore the longest
-        # prefix kept of their prompt and skip that much prefill, computing what a fresh context computes.
-        self._prefixes = KeptPrefixes(self.llm, int(ram_cache_gib * 2**30))
         self._eos_id = self.llm.token_eos()
         bos_id = self.llm.token_bos()
         self._bos_text = self._token_text(bos_id)
@@ -197,6 +197,14 @@ class LocalBackend(Backend):
         self._lock = threading.RLock()
         self._token_texts: tuple[int, dict[str, list[int]]] | None = None
         self._cache_dir = Path(cache_dir or default_cache_dir())
+        # Instances that alternate (conditions, probes, turn 2 after another instance, the next chapter's
+        # process) restore the longest prefix kept of their prompt and skip that much prefill, computing what
+        # a fresh context computes. The setting is what decides a prefix's KV bytes.
+        setting = [self.model_file.sha256, llama_cpp.__version__, self.system_info, n_threads, self.extra_buffers,
+                   self.llm.n_batch, n_ctx]
+        store = (StateStore(self._cache_dir / "kept-states", setting, int(kept_states_gib * 2**30))
+                 if kept_states_gib > 0 else None)
+        self._prefixes = KeptPrefixes(self.llm, store)
         self._indexes = RegexIndexes(self._cache_dir / "regex-indexes", self.model_file.sha256, self._eos_id,
                                      capacity=max_cached_regexes, compile=self._compile)
 
@@ -298,14 +306,15 @@ class LocalBackend(Backend):
     # ----------------------------------------------------------------------------------------- generation
     def _generate(self, tokens: list[int], request: Request, max_tokens: int, *, regex: str | None = None,
                   stop: list[str] | None = None) -> tuple[str, int, str | None, float, dict[str, int]]:
-        """Text, completion tokens, finish reason, regex compile seconds, and the decoder's counts (forced
-        and drafted tokens, forward passes; empty without the own decoder)."""
+        """Text, completion tokens, finish reason, regex compile seconds, and counts: the prompt tokens restored
+        rather than evaluated (``prompt_tokens_reused``) and the own decoder's (forced and drafted tokens,
+        forward passes)."""
         room = self.n_ctx - len(tokens)
         if room <= 0:
             raise RequestRejected(f"prompt of {len(tokens)} tokens does not fit n_ctx={self.n_ctx}")
         max_tokens = max(1, min(max_tokens, room))
         walker, compile_s = (None, 0.0) if regex is None else self._indexes.walker(regex)
-        self._prefixes.prepare(tokens)
+        reused = self._prefixes.prepare(tokens)
         try:
             if walker is not None and self.jump_forward:
                 text, n, finish, counts = decode_constrained(self.llm, tokens, request, max_tokens, walker,
@@ -316,7 +325,7 @@ class LocalBackend(Backend):
             self._prefixes.forget()
             raise
         self._prefixes.keep(tokens)
-        return text, n, finish, compile_s, counts
+        return text, n, finish, compile_s, {"prompt_tokens_reused": reused, **counts}
 
     def _complete_tokens(self, tokens: list[int], request: Request, max_tokens: int, walker: IndexWalker | None,
                          stop: list[str] | None) -> tuple[str, int, str | None, dict[str, int]]:
@@ -414,9 +423,7 @@ class LocalBackend(Backend):
     def reset_context(self) -> None:
         """Evaluate the next prompt from its start: reuse nothing the context or the kept states hold (for
         measurements, and for code that evaluated in :attr:`llm` itself)."""
-        self._prefixes.forget()
-        if self._prefixes.kept is not None:
-            self._prefixes.kept.cache_state.clear()
+        self._prefixes.forget(states=True)
 
     def close(self) -> None:
         llm = getattr(self, "llm", None)
