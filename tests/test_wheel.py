@@ -26,7 +26,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from cpdagthink.method.prompts import file_hash, raw
-from cpdagthink.paths import GRAPHS, PAPER_REPORTED, PROMPTS
+from cpdagthink.paths import GRAPHS, NEEDS_CHECKOUT, PAPER_REPORTED, PROMPTS
 
 ROOT = Path(__file__).parents[1]
 # What pip writes at install time: not part of a wheel.
@@ -210,6 +210,10 @@ def test_the_installed_wheel_runs_every_condition_from_another_folder_without_th
     assert "ASIA" in generated.read_text()
     figures = installed.python("from cpdagthink.analysis import tables; print(len(tables.paper()))")
     assert int(figures) == len(PAPER_REPORTED.read_text(encoding="utf-8").splitlines()) - 1
+    for command in (["plan", "--only", "06"], ["plan"], ["render"], ["book", "--only", "01"]):  # these need a checkout
+        done = installed.run("cpdagthink", *command)
+        assert done.returncode == 2 and not done.stdout, done.stdout + done.stderr
+        assert done.stderr.startswith(f"cpdagthink {command[0]}: error: ") and NEEDS_CHECKOUT in done.stderr, done.stderr
 
     _the_api_extra_runs_the_method_against_a_server(installed, tmp_path, wheel, test_csv)
 
