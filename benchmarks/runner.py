@@ -29,7 +29,7 @@ import hashlib
 import tempfile
 import time
 
-from cpdagthink.backends.kept_states import KeptPrefixes
+from cpdagthink.backends.local.kept_states import KeptPrefixes
 from cpdagthink.backends.local import LocalBackend
 from cpdagthink.method.conditions import CONDITIONS, first_request
 from cpdagthink.method.decoding import Decoding

@@ -109,7 +109,7 @@ def main() -> None:
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
     os.environ.setdefault("VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS", "3600")
     cold = time.perf_counter()
-    from cpdagthink.backends.models import hf_checkpoint
+    from cpdagthink.backends.local.models import hf_checkpoint
     from cpdagthink.backends.vllm_offline import VLLMBackend
 
     checkpoint = hf_checkpoint()

@@ -21,8 +21,8 @@ import pytest
 
 from cpdagthink.backends import make_backend
 from cpdagthink.backends.base import BackendError, RequestRejected
-from cpdagthink.backends.openai_endpoints import public_url, redact
-from cpdagthink.backends.openai_payloads import chat_kwargs
+from cpdagthink.backends.openai_api.endpoints import public_url, redact
+from cpdagthink.backends.openai_api.payloads import chat_kwargs
 from cpdagthink.backends.profiles import profile_for, with_overrides
 from cpdagthink.backends.toolcalls import envelope_regex
 from cpdagthink.backends.transport import ServiceRejected
@@ -319,7 +319,7 @@ def test_each_host_gets_only_the_key_meant_for_it(stub_factory, monkeypatch):
     """The environment's OpenAI key goes to api.openai.com only; a key in a URL goes to that URL only (and wins
     there); a variable named with api_key_env goes to the hosts of that backend; a host with no key gets a
     placeholder that is no secret, so a local server without auth still works."""
-    from cpdagthink.backends.openai_endpoints import NO_KEY, key_for
+    from cpdagthink.backends.openai_api.endpoints import NO_KEY, key_for
 
     monkeypatch.setenv("PROXY_KEY", "sk-proxy-only-4242")
     url_key = "sk-url/key#with?odd@chars"
@@ -514,7 +514,7 @@ def test_responses_kwargs_payload(test_csv):
     from dataclasses import replace
 
     from cpdagthink.method.chat import Completion, ToolCall
-    from cpdagthink.backends.openai_payloads import responses_kwargs
+    from cpdagthink.backends.openai_api.payloads import responses_kwargs
     from cpdagthink.method.conditions import CONDITIONS, second_request
     from cpdagthink.method.decoding import Decoding
     from cpdagthink.run.data import read_csv
@@ -551,7 +551,7 @@ def test_responses_kwargs_payload(test_csv):
 def test_strict_schema_keeps_the_causal_analysis_exact_and_says_what_it_loosens():
     from reasoning_api_server import strict_problem
 
-    from cpdagthink.backends.openai_payloads import strict_schema
+    from cpdagthink.backends.openai_api.payloads import strict_schema
 
     raw = tool_definition(None)["function"]["parameters"]
     assert strict_problem(raw)  # as pydantic writes it, the service would refuse it
@@ -867,7 +867,7 @@ def test_answers_are_parsed_one_at_a_time():
     """The client builds its response types on first use, and two threads doing that at once can meet a
     half-built type (seen in the throughput benchmark's first chunk; 1 fresh process in 5 with 16 threads
     constructing a Response at once): workers parse through one lock."""
-    from cpdagthink.backends.openai_responses import parsed
+    from cpdagthink.backends.openai_api.responses import parsed
 
     flight = InFlight()
 

@@ -22,6 +22,10 @@ import cpdagthink
 PACKAGE = Path(cpdagthink.__file__).parent
 
 
+# The backend families with several files, each a folder of backends/ whose __init__ exports its backend class.
+FAMILIES = ("local", "openai_api")
+
+
 class Layer(NamedTuple):
     folder: str  # "" for the package's top level
     modules: tuple[str, ...]
@@ -31,9 +35,11 @@ LAYERS = (
     Layer("", ("errors", "paths", "files", "credentials")),  # what every layer uses; imports nothing of the package
     Layer("causal", ("premise", "dag", "oracle", "instance")),
     Layer("method", ("chat", "decoding", "schema", "prompts", "conditions", "interventions", "validate")),
-    Layer("backends", ("base", "profiles", "models", "toolcalls", "jump_forward", "chat_template", "regex_indexes",
-                       "state_store", "kept_states", "llama_loading", "local", "transport", "openai_endpoints", "openai_payloads", "openai_responses",
-                       "openai_api", "vllm_offline", "reference")),
+    Layer("backends", ("base", "profiles", "toolcalls", "transport", "vllm_offline", "reference",
+                       *FAMILIES, "backend",  # each family folder holds its own backend module
+                       "models", "jump_forward", "chat_template", "regex_indexes", "state_store", "kept_states",
+                       "llama_loading",  # local/
+                       "endpoints", "payloads", "responses")),  # openai_api/
     Layer("run", ("parameters", "data", "generate", "spec", "config", "records", "runfolder", "cache", "runner",
                   "inspection")),
     Layer("analysis", ("metrics", "markup", "audit", "failures", "probes", "tables")),
@@ -67,7 +73,9 @@ def _leaf(name: str) -> str:
 
 
 def _rank(name: str) -> int:
-    """A module's layer; a folder's ``__init__`` is in the folder's layer."""
+    """A module's layer; a folder's ``__init__`` and ``__main__`` are in the folder's layer."""
+    if "." in name and _leaf(name) == "__main__":
+        return _rank(name.rpartition(".")[0])
     if "." not in name and (PACKAGE / name).is_dir():
         return next(rank for rank, layer in enumerate(LAYERS) if layer.folder == name)
     if _leaf(name) not in RANK:

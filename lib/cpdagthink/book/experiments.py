@@ -116,7 +116,7 @@ def model_name(setup: RunSet) -> str:
     if setup.backend == "local":
         from pathlib import Path
 
-        from ..backends.models import DEFAULT_MODEL, MODELS
+        from ..backends.local.models import DEFAULT_MODEL, MODELS
 
         spec = MODELS.get(setup.model or DEFAULT_MODEL)
         return spec.title if spec else Path(str(setup.model)).name

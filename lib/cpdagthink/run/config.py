@@ -355,7 +355,7 @@ def recommended_sampling(backend: str, model: str | None, thinking: bool = True)
     """The publisher's recommended sampling for a model, where the local registry or the model profiles know
     it (their ``source`` says where it was read); None where nothing is recorded."""
     if backend == "local":
-        from ..backends.models import DEFAULT_MODEL, MODELS
+        from ..backends.local.models import DEFAULT_MODEL, MODELS
 
         spec = MODELS.get(model or DEFAULT_MODEL)  # a .gguf path has no registry entry
         found = spec.recommended_sampling if spec else None

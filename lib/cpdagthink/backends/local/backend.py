@@ -44,8 +44,8 @@ from typing import Any
 
 import numpy as np
 
-from ..method.chat import Completion, Request
-from .base import Backend, BackendError, Provenance, RequestRejected
+from ...method.chat import Completion, Request
+from ..base import Backend, BackendError, Provenance, RequestRejected
 from .jump_forward import (
     INVARIANCE_CONTEXT,
     INVARIANCE_ROWS,
@@ -62,7 +62,7 @@ from .kept_states import KeptPrefixes
 from .state_store import StateStore
 from .llama_loading import default_extra_buffers, llama_model_params, load_model
 from .regex_indexes import RegexIndexes, compile_index, token_texts
-from .toolcalls import THINK_CLOSE, THINK_OPEN, completion_from_text, envelope_regex
+from ..toolcalls import THINK_CLOSE, THINK_OPEN, completion_from_text, envelope_regex
 
 INSTALL_HINT = "pip install -e '.[local]'  (llama-cpp-python[server]==0.3.36, outlines[llamacpp]==1.3.3, numba)"
 
@@ -450,6 +450,3 @@ def _import_llama_cpp() -> Any:
         raise BackendError(f"llama-cpp-python is not installed ({exc}); install with: {INSTALL_HINT}") from exc
     return llama_cpp
 
-
-if __name__ == "__main__":
-    serve()
