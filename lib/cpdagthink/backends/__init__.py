@@ -3,6 +3,8 @@
 ``make_backend("local" | "openai" | "vllm" | "reference", **options)`` builds one; the heavy libraries are imported only
 when that backend is built. To register another backend, add one entry to :data:`BACKENDS` (an import path
 ``"module:attribute"`` relative to this package or absolute, or any callable returning a :class:`Backend`).
+What the rest of the package must know of a backend before building it (how a grid job is sized, its model's
+title, its recommended sampling, the conditions it refuses) it asks the class, :func:`backend_class`.
 """
 
 from __future__ import annotations
@@ -33,6 +35,14 @@ def backend_factory(name: str) -> Callable[..., Backend]:
     module_name, _, attribute = entry.partition(":")
     module = importlib.import_module(module_name, package=__name__ if module_name.startswith(".") else None)
     return getattr(module, attribute)
+
+
+def backend_class(name: str) -> type[Backend]:
+    """The :class:`Backend` class registered under ``name``, whose class-level answers (``sized_by``,
+    :meth:`Backend.model_title`, ...) describe its family without building it; :class:`Backend` itself (every
+    default answer) for a factory that is not a class."""
+    factory = backend_factory(name)
+    return factory if inspect.isclass(factory) and issubclass(factory, Backend) else Backend
 
 
 def check_options(name: str, options: Mapping[str, Any]) -> dict[str, Any]:
@@ -90,6 +100,7 @@ __all__ = [
     "Constraint",
     "Request",
     "ToolCall",
+    "backend_class",
     "backend_factory",
     "check_options",
     "make_backend",

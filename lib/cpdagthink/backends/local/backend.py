@@ -57,6 +57,7 @@ from .jump_forward import (
     write_invariance,
 )
 from .chat_template import CHATML, TOOLS_POSTAMBLE, TOOLS_PREAMBLE, ChatTemplate
+from ..profiles import RecommendedSampling
 from .models import DEFAULT_MODEL, MODELS, default_cache_dir, resolve_model
 from .kept_states import KeptPrefixes
 from .state_store import StateStore
@@ -155,6 +156,19 @@ class LocalBackend(Backend):
     """
 
     name = "local"
+    sized_by = ("threads", "n_threads")  # a grid job holds the CPU threads llama.cpp computes on
+
+    @classmethod
+    def model_title(cls, model: str | None) -> str:
+        """The registry's title for a short name, the file name of a ``.gguf`` path."""
+        spec = MODELS.get(model or DEFAULT_MODEL)
+        return spec.title if spec else Path(str(model)).name
+
+    @classmethod
+    def recommended_sampling(cls, model: str | None, thinking: bool) -> RecommendedSampling | None:
+        """The registry's record for a short name (a ``.gguf`` path has none)."""
+        spec = MODELS.get(model or DEFAULT_MODEL)
+        return spec.recommended_sampling if spec else None
 
     def __init__(
         self,

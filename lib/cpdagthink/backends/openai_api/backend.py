@@ -40,7 +40,7 @@ from .responses import (
     completion_from_responses,
     parsed,
 )
-from ..profiles import ModelProfile, check_effort, profile_for, with_overrides
+from ..profiles import ModelProfile, ProfiledFamily, check_effort, profile_for, with_overrides
 from ..transport import MESSAGE_CHARS, Failure, ServiceRejected, Transport, bounded_http_client, status_failure
 
 INSTALL_HINT = "pip install -e '.[api]'"
@@ -94,7 +94,7 @@ def _retry_after(exc: Exception) -> float | None:
         return None
 
 
-class OpenAIBackend(Backend):
+class OpenAIBackend(ProfiledFamily, Backend):
     """Chat completions or the Responses API over HTTP. ``base_url``: None (api.openai.com), one URL, or a
     list (round-robin).
 
@@ -109,6 +109,7 @@ class OpenAIBackend(Backend):
 
     name = "openai"
     preferred_chunk_size = 64
+    api_slots = 1  # a grid job holds one of the profile's api_slots, sending up to max_concurrency at a time
 
     def __init__(
         self,
