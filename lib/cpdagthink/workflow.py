@@ -38,7 +38,6 @@ MARKERS = OUTPUTS_ROOT / "plan"
 _GRID_LOCK = "cpdagthink-grid.lock"  # in .snakemake/: held by every main Snakemake of this workflow while it lives
 
 
-
 class WorkflowConfigError(CpdagthinkError, ValueError):
     """A ``--config`` value the workflow cannot pass on (a key in a URL)."""
 
