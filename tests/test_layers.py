@@ -30,11 +30,12 @@ class Layer(NamedTuple):
 LAYERS = (
     Layer("", ("errors", "paths", "files", "credentials")),  # what every layer uses; imports nothing of the package
     Layer("causal", ("premise", "dag", "oracle", "instance")),
-    Layer("method", ("chat", "decoding", "schema", "prompts", "conditions", "interventions", "validate")),
+    Layer("method", ("chat", "decoding", "schema", "validate", "design", "field_names", "prompts", "conditions",
+                     "interventions")),
     Layer("backends", ("base", "profiles", "models", "toolcalls", "jump_forward", "chat_template", "regex_indexes",
                        "state_store", "kept_states", "llama_loading", "local", "transport", "openai_endpoints", "openai_payloads", "openai_responses",
                        "openai_api", "vllm_offline", "reference")),
-    Layer("run", ("parameters", "data", "generate", "spec", "config", "records", "runfolder", "cache", "runner",
+    Layer("run", ("parameters", "data", "generate", "spec", "config", "records", "runfolder", "cache", "repair", "runner",
                   "inspection")),
     Layer("analysis", ("metrics", "markup", "audit", "failures", "probes", "tables")),
     Layer("book", ("chapters", "presentation", "figures", "readings", "glue", "verdicts", "results", "bins", "removals",
