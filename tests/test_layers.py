@@ -37,9 +37,9 @@ LAYERS = (
                        "openai_api", "vllm_offline", "reference")),
     Layer("run", ("parameters", "data", "generate", "spec", "config", "records", "runfolder", "cache", "repair", "runner",
                   "inspection")),
-    Layer("analysis", ("metrics", "markup", "audit", "failures", "probes", "tables")),
+    Layer("analysis", ("metrics", "markup", "audit", "failures", "probes", "tables", "factorial")),
     Layer("book", ("chapters", "presentation", "figures", "readings", "glue", "verdicts", "results", "bins", "removals",
-                   "probing", "graph_audit", "gallery", "experiments", "plan", "explorer", "failure_views", "browser",
+                   "probing", "graph_audit", "gallery", "experiments", "components", "carriers", "plan", "explorer", "failure_views", "browser",
                    "site", "build_record", "build", "progress")),
     Layer("", ("cli", "__main__", "workflow", "scheduler")),  # the command line and the Snakemake workflow's entry, over everything
 )
