@@ -22,6 +22,8 @@ def test_verdicts_in_words():
     assert carriers.verdict_words(_effect(-5.0, -8.0, -2.0)) == "costs -5.0 pp [-8.0, -2.0]"
     assert carriers.verdict_words(_effect(0.5, -2.0, 3.0)) == \
         "no effect detectable at this n: the interval is [-2.0, +3.0]"
+    assert carriers.verdict_words(_effect(0.0, 0.0, 0.0)) == \
+        "no difference: the cells compared answered every instance alike"
 
 
 def test_the_verdict_table_names_the_papers_removal_and_this_runs_own():

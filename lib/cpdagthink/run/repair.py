@@ -7,7 +7,7 @@ answer, the premise's facts or the reference CPDAG. No symbolic solver answers a
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 from ..causal.instance import Instance
 from ..method.chat import Completion, Request
@@ -40,15 +40,3 @@ def repair_round(condition: Condition, decoding: Decoding, batch: Batch, instanc
         if corrected.analysis is not None:
             shown[k] = corrected
     return repairs, shown
-
-
-def repaired_counts(records: Sequence[Any]) -> dict[str, int]:
-    """What the rounds of some records did, by count: sent, an object that parses back, and how many objects
-    that were invalid came back valid (the audit's own words: :func:`validate.is_valid` without the facts)."""
-    from ..method.validate import is_valid
-
-    rounds = [r.repair for r in records if getattr(r, "repair", None) is not None]
-    sent = [x for x in rounds if x.sent]
-    parsed = [x for x in sent if x.analysis is not None]
-    return {"rounds": len(rounds), "sent": len(sent), "parsed": len(parsed),
-            "now_valid": sum(is_valid(x.analysis) for x in parsed)}

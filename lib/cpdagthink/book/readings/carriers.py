@@ -15,6 +15,7 @@ import pandas as pd
 from ...analysis import factorial
 from ...analysis.markup import Markdown, code
 from ...analysis.metrics import counted
+from ...causal.instance import Instance
 from ...method.design import BINARY, FACTORS, LEVEL_WORDS, Point
 from ...run.records import RunRecord
 from ..components import Cost
@@ -37,6 +38,8 @@ REMOVED_CELL = {f: Point(**{f: FACTORS[f][1]}) for f in BINARY}
 def verdict_words(effect: factorial.Effect) -> str:
     """A factor's verdict: what the paper's level carries, or that no effect is detectable at this n."""
     interval = f"[{signed(effect.low)}, {signed(effect.high)}]"
+    if effect.low == effect.high == effect.estimate == 0:
+        return "no difference: the cells compared answered every instance alike"
     if effect.low > 0:
         return f"carries {signed(effect.estimate)} pp {interval}"
     if effect.high < 0:
@@ -148,12 +151,14 @@ def cells_from(runs: Mapping[Point, Sequence[RunRecord]]) -> factorial.Cells | N
     return factorial.Cells.of(runs) if runs else None
 
 
-def repair_tables(runs: Mapping[tuple[str, int], Sequence[RunRecord]]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The repair round against Structured Thinking on the same instances: per seed, how many graphs it sent
-    back, how many replies parsed and how many came back valid; and the paired F1 comparison."""
-    from ...analysis import tables
-    from ...run.repair import repaired_counts
+def repair_tables(runs: Mapping[tuple[str, int], Sequence[RunRecord]], instances: Sequence[Instance]
+                  ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The repair round against Structured Thinking on the same instances: at the first seed that ran it, how
+    many graphs moved from each quality to each (:func:`audit.repair_transitions`: invalid to valid, to exact);
+    and the paired F1 comparison per seed."""
+    from ...analysis import audit, tables
 
-    counts = pd.DataFrame([{"seed": seed, **repaired_counts(records)} for (name, seed), records in runs.items()
-                           if name == "structured_repair"])
-    return counts, tables.paired_frame(runs, "structured_repair", ["structured"], n_resamples=2000)
+    references = {i.id: audit.reference_analysis(i) for i in instances}
+    seed = min(s for name, s in runs if name == "structured_repair")
+    moved = audit.repair_transitions(runs[("structured_repair", seed)], references.get)
+    return moved, tables.paired_frame(runs, "structured_repair", ["structured"], n_resamples=2000)
