@@ -86,3 +86,34 @@ def test_the_paper_scale_call_counts_in_the_docs_are_what_the_plan_counts(roots)
     for values, runs in (({}, 19), ({"design": "half"}, 11)):
         cost = components.design_cost(setup, values, 1162)
         assert cost.runs == runs and f"# {runs} runs, at most {cost.calls:,} model calls" in text
+
+
+@pytest.mark.slow
+def test_the_chapter_recovers_effects_a_loopback_server_plants(test_csv, tmp_path):
+    """End to end, through the OpenAI backend and the runner: a server that reads each request's cell from what
+    the request shows (tests/planted_server.py) answers with planted effects; the half fraction and the prose
+    arms on 300 rows (about a minute: 6000 calls). Each planted effect lies inside its interval, the large ones
+    are detected, and the null field names and delivery are called nulls."""
+    from functools import partial
+
+    from planted_server import PlantedServer
+    from test_factorial import PLANTED, TYPED_OVER_LIGHT, _probability
+
+    from cpdagthink.analysis import factorial
+
+    planted = {**PLANTED, "constraint": 8.0}
+    values = {"backend": "openai", "model": "planted-model", "data": str(test_csv), "limit": 300,
+              "sample_variables": None, "out_root": str(tmp_path / "runs"), "cache_dir": str(tmp_path / "cache")}
+    instances = ex.setup_from_parameters({**values, "backend": "reference", "model": None}).instances()
+    with PlantedServer(instances, partial(_probability, planted=planted)) as server:
+        setup = ex.setup_from_parameters({**values, "backend_options": {"base_url": server.url, "regex_mode": "vllm"}})
+        design = {"run_design": True, "design": "half", "include_repair": False}
+        runs = {key: ex.run(config, instances, progress=False) for key, config in components.design_runs(setup, design)}
+    found = {e.name: e for e in factorial.effects(factorial.Cells.of(components.cell_runs(runs, 0)))}
+    for name in ("constraint", "field_names", "delivery", "instruction"):
+        assert found[name].low <= planted[name] <= found[name].high, found[name]
+    interaction = next(e for e in found.values() if "delivery x instruction" in (e.name, e.aliases))
+    assert interaction.low <= planted["delivery x instruction"] <= interaction.high and interaction.detected
+    assert found["constraint"].detected and not found["field_names"].detected and not found["delivery"].detected
+    typed = found["typed vs lightly structured prose"]
+    assert typed.low <= TYPED_OVER_LIGHT <= typed.high and typed.detected

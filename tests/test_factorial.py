@@ -16,15 +16,15 @@ PLANTED = {"constraint": 5.0, "field_names": 0.0, "delivery": 0.0, "instruction"
 TYPED_OVER_LIGHT, LIGHT_OVER_FREE = 12.0, 4.0
 
 
-def _probability(point: Point) -> float:
+def _probability(point: Point, planted: dict[str, float] = PLANTED) -> float:
     """The planted chance of a correct answer in a cell (main effects and interactions as factorial.effects
     defines them: the contrast of cell means, so a code of +-1 moves the cell by half the effect)."""
     if point.intermediate != "typed":
-        light = _probability(factorial.MATCHED_TYPED) - TYPED_OVER_LIGHT / 100
+        light = _probability(factorial.MATCHED_TYPED, planted) - TYPED_OVER_LIGHT / 100
         return light if point.intermediate == "light_prose" else light - LIGHT_OVER_FREE / 100
     code = {f: 1 if point.paper_level(f) else -1 for f in ("constraint", "field_names", "delivery", "instruction")}
-    shift = sum(PLANTED[f] / 2 * code[f] for f in code)
-    shift += PLANTED["delivery x instruction"] / 2 * code["delivery"] * code["instruction"]
+    shift = sum(planted[f] / 2 * code[f] for f in code)
+    shift += planted["delivery x instruction"] / 2 * code["delivery"] * code["instruction"]
     return BASE + shift / 100
 
 
