@@ -44,11 +44,12 @@ def test_a_reading_that_ran_quotes_the_regex_effect_beside_the_papers_removal():
     cells = _cells(design_points(), seed=7)
     effects = factorial.effects(cells, resamples=500)
     reading = carriers.components_reading(cells, effects, {}, carriers.design_phrase(
-        design_points(), "full", Cost(18, 18 * 600, 18 * 1200, 1), 600), "cpdagthink book --only 07")
+        design_points(), "full", Cost(18, 18 * 600, 18 * 1200, 1), 600), "cpdagthink book --only 07", design_points())
     regex = next(e for e in effects if e.name == "constraint")
     assert reading.headline.value == regex.estimate and reading.headline.paper_key == "ablation_no_constrained_drop"
     assert abs(reading.numbers["regex_effect"] - PLANTED["constraint"]) < 3
-    assert set(reading.tables) == {"cells", "effects", "verdicts"}
+    assert set(reading.tables) == {"design_cells", "cells", "effects", "verdicts"}
+    assert all(len(t.columns) <= 9 for t in reading.tables.values())  # the book's tables fit its page
     figure = carriers.interaction_figure(cells)
     assert len(figure.axes) == 6
 
@@ -57,6 +58,11 @@ def test_a_design_that_did_not_run_says_so_with_its_cost_and_command():
     phrase = carriers.design_phrase(design_points(design="half"), "half", Cost(11, 44, 92, 9000), 4)
     text = str(phrase)
     assert "8 typed cells (the half fraction" in text and "2 prose arms" in text and "at most 92 model calls" in text
-    reading = carriers.components_reading(None, [], {}, phrase, "cpdagthink book --only 07 -p run_design=true")
+    refused = {"structured": "no regex here"}
+    reading = carriers.components_reading(None, [], refused, phrase, "cpdagthink book --only 07 -p run_design=true",
+                                          design_points(design="half"))
+    design = reading.tables["design_cells"].set_index("cell")
+    assert len(design) == 10 and design.loc["structured", "on this backend"] == "refused: no regex here"
+    assert design.loc["typed.regex.paper.user.bare", "delivery"] == "user message"
     assert "did not run" in str(reading.phrases["status"]) and "run_design=true" in str(reading.phrases["status"])
     assert math.isnan(reading.headline.value) and "did not run" in reading.headline.verdict()

@@ -98,7 +98,8 @@ def _interval(values: np.ndarray, indices: np.ndarray, confidence: float) -> tup
 
 
 def cell_table(cells: Cells, resamples: int = 2000, seed: int = 0, confidence: float = 0.95) -> pd.DataFrame:
-    """Per cell: its levels, F1(YES) and accuracy (percent) with paired percentile intervals."""
+    """Per cell (named by its levels, :attr:`Point.name`): F1(YES) and accuracy (percent) with paired percentile
+    intervals, on the ``len(cells.ids)`` instances every cell answered."""
     indices = bootstrap_indices(len(cells.ids), resamples, seed)
     gold = cells.truth[indices].sum(axis=1)
     rows = []
@@ -108,8 +109,7 @@ def cell_table(cells: Cells, resamples: int = 2000, seed: int = 0, confidence: f
         f1 = float(f1_yes(int((yes & cells.truth).sum()), int(yes.sum()), int(cells.truth.sum())))
         f1_low, f1_high = percentile_interval(f1s, confidence)
         acc_low, acc_high = _interval(correct.astype(float), indices, confidence)
-        rows.append({"cell": point.name, **{f: getattr(point, f) for f in FACTORS}, "n": len(cells.ids),
-                     "F1 (YES)": 100 * f1, "F1 low": 100 * f1_low, "F1 high": 100 * f1_high,
+        rows.append({"cell": point.name, "F1 (YES)": 100 * f1, "F1 low": 100 * f1_low, "F1 high": 100 * f1_high,
                      "accuracy": 100 * float(correct.mean()), "acc low": 100 * acc_low, "acc high": 100 * acc_high})
     return pd.DataFrame(rows)
 

@@ -117,15 +117,24 @@ def design_phrase(cells: Sequence[Point], design: str, cost: Cost, instances: in
                     f"{counted(cost.calls, 'model call')} and {cost.tokens:,} tokens of budget.")
 
 
+def design_table(cells: Sequence[Point], refused: Mapping[str, str]) -> pd.DataFrame:
+    """The design's cells: each one's levels, and whether it runs on this backend or is refused (with why)."""
+    return pd.DataFrame([{"cell": p.name, **{f: LEVEL_WORDS[f][getattr(p, f)] for f in FACTORS},
+                          "on this backend": f"refused: {refused[p.name]}" if p.name in refused else "runs"}
+                         for p in cells])
+
+
 def not_run_phrase(command: str) -> Markdown:
     return Markdown("The design did not run in this build: its runs are more than the default book's time target "
                     "allows, and this build holds no complete records of them. Run it with ", code(command), ".")
 
 
 def components_reading(cells: factorial.Cells | None, effects: Sequence[factorial.Effect],
-                       refused: Mapping[str, str], design_text: Markdown, command: str) -> Reading:
-    """The page's numbers, phrases and tables; ``cells`` None when the design did not run."""
-    reading = Reading(phrases={"design": design_text})
+                       refused: Mapping[str, str], design_text: Markdown, command: str,
+                       cells_run: Sequence[Point] = ()) -> Reading:
+    """The page's numbers, phrases and tables; ``cells`` None when the design did not run; ``cells_run`` the
+    design's cells, shown with their levels whether or not they ran."""
+    reading = Reading(phrases={"design": design_text}, tables={"design_cells": design_table(cells_run, refused)})
     if cells is None:
         reading.phrases["status"] = not_run_phrase(command)
         reading.headline = Headline("the schema regex's main effect", "ablation_no_constrained_drop",
@@ -161,4 +170,4 @@ def repair_tables(runs: Mapping[tuple[str, int], Sequence[RunRecord]], instances
     references = {i.id: audit.reference_analysis(i) for i in instances}
     seed = min(s for name, s in runs if name == "structured_repair")
     moved = audit.repair_transitions(runs[("structured_repair", seed)], references.get)
-    return moved, tables.paired_frame(runs, "structured_repair", ["structured"], n_resamples=2000)
+    return moved, tables.gain_table(tables.paired_frame(runs, "structured_repair", ["structured"], n_resamples=2000))
