@@ -120,8 +120,8 @@ def test_light_prose_shows_its_text_back(instances):
 
 
 def test_a_point_a_backend_cannot_apply_is_refused_with_its_reason():
-    assert "regex_mode=vllm" in refusal(Point(), "openai", {})
-    assert refusal(Point(), "openai", {"regex_mode": "vllm"}) is None
-    assert refusal(Point(constraint="none"), "openai", {}) is None
-    assert "no tools" in refusal(Point(constraint="none"), "local", tools=False)
-    assert refusal(NAMED["light_prose"], "local", tools=False) is None
+    assert "regex_mode=vllm" in refusal(Point(), applies_regex=False)
+    assert refusal(Point()) is None
+    assert refusal(Point(constraint="none"), applies_regex=False) is None
+    assert "no tools" in refusal(Point(constraint="none"), tools=False)
+    assert refusal(NAMED["light_prose"], applies_regex=False, tools=False) is None

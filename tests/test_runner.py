@@ -565,9 +565,12 @@ from cpdagthink.method.conditions import read_emitted, repair_findings, repair_r
 def test_the_repair_round_sends_the_findings_once_and_turn_two_shows_the_corrected_object(tmp_path, test_csv):
     from cpdagthink.method.schema import CausalAnalysis
 
+    from cpdagthink.run.config import RunConfig
+    from cpdagthink.run.runner import run_config
+
     items = sample(read_csv(test_csv), 6, seed=1)
-    result = run_condition(CONDITIONS["structured_repair"], BreaksTheGraph(), items, tmp_path / "run",
-                           cache_dir=tmp_path / "cache", progress=False)
+    config = RunConfig(backend="reference", condition="structured_repair", cache_dir=str(tmp_path / "cache"))
+    result = run_config(config, BreaksTheGraph(), items, tmp_path / "run", progress=False)
     for record in result.records:
         assert len(record.turns) == 3 and record.repair.sent
         assert any(f.startswith(("directed_and_undirected", "directed_cycle")) for f in record.repair.findings)
@@ -585,7 +588,6 @@ def test_the_repair_round_sends_the_findings_once_and_turn_two_shows_the_correct
     assert record.repair.findings[0] in request.messages[-1]["content"]
     assert "YES" not in request.messages[-1]["content"] and "Hypothesis" not in request.messages[-1]["content"]
     assert json.loads(read_records(tmp_path / "run")[0].model_dump_json())["repair"]["findings"] == record.repair.findings
-    plain = run_condition(CONDITIONS["structured_repair"], ReferenceBackend(), items, tmp_path / "valid",
-                          cache_dir=tmp_path / "cache", progress=False)
+    plain = run_config(config, ReferenceBackend(), items, tmp_path / "valid", progress=False)
     assert all(len(r.turns) == 2 and r.repair.findings == [] and not r.repair.sent for r in plain.records)
     assert isinstance(plain.records[0].emitted, CausalAnalysis)

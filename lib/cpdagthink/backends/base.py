@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from ..errors import CpdagthinkError
 from ..method.chat import Completion, Request
@@ -54,6 +54,13 @@ class Backend(ABC):
     name: str = "backend"
     thinking_supported: bool = False
     preferred_chunk_size: int = 1
+    tools: bool = True  # a class-level answer: the backend passes tools and tool messages (chapter 07's design)
+
+    @classmethod
+    def applies_regex(cls, options: Mapping[str, Any]) -> bool:
+        """A class-level answer, read without building the backend: whether a request's regex constraint is
+        applied to decoding under these options (a design point that needs it is refused where it is not)."""
+        return True
 
     @abstractmethod
     def identity(self) -> dict[str, Any]:

@@ -12,9 +12,12 @@ design, its cost and the command that runs it.
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+from ..backends import backend_factory
+from ..backends.base import Backend
 from ..causal.instance import Instance
 from ..method.design import Point, design_points, point_named, refusal
 from ..run.config import RunConfig, RunSet
@@ -34,12 +37,21 @@ def cells_of(values: Mapping[str, Any]) -> list[Point]:
     return design_points(factors, str(values.get("design") or "full"), bool(values.get("include_prose", True)))
 
 
+def _family(name: str) -> type[Backend]:
+    """The backend class registered under ``name``, whose class-level answers describe it without building it
+    (:class:`Backend` itself, every default answer, for a factory that is not a class)."""
+    factory = backend_factory(name)
+    return factory if inspect.isclass(factory) and issubclass(factory, Backend) else Backend
+
+
 def refused_cells(setup: RunSet, cells: Sequence[Point]) -> dict[str, str]:
-    """The cells this backend cannot apply, each with the reason: the design's own rule
-    (:func:`design.refusal`: no regex without a backend that applies one) and what the setup refuses of any
-    condition (:func:`experiments.refusals`, e.g. a model that cannot serve it). A refused cell is left out and
-    named, never run as another."""
-    refused = {p.name: why for p in cells if (why := refusal(p, setup.backend, setup.backend_options))}
+    """The cells this backend cannot apply, each with the reason: what the backend answers for itself
+    (:func:`design.refusal` on ``Backend.applies_regex`` and ``Backend.tools``: no regex where it is not applied)
+    and what the setup refuses of any condition (:func:`experiments.refusals`, e.g. a model that cannot serve
+    it). A refused cell is left out and named, never run as another."""
+    family = _family(setup.backend)
+    regex, tools = family.applies_regex(setup.backend_options), family.tools
+    refused = {p.name: why for p in cells if (why := refusal(p, regex, tools))}
     others = [p.name for p in cells if p.name not in refused]
     return refused | ex.refusals(setup, others)
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 from itertools import product
-from typing import Any, Iterable, Sequence
+from typing import Iterable, Sequence
 
 FACTORS: dict[str, tuple[str, ...]] = {
     "intermediate": ("typed", "light_prose", "free_prose"),
@@ -120,16 +120,14 @@ def point_named(name: str) -> Point | None:
     return point if point.name == name else None  # a named point is reached by its name only
 
 
-def refusal(point: Point, backend: str, options: dict[str, Any] | None = None,
-            tools: bool = True) -> str | None:
-    """Why ``backend`` cannot apply ``point`` (None when it can): a regex needs a backend that applies one (a
-    generic OpenAI-compatible server applies none unless ``regex_mode=vllm``), and a typed object or a tool-result
-    delivery needs a backend with tools. A refused point is left out with this reason, never run as another."""
-    options = options or {}
-    if point.intermediate == "typed" and point.constraint == "regex" and backend == "openai" \
-            and options.get("regex_mode") != "vllm":
-        return ("the schema regex is not applied by an OpenAI-compatible server without regex_mode=vllm: "
-                "this cell would run unconstrained")
+def refusal(point: Point, applies_regex: bool = True, tools: bool = True) -> str | None:
+    """Why a backend cannot apply ``point`` (None when it can), from what the backend answers for itself
+    (``Backend.applies_regex``, ``Backend.tools``): a regex cell needs a backend that applies the regex (a generic
+    OpenAI-compatible server applies none unless ``regex_mode=vllm``), and the typed object is a tool call. A
+    refused point is left out with this reason, never run as another."""
+    if point.intermediate == "typed" and point.constraint == "regex" and not applies_regex:
+        return ("this backend does not apply the schema regex with these options (an OpenAI-compatible server "
+                "needs regex_mode=vllm): this cell would run unconstrained")
     if point.intermediate == "typed" and not tools:
         return "this backend has no tools: the typed object is a tool call"
     return None
