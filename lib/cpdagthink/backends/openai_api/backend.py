@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from ...method.chat import Completion, Request
 from ..base import Backend, BackendError, PartialBatchError, Provenance
@@ -110,6 +110,12 @@ class OpenAIBackend(ProfiledFamily, Backend):
     name = "openai"
     preferred_chunk_size = 64
     api_slots = 1  # a grid job holds one of the profile's api_slots, sending up to max_concurrency at a time
+
+    @classmethod
+    def applies_regex(cls, options: Mapping[str, Any]) -> bool:
+        """A generic OpenAI-compatible server applies no regex; a vLLM server does, given it with
+        ``regex_mode="vllm"`` (its ``structured_outputs``)."""
+        return options.get("regex_mode") == "vllm"
 
     def __init__(
         self,
