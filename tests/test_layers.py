@@ -30,7 +30,7 @@ class Layer(NamedTuple):
 LAYERS = (
     Layer("", ("errors", "paths", "files", "credentials")),  # what every layer uses; imports nothing of the package
     Layer("causal", ("premise", "dag", "oracle", "instance")),
-    Layer("method", ("chat", "decoding", "schema", "prompts", "conditions", "interventions", "validate")),
+    Layer("method", ("chat", "budgets", "decoding", "schema", "prompts", "conditions", "interventions", "validate")),
     Layer("backends", ("base", "profiles", "models", "toolcalls", "jump_forward", "chat_template", "regex_indexes",
                        "state_store", "kept_states", "llama_loading", "local", "transport", "openai_endpoints", "openai_payloads", "openai_responses",
                        "openai_api", "vllm_offline", "reference")),

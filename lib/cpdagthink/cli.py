@@ -18,6 +18,7 @@ from typing import Any, Callable, Iterator
 
 from .causal.instance import Instance
 from .errors import CpdagthinkError
+from .method.budgets import BUDGET_SETS, DEFAULT_BUDGETS, budget_set
 from .paths import ENV_OUTPUTS, OUTPUTS_ROOT
 from .run.config import RunParameters
 from .run.data import load_split, local_test_csv, read_csv
@@ -154,7 +155,13 @@ def cmd_generate(args: argparse.Namespace) -> int:
 def _parameters(args: argparse.Namespace, **fixed: Any) -> RunParameters:
     """The run parameters named on the command line (flags left unset keep the model's defaults)."""
     given = {k: v for k, v in vars(args).items() if k in RunParameters.model_fields and v not in (None, [], "")}
-    return RunParameters(**{**given, "backend_options": _backend_options(args), **fixed})
+    return RunParameters(**{**_budgets(args), **given, "backend_options": _backend_options(args), **fixed})
+
+
+def _budgets(args: argparse.Namespace) -> dict[str, int]:
+    """``--budgets NAME``: that set's two budgets (``--max-tokens-turn1``/``--max-tokens-answer`` win)."""
+    name = getattr(args, "budgets", None)
+    return budget_set(name).as_parameters() if name else {}
 
 
 def _backend_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -197,6 +204,13 @@ def cmd_prompt(args: argparse.Namespace) -> int:
     from .method.conditions import get_condition
     from .run.inspection import inspect_request
 
+    if args.run:  # a recorded case: its run's own settings, and the request it sent
+        from .run.inspection import recorded_request
+
+        print(json.dumps(recorded_request(args.run, args.row, args.turn).to_json(), indent=2, ensure_ascii=False))
+        return 0
+    if not args.condition:
+        raise ValueError("name the --condition, or the --run FOLDER whose recorded request to print")
     # The same parameters as `run`, so the printed request is the one a run with these flags sends.
     config = _parameters(args, seeds=[args.seed], backend=args.backend or "reference").to_config()
     instances = config.all_instances()
@@ -233,8 +247,9 @@ def _book_overrides(args: argparse.Namespace) -> dict[str, Any]:
     """The notebook overrides the flags of ``book`` (and ``plan``) name; ``-p`` parameters apart."""
     overrides = {k: v for k, v in vars(args).items()
                  if k not in ("command", "handler", "only", "sample_variables", "parameter", "group", "execute",
-                              "no_build", "render_only", "allow_partial", "backend_options")
+                              "no_build", "render_only", "allow_partial", "backend_options", "budgets")
                  and v not in (None, [], "")}
+    overrides = {**_budgets(args), **overrides}
     options = _backend_options(args)
     if options:
         overrides["backend_options"] = options
@@ -346,7 +361,7 @@ _SHORTHANDS: tuple[tuple[str, str, dict[str, Any], str], ...] = (
 )
 
 
-def _model_options(parser: argparse.ArgumentParser, budgets: str = "defaults 1024 and 512") -> None:
+def _model_options(parser: argparse.ArgumentParser) -> None:
     """The flags that choose a model and how it decodes, shared by ``run`` and ``book``."""
     parser.add_argument("--backend", help="local (default), openai, vllm, reference")
     parser.add_argument("--model", help="local: qwen2.5-0.5b (default), smollm2-135m or a .gguf path; "
@@ -358,7 +373,11 @@ def _model_options(parser: argparse.ArgumentParser, budgets: str = "defaults 102
     for flag, key, extra, help_text in _SHORTHANDS:
         parser.add_argument(flag, action=_BackendOption, key=key, help=f"{help_text} (-o {key}=...)", **extra)
     parser.add_argument("--tool-choice", choices=["auto", "forced"], help="auto (+ prompt instruction) or forced")
-    parser.add_argument("--max-tokens-turn1", type=int, help=f"turn-1 budget ({budgets})")
+    default = budget_set(DEFAULT_BUDGETS)
+    parser.add_argument("--budgets", choices=list(BUDGET_SETS),
+                        help=f"a named set of both budgets (default {DEFAULT_BUDGETS}: {default.turn1} and "
+                             f"{default.answer}; paper: {BUDGET_SETS['paper'].turn1} and {BUDGET_SETS['paper'].answer})")
+    parser.add_argument("--max-tokens-turn1", type=int, help="turn-1 budget (wins over --budgets)")
     parser.add_argument("--max-tokens-answer", type=int, help="answer-turn budget")
     parser.add_argument("--sampling", choices=["auto", "greedy", "recommended"],
                         help="auto (default): the model's recommended sampling for any number of seeds, so seed 0 is "
@@ -417,8 +436,7 @@ def _run_options(run: argparse.ArgumentParser) -> None:
 
 def _chapter_options(book: argparse.ArgumentParser) -> None:
     """``book`` and ``plan``: the model, the sample, the seeds and the chapters, as the notebooks take them."""
-    _model_options(book, budgets="notebook defaults 512 and 128, sized for the CPU model; raise them for "
-                                 "thinking models")
+    _model_options(book)
     book.add_argument("--limit", type=int, help="sample size (0: the whole split)")
     book.add_argument("--sample-min-positives", type=int,
                       help="at least this many gold positives in the sample (notebook default 2)")
@@ -471,7 +489,9 @@ def _schema_options(schema: argparse.ArgumentParser) -> None:
 def _prompt_options(prompt: argparse.ArgumentParser) -> None:
     """``prompt``: the data row, the condition, the turn, the probe and seed, the model and the cache."""
     _data_options(prompt)
-    prompt.add_argument("--condition", required=True, help="structured, baseline_enhanced, twoturn_prose_pc, ...")
+    prompt.add_argument("--condition", help="structured, baseline_enhanced, twoturn_prose_pc, ...")
+    prompt.add_argument("--run", help="a run folder: print the request its record of --row (0-based, in the run's "
+                        "sample order) sent, with that run's settings (the other flags are not read)")
     prompt.add_argument("--row", type=int, required=True, help="0-based row of the data")
     prompt.add_argument("--turn", type=int, choices=[1, 2], default=1,
                         help="2: turn 1 is answered first (from the call cache when a run made it)")

@@ -1,5 +1,5 @@
 """The paper's method: the ``CausalAnalysis`` object and its decoding regex (``schema``), the chat request a
-condition builds and the completion it reads (``chat``), the decoding settings (``decoding``), the prompts, the
+condition builds and the completion it reads (``chat``), the decoding settings (``decoding``) and the named token budgets (``budgets``), the prompts, the
 conditions, the turn-2 probes and their registry ``PROBES`` (``interventions``), and the certified CPDAG
 validator (``validate``).
 
@@ -9,6 +9,7 @@ the folder imports none of them.
 """
 
 __all__ = [
+    "budgets",
     "chat",
     "conditions",
     "decoding",

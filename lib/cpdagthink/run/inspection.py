@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..backends.base import Backend
+from ..errors import CpdagthinkError
 from ..causal.instance import Instance
 from ..method.chat import Completion, Request, ToolCall
 from ..method.conditions import (Condition, Flow, Turn2Input, first_request, get_condition, intervene, read_emitted,
@@ -93,3 +94,37 @@ def _complete(backend: Backend, request: Request, cache_dir: str | Path | None) 
     if cache_dir is None:
         return backend.complete(request)
     return CachedBackend(backend, CallCache(cache_dir)).complete_batch([request])[0][0]
+
+
+class NotRecordedError(CpdagthinkError, ValueError):
+    """A recorded request cannot be printed as it was sent (no such row or turn, or other settings made it)."""
+
+
+def recorded_request(folder: str | Path, row: int, turn: int = 1) -> Inspected:
+    """Turn ``turn`` of the ``row``-th instance (0-based, in the run's sample order) of the run in ``folder``,
+    rebuilt with that run's own settings (its ``config.json``: condition, probe, decoding and budgets, seed) from
+    its record, no model call: what :func:`inspect_request` prints, and the very request the run sent (its digest
+    equals the recorded ``request_sha256``; anything else is refused, never printed as if it were sent)."""
+    from .config import RunConfig
+    from .runfolder import CONFIG, read_json, read_records
+
+    data = read_json(Path(folder) / CONFIG)
+    if data is None:
+        raise NotRecordedError(f"{folder} holds no {CONFIG}: not a run folder")
+    config = RunConfig.model_validate(data)
+    instances = config.instances()
+    if not 0 <= row < len(instances):
+        raise NotRecordedError(f"--row {row} is outside the run's rows 0..{len(instances) - 1}")
+    instance = instances[row]
+    record = next((r for r in read_records(folder) if r.id == instance.id), None)
+    if record is None or not record.turns:
+        raise NotRecordedError(f"row {row} ({instance.id}) has no recorded request in {folder}"
+                               + (f": {record.problem}" if record is not None and record.problem else ""))
+    if not 1 <= turn <= len(record.turns):
+        raise NotRecordedError(f"row {row} of {folder} recorded {len(record.turns)} turn(s); there is no turn {turn}")
+    inspected = recorded_requests(record, instance, config.decoding)[turn - 1]
+    if inspected.as_recorded is not True:
+        raise NotRecordedError(f"turn {turn} of row {row} rebuilt from {folder} is not the request recorded "
+                               + ("(its reasoning items are never kept)" if inspected.as_recorded is None
+                                  else "(the run was made by another version's prompts)"))
+    return inspected
