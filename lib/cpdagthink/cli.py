@@ -238,7 +238,7 @@ def _notebook_parameter(text: str) -> tuple[str, Any]:
     """``name=value`` of ``book -p``: the value read as JSON when it is JSON (numbers, lists, null, true),
     else as the text itself (``-p backend=reference``)."""
     name, sep, value = text.partition("=")
-    if not sep or not name.isidentifier():
+    if not sep or not name.rpartition(":")[2].isidentifier():  # `01:seeds`: for the chapters named 01... only
         raise argparse.ArgumentTypeError(f"expected NAME=VALUE, e.g. probes='[\"scramble_full\"]', got {text!r}")
     return name, json_or_text(value)
 
@@ -247,7 +247,8 @@ def _book_overrides(args: argparse.Namespace) -> dict[str, Any]:
     """The notebook overrides the flags of ``book`` (and ``plan``) name; ``-p`` parameters apart."""
     overrides = {k: v for k, v in vars(args).items()
                  if k not in ("command", "handler", "only", "sample_variables", "parameter", "group", "execute",
-                              "no_build", "render_only", "allow_partial", "backend_options", "budgets")
+                              "no_build", "render_only", "allow_partial", "backend_options", "budgets",
+                              "recipes", "list", "dry_run", "book")
                  and v not in (None, [], "")}
     overrides = {**_budgets(args), **overrides}
     options = _backend_options(args)
@@ -303,6 +304,19 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if left:
         print(f"cpdagthink plan: {len(left)} run(s) still incomplete, first {left[0]}", file=sys.stderr)
     return 1 if left else 0
+
+
+def cmd_reproduce(args: argparse.Namespace) -> int:
+    from .book.recipes import recipe_listing
+    from .book.reproduce import reproduce
+
+    if args.list:
+        print(recipe_listing())
+        return 0
+    if not args.recipes:
+        raise ValueError("name the recipes to reproduce (e.g. TABLE1, or PAPER for all); --list shows them")
+    return reproduce(args.recipes, _book_overrides(args), dict(args.parameter or []), args.only,
+                     dry_run=args.dry_run, book=args.book)
 
 
 def cmd_render(args: argparse.Namespace) -> int:
@@ -449,7 +463,7 @@ def _chapter_options(book: argparse.ArgumentParser) -> None:
     book.add_argument("--only", nargs="+", help="notebook name prefixes, e.g. 01 04")
     book.add_argument("-p", "--parameter", action="append", type=_notebook_parameter, metavar="NAME=VALUE",
                       help="any notebook parameter (papermill's names), e.g. -p probes='[\"scramble_full\"]'; "
-                           "repeatable; wins over the flags (-p backend_options='{...}' over -o, key by key); "
+                           "NN:NAME=VALUE gives it to chapter NN only (-p 01:seeds='[0,1,2]'); repeatable; wins over the flags (-p backend_options='{...}' over -o, key by key); "
                            "a name no selected chapter declares is refused")
 
 
@@ -478,6 +492,15 @@ def _plan_options(plan: argparse.ArgumentParser) -> None:
     plan.add_argument("--group", help="only this group's runs (one backend and model at one seed)")
     plan.add_argument("--execute", action="store_true", help="compute the runs that are not complete (exit 0 "
                       "when all are complete)")
+
+
+def _reproduce_options(parser: argparse.ArgumentParser) -> None:
+    """``reproduce``: the recipes, the chapters' options (which win over a recipe's), and what to do."""
+    parser.add_argument("recipes", nargs="*", metavar="RECIPE", help="TABLE1, FIGURE2, ... or PAPER for all")
+    parser.add_argument("--list", action="store_true", help="print the recipe of every reported result")
+    parser.add_argument("--dry-run", action="store_true", help="plan and print the runs; compute nothing")
+    parser.add_argument("--book", action="store_true", help="then build the one book of the paper's design")
+    _chapter_options(parser)
 
 
 def _schema_options(schema: argparse.ArgumentParser) -> None:
@@ -515,6 +538,8 @@ def build_parser() -> argparse.ArgumentParser:
         "book": (cmd_book, _book_options, "execute every notebook with papermill and build the Jupyter Book"),
         "plan": (cmd_plan, _plan_options, "print every run the book reads (config, run folder, complete, group) as "
                                           "JSON; --group KEY --execute computes one group's runs"),
+        "reproduce": (cmd_reproduce, _reproduce_options,
+                      "plan and compute the runs of the paper's results (--list: the recipes; --dry-run)"),
         "render": (cmd_render, _allow_partial,
                    "build the Jupyter Book from the notebooks already executed in book/ (runs nothing)"),
         "schema": (cmd_schema, _schema_options, "print the CausalAnalysis JSON schema or its decoding regex"),

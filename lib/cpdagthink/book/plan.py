@@ -10,7 +10,7 @@ model is loaded once (``cpdagthink plan --group KEY --execute``, what a workflow
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -196,16 +196,23 @@ def plan_book(overrides: dict[str, Any], only: list[str] | None = None,
     from .build import chapter_values, selected
 
     notebooks, overrides = selected(overrides, only, parameters)
+    return plan_chapters((n.stem, chapter_values(n, overrides)) for n in notebooks)
+
+
+def plan_chapters(executions: Iterable[tuple[str, Mapping[str, Any]]]) -> list[PlannedRun]:
+    """Every run these chapter executions read, ``(chapter, its parameter values)`` each (a chapter may come
+    more than once, e.g. on two models); a run that several read appears once, with each chapter in
+    ``chapters``, in the order first declared."""
     samples, found = _Samples(), {}
-    for notebook in notebooks:
-        for run in declared(notebook.stem, chapter_values(notebook, overrides)):
+    for chapter, values in executions:
+        for run in declared(chapter, values):
             instances = samples.of(run.config)
             folder = str(run.config.folder(instances))
             if folder in found:
                 chapters = found[folder].chapters
-                chapters += [] if notebook.stem in chapters else [notebook.stem]
+                chapters += [] if chapter in chapters else [chapter]
                 continue
-            found[folder] = PlannedRun(chapters=[notebook.stem], config=run.config,
+            found[folder] = PlannedRun(chapters=[chapter], config=run.config,
                                        instances=Rows.of(run.config, instances), folder=folder,
                                        complete=is_complete(folder, run.config, instances), group=group_of(run.config))
     return list(found.values())
