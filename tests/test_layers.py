@@ -35,10 +35,10 @@ LAYERS = (
                        "state_store", "kept_states", "llama_loading", "local", "transport", "openai_endpoints", "openai_payloads", "openai_responses",
                        "openai_api", "vllm_offline", "reference")),
     Layer("run", ("parameters", "data", "generate", "spec", "config", "records", "runfolder", "cache", "runner",
-                  "inspection")),
+                  "inspection", "estimate")),
     Layer("analysis", ("metrics", "markup", "audit", "failures", "probes", "tables")),
     Layer("book", ("chapters", "presentation", "figures", "readings", "glue", "verdicts", "results", "bins", "removals",
-                   "probing", "graph_audit", "gallery", "experiments", "plan", "explorer", "failure_views", "browser",
+                   "probing", "graph_audit", "gallery", "experiments", "plan", "cost", "explorer", "failure_views", "browser",
                    "site", "build_record", "build", "recipes", "reproduce", "progress")),
     Layer("", ("cli", "__main__", "workflow", "scheduler")),  # the command line and the Snakemake workflow's entry, over everything
 )

@@ -290,7 +290,7 @@ def test_a_folder_of_another_backend_names_the_field_and_both_values(items, tmp_
     run_condition(condition, Built("a"), items[:2], tmp_path / "run", cache_dir=tmp_path / "c", progress=False)
     with pytest.raises(RunMismatchError, match=r'different backend \(backend.build: "b" asked, "a" in the folder\)'):
         run_condition(condition, Built("b"), items[:2], tmp_path / "run", cache_dir=tmp_path / "c", progress=False)
-    with pytest.raises(RunMismatchError, match=r"different run \(run.decoding.max_tokens_turn1: 64 asked, 1024 in the "
+    with pytest.raises(RunMismatchError, match=r"different run \(run.decoding.max_tokens_turn1: 64 asked, 512 in the "
                                                r"folder\)"):
         run_condition(condition, Built("a"), items[:2], tmp_path / "run",
                       cache_dir=tmp_path / "c", decoding=Decoding(max_tokens_turn1=64), progress=False)

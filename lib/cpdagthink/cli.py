@@ -248,7 +248,8 @@ def _book_overrides(args: argparse.Namespace) -> dict[str, Any]:
     overrides = {k: v for k, v in vars(args).items()
                  if k not in ("command", "handler", "only", "sample_variables", "parameter", "group", "execute",
                               "no_build", "render_only", "allow_partial", "backend_options", "budgets",
-                              "recipes", "list", "dry_run", "book")
+                              "recipes", "list", "dry_run", "book", "cost", "price_input", "price_output",
+                              "latency", "concurrency")
                  and v not in (None, [], "")}
     overrides = {**_budgets(args), **overrides}
     options = _backend_options(args)
@@ -295,6 +296,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
         return found[args.group]
 
     runs = planned()
+    if args.cost:
+        from .book.cost import cost_lines, plan_cost
+
+        print("\n".join(cost_lines(plan_cost(runs, _pricing(args)))))
+        return 0
     if not args.execute:
         print(json.dumps([r.model_dump(mode="json") for r in runs], indent=2))
         return 0
@@ -316,7 +322,13 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     if not args.recipes:
         raise ValueError("name the recipes to reproduce (e.g. TABLE1, or PAPER for all); --list shows them")
     return reproduce(args.recipes, _book_overrides(args), dict(args.parameter or []), args.only,
-                     dry_run=args.dry_run, book=args.book)
+                     dry_run=args.dry_run, book=args.book, pricing=_pricing(args))
+
+
+def _pricing(args: argparse.Namespace) -> Any:
+    from .book.cost import Pricing
+
+    return Pricing(args.price_input, args.price_output, args.latency, args.concurrency)
 
 
 def cmd_render(args: argparse.Namespace) -> int:
@@ -492,6 +504,9 @@ def _plan_options(plan: argparse.ArgumentParser) -> None:
     plan.add_argument("--group", help="only this group's runs (one backend and model at one seed)")
     plan.add_argument("--execute", action="store_true", help="compute the runs that are not complete (exit 0 "
                       "when all are complete)")
+    plan.add_argument("--cost", action="store_true", help="print what each run and the plan still cost (calls, "
+                      "tokens, price, time) instead of the JSON")
+    _cost_options(plan)
 
 
 def _reproduce_options(parser: argparse.ArgumentParser) -> None:
@@ -501,6 +516,16 @@ def _reproduce_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dry-run", action="store_true", help="plan and print the runs; compute nothing")
     parser.add_argument("--book", action="store_true", help="then build the one book of the paper's design")
     _chapter_options(parser)
+    _cost_options(parser)
+
+
+def _cost_options(parser: argparse.ArgumentParser) -> None:
+    """``plan --cost`` and ``reproduce --dry-run``: the prices and the latency the cost is computed with."""
+    parser.add_argument("--price-input", type=float, metavar="USD", help="price of a million prompt tokens")
+    parser.add_argument("--price-output", type=float, metavar="USD", help="price of a million completion tokens")
+    parser.add_argument("--latency", type=float, metavar="S", help="seconds per call (default: earlier runs' mean)")
+    parser.add_argument("--concurrency", type=int, metavar="N", help="calls in flight (default: max_concurrency, "
+                        "5 for the openai backend, else 1)")
 
 
 def _schema_options(schema: argparse.ArgumentParser) -> None:

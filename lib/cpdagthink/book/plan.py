@@ -132,7 +132,7 @@ def declared(chapter: str, values: Mapping[str, Any]) -> list[Declared]:
     return CHAPTERS[chapter](ex.setup_from_parameters(values), values)
 
 
-class _Samples:
+class Samples:
     """Each sample drawn once, however many runs read it (a sample is named by the fields that draw it)."""
 
     def __init__(self) -> None:
@@ -150,7 +150,7 @@ def run_chapter(chapter: str, namespace: Mapping[str, Any], progress: bool = Tru
     """What a chapter's notebook calls: every run it declares, computed where its folder is not complete and
     read where it is (:func:`experiments.run`; render-only refuses to compute), and their records by part and
     key, in the order declared."""
-    samples, parts = _Samples(), {}
+    samples, parts = Samples(), {}
     for run in declared(chapter, namespace):
         parts.setdefault(run.part, {})[run.key] = ex.run(run.config, samples.of(run.config), progress=progress)
     return parts
@@ -203,7 +203,7 @@ def plan_chapters(executions: Iterable[tuple[str, Mapping[str, Any]]]) -> list[P
     """Every run these chapter executions read, ``(chapter, its parameter values)`` each (a chapter may come
     more than once, e.g. on two models); a run that several read appears once, with each chapter in
     ``chapters``, in the order first declared."""
-    samples, found = _Samples(), {}
+    samples, found = Samples(), {}
     for chapter, values in executions:
         for run in declared(chapter, values):
             instances = samples.of(run.config)
@@ -230,7 +230,7 @@ def execute(runs: Sequence[PlannedRun], progress: bool = True) -> None:
     """Compute every run that is not complete, group by group: a group's runs share one backend, built once
     (:func:`experiments.backend_of`), and a complete run is left as it is (:func:`experiments.run` reads it).
     Runs whose rows no longer match the plan are refused (plan again)."""
-    samples = _Samples()
+    samples = Samples()
     for members in groups(runs).values():
         for run in members:
             c, instances = run.config, samples.of(run.config)

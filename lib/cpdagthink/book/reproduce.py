@@ -17,6 +17,7 @@ from typing import Any
 
 from ..method.budgets import budget_set
 from .chapters import NOTEBOOKS, SCOPE, chapter_values
+from .cost import Pricing, cost_lines, plan_cost
 from .plan import PlannedRun, plan_chapters
 from .recipes import BUDGETS, OOD, QWEN35_27B, Recipe, Setting
 
@@ -114,10 +115,12 @@ def plan_lines(runs: Sequence[PlannedRun]) -> list[str]:
 
 
 def reproduce(keys: Sequence[str], overrides: Mapping[str, Any], parameters: Mapping[str, Any] | None = None,
-              only: Sequence[str] | None = None, *, dry_run: bool = False, book: bool = False) -> int:
+              only: Sequence[str] | None = None, *, dry_run: bool = False, book: bool = False,
+              pricing: Pricing | None = None) -> int:
     """Plan the recipes ``keys`` (``PAPER``: all), print the plan, and unless ``dry_run`` compute every run not
     complete (:func:`.plan.execute`, group by group) and, with ``book``, build the one book of
-    :func:`book_design`. 0 when every run is complete at the end, 1 when some is not."""
+    :func:`book_design`; a dry run prints what the plan still costs (:mod:`.cost`) instead. 0 when every run is
+    complete at the end (or planned only), 1 when some is not."""
     from .build import build, selected
     from .plan import execute
     from .recipes import selected as chosen
@@ -125,9 +128,10 @@ def reproduce(keys: Sequence[str], overrides: Mapping[str, Any], parameters: Map
     recipes = chosen(list(keys))
     _, given = selected(dict(overrides), None, dict(parameters or {}))  # every name checked, -p merged
     runs = plan_recipes(recipes, given, only)
-    print("\n".join(plan_lines(runs)), flush=True)
     if dry_run:
+        print("\n".join(cost_lines(plan_cost(runs, pricing or Pricing()))))
         return 0
+    print("\n".join(plan_lines(runs)), flush=True)
     execute(runs)
     left = [r.folder for r in plan_recipes(recipes, given, only) if not r.complete]
     if left:

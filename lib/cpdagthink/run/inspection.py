@@ -58,11 +58,12 @@ def inspect_request(condition: Condition, backend: Backend, instance: Instance, 
     first = first_request(condition, instance, decoding)
     if turn == 1:
         return Inspected(first)
-    return _second(condition, instance, decoding, _complete(backend, first, cache_dir), probe)
+    return second_turn(condition, instance, decoding, _complete(backend, first, cache_dir), probe)
 
 
-def _second(condition: Condition, instance: Instance, decoding: Decoding, turn1: Completion,
-            probe: str | None) -> Inspected:
+def second_turn(condition: Condition, instance: Instance, decoding: Decoding, turn1: Completion,
+                probe: str | None) -> Inspected:
+    """Turn 2 as the runner builds it from ``turn1``'s answer, under ``probe`` with the runner's own draw."""
     emitted = read_emitted(turn1)
     given = intervene(get_probe(probe) if probe is not None else None, instance, emitted.analysis, decoding.seed)
     return Inspected(second_request(condition, instance, decoding, turn1, given, emitted), probe, given)
@@ -78,7 +79,7 @@ def recorded_requests(record: RunRecord, instance: Instance, decoding: Decoding)
     probe = record.intervention.name if record.intervention is not None else None
     built = [Inspected(first_request(condition, instance, decoding))]
     if len(record.turns) > 1:
-        built.append(_second(condition, instance, decoding, _completion(record.turns[0]), probe))
+        built.append(second_turn(condition, instance, decoding, _completion(record.turns[0]), probe))
     carried = record.turns[0].meta.get("api") == "responses"  # its reasoning items went into turn 2 unrecorded
     return [replace(b, as_recorded=True if json_sha256(b.request.to_json()) == t.request_sha256
                     else None if k == 1 and carried else False)
