@@ -58,11 +58,12 @@ def test_reproduce_computes_exactly_the_planned_runs_and_then_has_nothing_left(o
              "-p", f"cache_dir={offline['cache_dir']}"]
     planned = cli("reproduce", *flags, "--dry-run")
     assert planned.returncode == 0, planned.stderr
-    assert planned.stdout.strip().splitlines()[-1].startswith("6 runs, 6 to compute")
+    assert len([line for line in planned.stdout.splitlines() if line.endswith("(0 of 3 rows recorded)")]) == 6
     done = cli("reproduce", *flags)
     assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "6 runs, 6 to compute"  # what it then computed
     again = cli("reproduce", *flags, "--dry-run")
-    assert again.stdout.strip().splitlines()[-1].startswith("6 runs, 0 to compute")
+    assert "total: 0 calls" in again.stdout and again.stdout.count("(3 of 3 rows recorded)") == 6
     folders = sorted(p.name for p in (tmp_path / "runs").iterdir())
     assert len(folders) == 6 and sum("probe-" in f for f in folders) == 5
 
@@ -72,3 +73,23 @@ def test_list_prints_the_recipes_and_a_missing_recipe_is_refused():
     assert listed.returncode == 0 and all(f"\n{r.key}: " in listed.stdout for r in RECIPES)
     none = cli("reproduce")
     assert none.returncode == 2 and "--list shows them" in none.stderr
+
+
+def test_the_one_books_grid_line_plans_each_chapters_own_seeds(offline):
+    """The `make grid` line's parameters, as Snakemake's config gives them, plan three seeds for chapter 01."""
+    from cpdagthink.workflow import plan_grid
+
+    grid = plan_grid({"backend": "reference", "limit": 3, "temperature": 0.7, "seeds": "[0]", "01:seeds": "[0,1,2]",
+                      "only": '["01", "04"]', "out_root": offline["out_root"], "cache_dir": offline["cache_dir"]})
+    assert sorted(grid.groups) == [f"reference-default-seed{s}" for s in (0, 1, 2)]
+    assert sorted(grid.chapters["01_main_results"].groups) == sorted(grid.groups)
+    assert list(grid.chapters["04_probes"].groups) == ["reference-default-seed0"]
+
+
+def test_the_one_books_commands_select_its_chapters_and_scope_their_parameters():
+    from cpdagthink.book.reproduce import design_commands
+
+    book, grid = design_commands(book_design(selected(["SEC5", "TABLE3"]), {}))
+    assert book.startswith("cpdagthink book --only 03 04 --backend vllm --model Qwen/Qwen3.5-27B")
+    assert "--budgets paper" in book and "'03:models=[\"Qwen/Qwen3.5-9B\"]'" in book
+    assert "'ONLY=03 04'" in grid and "BUDGETS=paper" in grid

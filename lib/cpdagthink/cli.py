@@ -248,7 +248,7 @@ def _book_overrides(args: argparse.Namespace) -> dict[str, Any]:
     overrides = {k: v for k, v in vars(args).items()
                  if k not in ("command", "handler", "only", "sample_variables", "parameter", "group", "execute",
                               "no_build", "render_only", "allow_partial", "backend_options", "budgets",
-                              "recipes", "list", "dry_run", "book", "cost", "price_input", "price_output",
+                              "recipes", "list", "dry_run", "book", "commands", "cost", "price_input", "price_output",
                               "latency", "concurrency")
                  and v not in (None, [], "")}
     overrides = {**_budgets(args), **overrides}
@@ -314,10 +314,13 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
     from .book.recipes import recipe_listing
-    from .book.reproduce import reproduce
+    from .book.reproduce import one_book_commands, reproduce
 
     if args.list:
         print(recipe_listing())
+        return 0
+    if args.commands:  # the one book of these recipes, as a `book` command and a `make grid` line
+        print("\n".join(one_book_commands(args.recipes or ["PAPER"], _book_overrides(args), dict(args.parameter or []))))
         return 0
     if not args.recipes:
         raise ValueError("name the recipes to reproduce (e.g. TABLE1, or PAPER for all); --list shows them")
@@ -515,6 +518,8 @@ def _reproduce_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--list", action="store_true", help="print the recipe of every reported result")
     parser.add_argument("--dry-run", action="store_true", help="plan and print the runs; compute nothing")
     parser.add_argument("--book", action="store_true", help="then build the one book of the paper's design")
+    parser.add_argument("--commands", action="store_true", help="print that one book as a `cpdagthink book` "
+                        "command and a `make grid` line (per-chapter seeds and parameters), and stop")
     _chapter_options(parser)
     _cost_options(parser)
 

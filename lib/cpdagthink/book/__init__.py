@@ -1,7 +1,7 @@
 """The book: what describes its chapters (``chapters``), what the notebooks call (``experiments``), its tables as
 a page shows them (``presentation``), the pages' sentences (``readings``, one module per chapter), figures, the
 failure explorer and its views, the headless browser, the runs each chapter reads (``plan``) and what they cost (``cost``), the recipe of each paper result and
-``cpdagthink reproduce`` (``recipes``, ``reproduce``), the build of the
+``cpdagthink reproduce`` (``recipes``, ``reproduce``, and its page's generated parts, ``reproduce_page``), the build of the
 Jupyter Book (``build``; the HTML and its print in ``site``), the console's progress while a chapter runs
 (``progress``) and its record of what the build cost (``build_record``).
 
@@ -26,5 +26,6 @@ __all__ = [
     "readings",
     "recipes",
     "reproduce",
+    "reproduce_page",
     "site",
 ]

@@ -414,9 +414,12 @@ def selected(overrides: dict[str, Any], only: list[str] | None = None,
 
 
 def _declared(name: str, notebooks: Sequence[Path]) -> bool:
-    """Some chapter of ``notebooks`` takes the parameter ``name`` (a scoped one, ``01:seeds``: one it names)."""
+    """Some chapter of ``notebooks`` takes the parameter ``name``; a scoped one (``01:seeds``), some chapter it
+    names, selected or not (a workflow's chapter job gets the parameters of every chapter)."""
     prefix, parameter = scoped_name(name)
-    return any(parameter in notebook_parameters(n) for n in notebooks if prefix is None or n.name.startswith(prefix))
+    if prefix is None:
+        return any(parameter in notebook_parameters(n) for n in notebooks)
+    return any(parameter in notebook_parameters(n) for n in select_notebooks() if n.name.startswith(prefix))
 
 
 def build(overrides: dict[str, Any], only: list[str] | None = None, root: Path = PROJECT_ROOT,

@@ -12,7 +12,10 @@ comparison and one elsewhere.
 
 from __future__ import annotations
 
+import json
+import shlex
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ..method.budgets import budget_set
@@ -138,5 +141,78 @@ def reproduce(keys: Sequence[str], overrides: Mapping[str, Any], parameters: Map
         print(f"cpdagthink reproduce: {len(left)} run(s) still incomplete, first {left[0]}")
         return 1
     if book:
-        print(f"book: {build(book_design(recipes, given))}")
+        design = book_design(recipes, given)
+        print(f"book: {build(design, only=design_chapters(design))}")
     return 0
+
+
+def design_chapters(design: Mapping[str, Any]) -> list[str] | None:
+    """The chapter prefixes a design gives parameters of their own (each its seeds); None: every chapter."""
+    from .chapters import select_notebooks
+
+    named = sorted({name.split(SCOPE)[0] for name in design if SCOPE in name})
+    return None if len(named) == len(select_notebooks()) else named
+
+
+def _word(name: str, value: Any) -> str:
+    """``NAME=VALUE`` as ``-p`` and the grid read it back (text as it is, anything else as JSON)."""
+    return f"{name}={value if isinstance(value, str) else json.dumps(value, separators=(',', ':'))}"
+
+
+@dataclass(frozen=True)
+class _Design:
+    """A design's parts as both command lines spell them."""
+
+    only: list[str] | None
+    engine: dict[str, str]  # backend, model
+    options: list[str]  # backend options as KEY=VALUE words
+    budgets: dict[str, Any]  # max_tokens_* as given
+    seeds: list[int]
+    words: list[str]  # every other parameter as NAME=VALUE, chapter-scoped ones last
+
+    @classmethod
+    def of(cls, design: Mapping[str, Any]) -> "_Design":
+        budgets = {k: design.get(k) for k in budget_set(BUDGETS).as_parameters()}
+        rest = [_word(k, v) for k, v in design.items() if k not in (*ENGINE, "seeds", *budgets) and SCOPE not in k]
+        return cls(design_chapters(design), {k: design[k] for k in ("backend", "model") if design.get(k)},
+                   [_word(k, v) for k, v in design.get("backend_options", {}).items()], budgets,
+                   list(design["seeds"]), rest + [_word(k, v) for k, v in design.items() if SCOPE in k])
+
+    @property
+    def named(self) -> bool:
+        return self.budgets == budget_set(BUDGETS).as_parameters()
+
+    def book(self) -> list[str]:
+        budgets = (["--budgets", BUDGETS] if self.named else
+                   [f"--max-tokens-turn1={self.budgets['max_tokens_turn1']}",
+                    f"--max-tokens-answer={self.budgets['max_tokens_answer']}"])
+        return ["cpdagthink", "book", *(["--only", *self.only] if self.only else []),
+                *[w for k, v in self.engine.items() for w in (f"--{k}", v)], *[w for o in self.options for w in ("-o", o)],
+                *budgets, "--seeds", *map(str, self.seeds), *[w for p in self.words for w in ("-p", p)]]
+
+    def grid(self, profile: str) -> list[str]:
+        budgets = ([f"BUDGETS={BUDGETS}"] if self.named else
+                   [f"TURN1_TOKENS={self.budgets['max_tokens_turn1']}",
+                    f"ANSWER_TOKENS={self.budgets['max_tokens_answer']}"])
+        return ["make", "grid", f"PROFILE={profile}", *([f"ONLY={' '.join(self.only)}"] if self.only else []),
+                *[f"{k.upper()}={v}" for k, v in self.engine.items()],
+                *([f"BACKEND_OPTIONS={' '.join(self.options)}"] if self.options else []), *budgets,
+                f"SEEDS={' '.join(map(str, self.seeds))}", f"PARAMETERS={' '.join(self.words)}"]
+
+
+def design_commands(design: Mapping[str, Any], profile: str = "slurm") -> tuple[str, str]:
+    """The one book of :func:`book_design` as a ``cpdagthink book`` command and as a ``make grid`` line (each
+    value one shell word), so that either builds the very same runs and pages."""
+    parts = _Design.of(design)
+    return shlex.join(parts.book()), shlex.join(parts.grid(profile))
+
+
+def one_book_commands(keys: Sequence[str], overrides: Mapping[str, Any],
+                      parameters: Mapping[str, Any] | None = None) -> tuple[str, str]:
+    """:func:`design_commands` of the recipes ``keys`` with the user's flags and ``-p`` (checked as ``book``
+    checks them)."""
+    from .build import selected
+    from .recipes import selected as chosen
+
+    _, given = selected(dict(overrides), None, dict(parameters or {}))
+    return design_commands(book_design(chosen(list(keys)), given))

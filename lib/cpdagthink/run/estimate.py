@@ -144,8 +144,8 @@ def pending(config: RunConfig, instances: Sequence[Instance], folder: str | Path
     keyed = _identity(config, earlier)
     cache = CallCache(config.cache_dir) if keyed and Path(config.cache_dir).is_dir() else None
     counter = _Counter(config, keyed, cache, set() if planned is None else planned)
-    result = Pending(rows=len(instances), cache="consulted" if cache else (
-        "not consulted: no run of this model records its identity" if keyed is None else "empty"))
+    result = Pending(rows=len(instances), cache="consulted" if cache else "empty" if not Path(config.cache_dir).is_dir()
+                     else "not consulted: no run of this model records its identity")
     posed_chars: list[int] = []
     for instance in instances:
         if instance.id in recorded:
