@@ -127,7 +127,7 @@ def total_line(costs: Sequence[RunCost]) -> str:
     price = None if not prices or any(p is None for p in prices) else (sum(p[0] for p in prices),
                                                                         sum(p[1] for p in prices))
     return (f"total: {sum(c.pending.calls for c in costs):,} calls ({sum(c.pending.cached for c in costs):,} "
-            f"answered by the cache), {sum(c.prompt_tokens for c in costs):,} prompt tokens, completion ceiling "
+            f"answered by the cache or a run planned before), {sum(c.prompt_tokens for c in costs):,} prompt tokens, completion ceiling "
             f"{sum(c.ceiling for c in costs):,} tokens, expected {'—' if expected is None else format(expected, ',')}, "
             f"price {_money(price)}, wall {_hours(whole([c.wall_s for c in costs]))} one run after another")
 
