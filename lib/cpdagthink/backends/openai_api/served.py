@@ -24,6 +24,8 @@ from .endpoints import OPENAI_HOST
 # Seconds the question may take at most (the backend's own timeout, when shorter): a server answers its
 # listing at once even while it generates, and a silent one must not hold a run's start for long.
 ASK_TIMEOUT_S = 5.0
+# Characters of a server's answer kept (it is stored in metadata and the identity; a path is far shorter).
+WEIGHTS_CHARS = 1024
 
 
 def served_weights(client: Any, model: str, timeout: float) -> str | None:
@@ -37,7 +39,8 @@ def served_weights(client: Any, model: str, timeout: float) -> str | None:
     entry = named[0] if named else entries[0] if len(entries) == 1 else None
     if entry is None:
         return None
-    return _weights_named(client, entry, timeout) or (entry["id"] if not named and _text(entry.get("id")) else None)
+    weights = _weights_named(client, entry, timeout) or (entry["id"] if not named and _text(entry.get("id")) else None)
+    return weights[:WEIGHTS_CHARS] if weights else None
 
 
 def _weights_named(client: Any, entry: dict[str, Any], timeout: float) -> str | None:
