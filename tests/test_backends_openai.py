@@ -474,7 +474,7 @@ def test_conditions_run_end_to_end_through_the_reasoning_api(reasoning_server, t
     rows = read_csv(test_csv)
     items = [i for i in rows if i.num_variables == 3 and i.label == 1][:2] + [i for i in rows if i.num_variables == 4][:2]
     result = run_config(configured(condition.name, cache_dir=tmp_path / "cache",
-                                   decoding=Decoding(max_tokens_turn1=4096), chunk_size=3),
+                                   decoding=Decoding(max_tokens_turn1=4096, max_tokens_answer=512), chunk_size=3),
                         backend, items, tmp_path / "run", progress=False)
     assert reasoning_server.rejected == 0 and len(result.records) == len(items)
     assert all("max_tokens" not in body and "temperature" not in body for body in reasoning_server.requests)
