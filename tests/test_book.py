@@ -101,12 +101,13 @@ def test_render_reads_each_chapters_configuration_and_marks_a_mixed_book(tmp_pat
     records = chapter_records(book)
     assert list(records) == ["01_main_results", "04_probes"]
     one = _html(build_summary(records))
-    assert one.startswith("<blockquote>\n<p><strong>Does the method work on this model?</strong> No chapter's key")
+    assert one.startswith("<blockquote>\n<p><strong>Does Structured Thinking beat BaselineEnhanced on this model?"
+                          "</strong> No claim about LLMs: chapter 01 ran the symbolic reference agent")
     assert "<p><strong>One configuration for every chapter:</strong> symbolic reference agent" in one
-    # text cells are shown literally, commands as code
-    assert ("<td>01_main_results</td>\n<td>the gain</td>\n<td>+1 [-40, +45]</td>\n<td>+13.35</td>\n"
+    # text cells are shown literally, commands as code, chapters by their names
+    assert ("<td>01 main results</td>\n<td>the gain</td>\n<td>+1 [-40, +45]</td>\n<td>+13.35</td>\n"
             "<td>This build cannot test the paper's claim</td>") in one
-    assert "<li>04_probes: <code>cpdagthink book --only 04</code></li>" in one
+    assert "<li>04 probes: <code>cpdagthink book --only 04</code></li>" in one
     several = _html(build_summary({"01_main_results": {**records["01_main_results"], "configuration": {
         **records["01_main_results"]["configuration"], "seeds": [0, 1, 2]}}}))
     assert "seeds 0, 1, 2, token budgets" in several and "[0" not in several  # prose, not a Python list
@@ -114,7 +115,7 @@ def test_render_reads_each_chapters_configuration_and_marks_a_mixed_book(tmp_pat
     assert "Each chapter's configuration" not in one  # one configuration: said once, not per chapter
     mixed = _html(build_summary(chapter_records(book)))
     assert "</blockquote>\n<p><strong>This book is mixed:</strong>" in mixed
-    assert ("<td>04_probes</td>\n<td>symbolic reference agent</td>\n<td>test split</td>\n"
+    assert ("<td>04 probes</td>\n<td>symbolic reference agent</td>\n<td>test split</td>\n"
             "<td>20 (2 positive, 2 negative)</td>") in mixed
     hide_injected_parameters(book / "01_main_results.ipynb")
     cell = nbformat.read(book / "01_main_results.ipynb", as_version=4).cells[0]
@@ -130,16 +131,20 @@ def test_the_intros_box_says_why_this_builds_numbers_look_as_they_do_from_the_re
     headline = {"figure": "the gain", "paper": 13.35, "value": -66.67, "ci_low": -100.0, "ci_high": 0.0,
                 "verdict": "This build cannot test the paper's claim: ...", "paper_key": "main_delta", "degenerate": True,
                 "causes": [constant, "BaselineEnhanced finished 1 of its 4 answers (3 cut off at the token budget)"]}
-    _executed(book / "01_main_results.ipynb", CONFIG, headline)
-    _executed(book / "04_probes.ipynb", CONFIG, headline | {"causes": [constant]})
-    _executed(book / "05_audit.ipynb", CONFIG, headline | {"degenerate": False, "causes": [
+    llm = {**CONFIG, "backend": "openai", "model": "m"}
+    _executed(book / "01_main_results.ipynb", llm, headline)
+    _executed(book / "04_probes.ipynb", llm, headline | {"causes": [constant]})
+    _executed(book / "05_audit.ipynb", llm, headline | {"degenerate": False, "causes": [
         "4 of 4 parsed Structured Thinking objects show the violation <b>“edge both directed and undirected”</b>"]})
     box = build_summary(chapter_records(book))
     text = str(box)
-    assert text.startswith("Does the method work on this model? Not on this build's evidence: the key figure of 2 "
-                           "chapters (01, 04) is what degenerate answers produce, not a finding. Its records show: "
-                           "Structured Thinking answered NO on every one of its 4 rows (chapter 01, 04); BaselineEnhanced")
-    assert "edge both directed and undirected”</b> (chapter 05). So this build shows the pipeline running" in text
+    assert text.startswith("Does Structured Thinking beat BaselineEnhanced on this model? Not on this build's evidence: "
+                           "This build cannot test the paper's claim: ... Each other chapter, for its own question: "
+                           "chapter 04 (the gain, -66.7 pp (95% CI [-100.0, +0.0])): this build cannot test the paper's "
+                           "claim; chapter 05")
+    assert ("Their records show: Structured Thinking answered NO on every one of its 4 rows (chapter 01, 04); "
+            "BaselineEnhanced") in text
+    assert "edge both directed and undirected”</b> (chapter 05)." in text
     html = _html(box)
     assert html.startswith("<blockquote>") and "<b>" not in html and "&lt;b&gt;" in html
 
@@ -677,9 +682,9 @@ def test_a_half_built_book_is_refused_unless_a_partial_book_is_asked_for(tmp_pat
             "--only 01` again, or pass --allow-partial") in error
     assert not (tmp_path / "book" / "build_summary.md").exists()  # nothing published
     summary = _rendered_without_sphinx(tmp_path, monkeypatch, allow_partial=True)
-    assert summary.startswith("**Chapters not counted here:** 01_main_results: its execution did not finish, "
+    assert summary.startswith("**Chapters not counted here:** 01 main results: its execution did not finish, "
                               "a cell raised KeyboardInterrupt; run `cpdagthink book --only 01` again")
-    assert "| 06_failure_gallery |" in summary and "| 01_main_results |" not in summary
+    assert "| 06 failure gallery |" in summary and "| 01 main results |" not in summary
     cells = nbformat.read(tmp_path / "book" / "01_main_results.ipynb", as_version=4).cells
     assert _unescaped(cells[1].source).startswith(
         "**This chapter's execution did not finish** (a cell raised KeyboardInterrupt)")

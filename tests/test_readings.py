@@ -127,17 +127,31 @@ def test_bin_gain_table_puts_the_papers_id_and_ood_gains_beside_each_bin():
     assert list(table["paper gain (pp)"]) == [5.3, 18.6, 5.9, 13.6]
     headline = readings.bin_headline(table, 3)
     assert headline.paper_key == "gain_n6_id" and headline.figure == "the gain at n = 6 on test"
-    assert headline.verdict().startswith("This build cannot test the paper's claim: the 95% CI of the gain at n = 6")
+    assert headline.verdict().startswith("This build cannot tell the direction: the gain at n = 6 on test is +1.0 pp "
+                                         "(95% CI [-20.0, +30.0]), an interval that contains zero and is 50.0 pp wide")
     empty = readings.bin_headline(readings.bin_gain_table({"test": gains.iloc[:0]}), 3)
     assert "no bin of this sample is scored" in empty.verdict()
 
 
-def test_headline_verdict_compares_the_interval_with_the_papers_effect():
+def test_headline_verdict_answers_the_direction_from_an_interval_that_excludes_zero_whatever_its_width():
     wide = readings.Headline("the gain", "main_delta", 10.0, -20.0, 40.0)
-    assert wide.verdict() == ("This build cannot test the paper's claim: the 95% CI of the gain is 60.0 pp wide, "
-                              "wider than the paper's whole effect (+13.35 pp).")
+    assert wide.verdict() == ("This build cannot tell the direction: the gain is +10.0 pp (95% CI [-20.0, +40.0]), an "
+                              "interval that contains zero and is 60.0 pp wide, wider than the paper's effect "
+                              "(+13.35 pp), so this run cannot separate the two sides.")
+    above = readings.Headline("the gain", "main_delta", 29.6, 19.7, 39.8)  # one seed of 300 rows
+    assert above.verdict() == ("This build answers the paper's claim in its direction: the gain is +29.6 pp (95% CI "
+                               "[+19.7, +39.8]), an interval wholly above zero; at 20.1 pp wide it cannot tell the "
+                               "paper's size of effect (+13.35 pp) from another.")
     narrow = readings.Headline("the gain", "main_delta", 10.0, 5.0, 15.0)
-    assert narrow.verdict().startswith("This build can test the paper's claim: the 95% CI of the gain is 10.0 pp")
+    assert narrow.verdict().endswith("wholly above zero; at 10.0 pp wide it can tell an effect of the paper's size "
+                                     "(+13.35 pp, inside the interval) from another.")
+    below = readings.Headline("the gain", "main_delta", -10.0, -15.0, -5.0)
+    assert below.verdict().startswith("This build answers the paper's claim against its direction: the gain is -10.0 pp")
+    null = readings.Headline("the gain", "main_delta", 1.0, -4.0, 6.0)
+    assert null.verdict().startswith("This build finds no effect of the paper's size: the gain is +1.0 pp (95% CI "
+                                     "[-4.0, +6.0]), an interval that contains zero and is 10.0 pp wide, narrower")
+    reference = readings.Headline("the gain", "main_delta", 14.0, 8.0, 20.0, answered_by="reference")
+    assert reference.verdict().startswith("This build makes no claim about LLMs: the symbolic reference agent answered")
     assert readings.Headline("the gain", "main_delta", missing="nothing ran").verdict() == \
         "This build cannot test the paper's claim: nothing ran."
     assert wide.record()["paper"] == 13.35 and readings.Headline("g", "main_delta").record()["value"] is None
@@ -286,9 +300,11 @@ def test_first_screen_carries_configuration_and_headline_for_the_intro(test_csv,
     headline = readings.Headline("the gain", "main_delta", 2.0, -30.0, 40.0)
     readings.first_screen(setup, rows, [0], "01_main_results", namespace, headline, ["structured"])
     (text, metadata), = displayed
-    assert str(text).startswith("Verdict. This build cannot test the paper's claim")
-    assert text.source().startswith("**Verdict\\.** This build cannot test")
+    # the reference agent answered: an upper bound's figures are no claim about LLMs
+    assert str(text).startswith("Verdict. This build makes no claim about LLMs: the symbolic reference agent")
+    assert text.source().startswith("**Verdict\\.** This build makes no claim about LLMs")
     record = metadata[METADATA_KEY]
+    assert record["headline"]["answered_by"] == "reference"
     assert record["configuration"]["instances"] == 4 and record["configuration"]["negatives"] == 2
     assert record["headline"]["value"] == 2.0 and record["command"].startswith("cpdagthink book --only 01 -p backend=reference")
 
@@ -401,7 +417,7 @@ def _degenerate_grid():
     from analyses import run_record
     from cpdagthink.run.records import TurnRecord
 
-    gold = [1, 0, 1, 0]
+    gold = [1, 0] * 6  # at least readings.MIN_ROWS rows: only the answers can make a figure degenerate
     cut = [TurnRecord(messages_sha256="", request_sha256="", finish_reason="length")]
     never = [run_record(f"r{i}", answer="NO", gold_label=g) for i, g in enumerate(gold)]
     baseline = [run_record("r0", answer="YES", gold_label=1)] + [
@@ -419,8 +435,8 @@ def test_a_degenerate_runs_verdicts_name_the_causes_they_compute_and_state_no_fi
     reading = readings.main_results(tables.scores_frame(main), paired, instances(gold), [0], main)
     text = reading.headline.verdict()
     assert text.startswith("This build cannot test the paper's claim: Structured Thinking answered NO on every one "
-                           "of its 4 rows; BaselineEnhanced finished 1 of its 4 answers (3 cut off at the token budget")
-    assert text.endswith("(-66.7 pp) is what such answers produce, not a finding.")
+                           "of its 12 rows; BaselineEnhanced finished 1 of its 12 answers (11 cut off at the token budget")
+    assert text.endswith("(-28.6 pp) is what such answers produce, not a finding.")
     record = reading.headline.record()
     assert record["degenerate"] and len(record["causes"]) == 2
     assert reading.phrases["verdict"].startswith("Seed 0 is not a finding: Structured Thinking answered NO")
@@ -428,43 +444,43 @@ def test_a_degenerate_runs_verdicts_name_the_causes_they_compute_and_state_no_fi
 
     drops = readings.ablation_table(tables.scores_frame(ablation), ablation)
     assert math.isnan(drops.loc["no_constrained_decoding", "drop vs Structured Thinking (pp)"])
-    assert "no constrained decoding finished 0 of its 4 answers (4 cut off" in drops.loc["no_constrained_decoding", "note"]
+    assert "no constrained decoding finished 0 of its 12 answers (12 cut off" in drops.loc["no_constrained_decoding", "note"]
     phrase = readings.ablation_phrase(drops, {})
     assert "removing the regex constraint gives no drop to report" in phrase and "+0.0" not in phrase
     paired = tables.paired_frame(ablation, "structured", ["no_constrained_decoding"], n_resamples=200)
     headline = readings.ablation_headline(paired, drops, ablation)
-    assert headline.degenerate and "finished 0 of its 4 answers" in headline.verdict()
+    assert headline.degenerate and "finished 0 of its 12 answers" in headline.verdict()
     assert "not a finding" in headline.verdict()
 
     paired = tables.paired_frame(probed, "unprobed", ["scramble_full"], n_resamples=200)
     headline = readings.probe_headline(paired, probed, 0)
-    assert "unprobed answered NO on every one of its 4 rows" in headline.verdict()
-    assert "the drop under the full scramble is 0 by construction" in headline.verdict()
+    # one constant answer on every row of both sides carries no information
+    assert headline.degenerate and "unprobed answered NO on every one of its 12 rows" in headline.verdict()
     assert readings.probe_causes(probed, ["scramble_full"], 0) == (
-        "Not a finding at seed 0: unprobed answered NO on every one of its 4 rows; under full scramble no scored "
-        "answer changed, so its drop is 0 by construction.")
+        "Not a finding at seed 0: unprobed answered NO on every one of its 12 rows.")
     # a probe that turns every answer of a varied run to NO is named, and can be a finding
     _, _, sound, _ = _degenerate_grid()
     followed = {("unprobed", 0): sound[("structured", 0)], ("scramble_full", 0): probed[("scramble_full", 0)]}
     paired = tables.paired_frame(followed, "unprobed", ["scramble_full"], n_resamples=200)
     headline = readings.probe_headline(paired, followed, 0)
-    assert not headline.degenerate and headline.causes == ("full scramble answered NO on every one of its 4 rows",)
+    assert not headline.degenerate and headline.causes == ("full scramble answered NO on every one of its 12 rows",)
 
 
 def test_a_sound_runs_verdict_keeps_the_interval_rule_and_names_its_cut_offs():
     from analyses import run_record
     from cpdagthink.run.records import TurnRecord
 
-    gold = [1, 0, 1, 0, 1, 0]
+    gold = [1, 0] * 6
     cut = [TurnRecord(messages_sha256="", request_sha256="", text="Answer: NO", finish_reason="length")]
     runs = {("structured", 0): [run_record(f"r{i}", answer="YES" if g else "NO", gold_label=g) for i, g in enumerate(gold)],
-            ("baseline_enhanced", 0): [run_record(f"r{i}", answer="YES" if i < 4 else "NO", gold_label=g,
-                                                  turns=cut if i == 5 else None) for i, g in enumerate(gold)]}
+            ("baseline_enhanced", 0): [run_record(f"r{i}", answer="YES" if i < 8 else "NO", gold_label=g,
+                                                  turns=cut if i == 11 else None) for i, g in enumerate(gold)]}
     paired = tables.paired_frame(runs, "structured", ["baseline_enhanced"], n_resamples=200)
     headline = readings.main_results(tables.scores_frame(runs), paired, instances(gold), [0], runs).headline
-    assert not headline.degenerate
-    assert headline.verdict().startswith("This build cannot test the paper's claim: the 95% CI of the gain")
-    assert headline.verdict().endswith("1 of BaselineEnhanced's 6 answers were cut off at the token budget.")
+    assert not headline.degenerate  # 8 of 12 answers right against 12 of 12: an interval wholly above zero
+    assert headline.verdict().startswith("This build answers the paper's claim in its direction: the gain of "
+                                         "Structured Thinking over BaselineEnhanced is +42.9 pp")
+    assert headline.verdict().endswith("1 of BaselineEnhanced's 12 answers were cut off at the token budget.")
 
 
 def test_the_audits_verdict_names_the_violation_kinds_most_objects_show():
@@ -493,7 +509,7 @@ def test_the_bin_headline_names_the_causes_of_its_bins_answers():
                            "CI high": 0.0}])
     table = readings.bin_gain_table({"test": gains})
     headline = readings.bin_headline(table, 2, {"test": runs})
-    assert headline.degenerate and "Structured Thinking answered NO on every one of its 4 rows" in headline.verdict()
+    assert headline.degenerate and "Structured Thinking answered NO on every one of its 12 rows" in headline.verdict()
     assert not readings.bin_headline(table, 2, {"test": {}}).degenerate  # no records: the interval rule alone
 
 

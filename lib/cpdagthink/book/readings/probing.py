@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 import pandas as pd
 
 from ...analysis import tables
+from ...analysis.metrics import counted
 from ...analysis.markup import Markdown, code
 from ...causal.instance import Instance
 from ...run.records import RunRecord
@@ -46,18 +47,28 @@ def probe_headline(paired: pd.DataFrame, runs: Mapping[tuple[str, int], Sequence
 
 
 def probe_causes(runs: Mapping[tuple[str, int], Sequence[RunRecord]], probes: Sequence[str], seed: int) -> str:
-    """Why the probes' drops at ``seed`` are not findings, from the records (empty when they can be read): the
-    unprobed answers' own causes (:func:`answer_causes`) and the probes under which no scored answer changed,
-    whose drops are 0 by construction."""
+    """What the probes' drops at ``seed`` are, from the records (empty when each is an ordinary interval): not
+    findings where the answers carry no information (:func:`answer_causes`: the unprobed run's own, or a probe's
+    beside it, e.g. every probed answer cut off), and a finding where a probe changed no scored answer: its drop
+    is 0 with an interval of [0, 0], so on this model the answers do not depend on what the probe changed."""
     base = runs[("unprobed", seed)]
     causes, degenerate = answer_causes({"unprobed": base}, "")
-    same = [p for p in probes if (p, seed) in runs and [r.says_yes for r in runs[(p, seed)]] == [r.says_yes for r in base]]
-    if same and base:
-        causes += (f"under {', '.join(map(presentation.label, same))} no scored answer changed, so "
-                   f"{'its drop is' if len(same) == 1 else 'their drops are'} 0 by construction",)
-    if not (degenerate or same):
-        return ""
-    return sentence(f"Not a finding at seed {seed}: " + "; ".join(causes))
+    if degenerate:
+        return sentence(f"Not a finding at seed {seed}: " + "; ".join(causes))
+    bad, same = [], []
+    for probe in (p for p in probes if (p, seed) in runs):
+        causes, degenerate = answer_causes({"unprobed": base, probe: runs[(probe, seed)]}, "its drop")
+        if degenerate:
+            bad.append(f"{presentation.label(probe)} ({'; '.join(causes)})")
+        elif [r.says_yes for r in runs[(probe, seed)]] == [r.says_yes for r in base]:
+            same.append(presentation.label(probe))
+    parts = [sentence(f"Not a finding at seed {seed}: " + "; ".join(bad))] if bad else []
+    if same:
+        parts.append(sentence(
+            f"A finding at seed {seed}: under {', '.join(same)} no scored answer changed on any of the "
+            f"{counted(len(base), 'row')}, so {'its drop is' if len(same) == 1 else 'their drops are'} 0 with an "
+            "interval of [0, 0]: on this model the answers do not depend on the graph shown in turn 2"))
+    return " ".join(parts)
 
 
 def probe_summary(table: pd.DataFrame) -> pd.DataFrame:

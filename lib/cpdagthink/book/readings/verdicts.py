@@ -15,33 +15,43 @@ from .. import presentation
 from .glue import Headline, sentence
 
 
+MIN_ROWS = 10  # fewer paired rows than this carry no finding, however their answers fall
+
+
 def answer_causes(sides: Mapping[str, Sequence[RunRecord]], figure: str) -> tuple[tuple[str, ...], bool]:
     """What the answers behind ``figure`` rest on, named from the records (``sides``: each side's records by
-    condition, the side the figure is read from first): rows without a finished answer, answers cut off at
-    the token budget, constant answers, two sides scored alike on every row; and whether these make the figure
-    degenerate (a side with a finished answer on fewer than half its rows, a first side whose scored answers are
-    all the same, or two sides scored alike on every row), so that it is what such answers produce rather than
-    a finding. A constant second side is named but can be a finding (a probe that turns every answer to NO)."""
-    causes, degenerate = [], False
-    for i, (condition, records) in enumerate(sides.items()):
+    condition, the side the figure is read from first), and whether they carry no information, so that the
+    figure is what such answers produce rather than a finding (degenerate): a side with a finished answer on
+    fewer than half its rows (cut off or unparsed), one constant answer on every row of every side, or fewer
+    than :data:`MIN_ROWS` rows. Two sides that gave the same scored answer on every row are named but are a
+    finding (a probe whose answers do not depend on the graph shown), as is one constant side beside a varied
+    one (a probe that turns every answer to NO)."""
+    causes, degenerate, constants = [], False, []
+    for condition, records in sides.items():
         p, name = tables.answer_profile(records), presentation.label(condition)
+        constants.append(p.constant)
         if 2 * p.finished < p.n:
             degenerate = True
             causes.append(f"{name} finished {p.finished} of its {counted(p.n, 'answer')} ({p.cut_off} cut off at "
-                          "the token budget; a missing answer scores NO)")
+                          f"the token budget, {p.n - p.finished - p.cut_off} unparsed; a missing answer scores NO)")
         elif p.constant:
-            degenerate = degenerate or i == 0
             rows = (f"every one of its {counted(p.n, 'row')}" if p.finished == p.n else
                     f"every row it finished ({p.finished} of {p.n}; the rest score NO)")
             causes.append(f"{name} answered {p.constant} on {rows}")
         elif p.cut_off:
             causes.append(f"{p.cut_off} of {name}'s {counted(p.n, 'answer')} were cut off at the token budget")
-    scored = [[r.says_yes for r in records] for records in sides.values()]
-    if len(scored) == 2 and scored[0] == scored[1] and scored[0]:
+    if constants and all(constants) and len(set(constants)) == 1:
         degenerate = True
+    scored = [[r.says_yes for r in records] for records in sides.values()]
+    if len(scored) == 2 and scored[0] == scored[1] and scored[0] and not degenerate:
         first, second = map(presentation.label, sides)
-        causes.append(f"{first} and {second} gave the same scored answer on every row, so {figure} is 0 by "
-                      "construction")
+        causes.append(f"{first} and {second} gave the same scored answer on every one of its "
+                      f"{counted(len(scored[0]), 'row')}, so {figure} is 0 with no spread: on this build the answers "
+                      "do not depend on what differs between them, a finding")
+    smallest = min((len(records) for records in sides.values()), default=0)
+    if smallest < MIN_ROWS:
+        degenerate = True
+        causes.append(f"a sample of {counted(smallest, 'row')} is too small to carry a finding (at least {MIN_ROWS})")
     return tuple(causes), degenerate
 
 
