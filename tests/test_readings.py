@@ -566,3 +566,101 @@ def test_no_chapter_prints_a_python_value_in_its_prose(chapter, reference_roots,
              if isinstance(v, (Markdown, str))]
     assert len(texts) > 3  # the chapter's prose was read, not skipped
     assert {text: python_values(text) for text in texts if python_values(text)} == {}
+
+
+# Chapters read on runs of known answers at a size where the intervals are narrow (tests/known_answers.py).
+
+def _known_main(structured: float, baseline: float):
+    from known_answers import GOLD, records, right_on
+
+    runs = {("structured", 0): records("structured", right_on(structured, 1)),
+            ("baseline_enhanced", 0): records("baseline_enhanced", right_on(baseline, 2))}
+    paired = tables.paired_frame(runs, "structured", ["baseline_enhanced"], n_resamples=1000)
+    return readings.main_results(tables.scores_frame(runs), paired, instances(GOLD), [0], runs)
+
+
+def test_a_method_that_beats_the_baseline_on_400_rows_answers_the_claim_in_its_direction():
+    reading = _known_main(0.92, 0.75)
+    headline = reading.headline
+    assert not headline.degenerate and headline.ci_low > 0
+    assert headline.verdict().startswith("This build answers the paper's claim in its direction: the gain of "
+                                         "Structured Thinking over BaselineEnhanced is +")
+    assert reading.phrases["verdict"] == "By their own intervals, 1 of 1 seed favour Structured Thinking."
+
+
+def test_a_method_no_better_than_the_baseline_on_400_rows_finds_no_effect_of_the_papers_size():
+    headline = _known_main(0.80, 0.80).headline
+    assert headline.ci_low < 0 < headline.ci_high and headline.ci_high - headline.ci_low < 13.35
+    assert headline.verdict().startswith("This build finds no effect of the paper's size: the gain of Structured "
+                                         "Thinking over BaselineEnhanced is")
+
+
+def _known_probes(probed):
+    from known_answers import records, right_on
+
+    unprobed = right_on(0.9, 1)
+    runs = {("unprobed", 0): records("unprobed", unprobed), ("scramble_full", 0): probed(unprobed)}
+    paired = tables.paired_frame(runs, "unprobed", ["scramble_full"], n_resamples=500)
+    return runs, readings.probe_headline(paired, runs, 0)
+
+
+def test_a_probe_that_changes_no_answer_on_400_rows_is_a_finding():
+    from known_answers import records
+
+    runs, headline = _known_probes(lambda answers: records("scramble_full", answers))
+    assert not headline.degenerate and (headline.ci_low, headline.ci_high) == (0, 0)
+    assert headline.verdict().startswith("This build finds no effect of the paper's size: the drop under the full "
+                                         "scramble is +0.0 pp (95% CI [+0.0, +0.0]); both sides gave the same")
+    assert "answers do not depend on what differs between them, a finding" in headline.verdict()
+    assert readings.probe_causes(runs, ["scramble_full"], 0) == (
+        "A finding at seed 0: under full scramble no scored answer changed on any of the 400 rows, so its drop is 0 "
+        "with an interval of [0, 0]: on this model the answers do not depend on the graph shown in turn 2.")
+
+
+def test_a_probe_whose_answers_were_all_cut_off_is_degenerate():
+    from known_answers import N, records
+
+    runs, headline = _known_probes(lambda _: records("scramble_full", [None] * N, cut_off=True))
+    assert headline.degenerate
+    assert headline.verdict().startswith("This build cannot test the paper's claim: full scramble finished 0 of its "
+                                         "400 answers (400 cut off at the token budget, 0 unparsed")
+    assert readings.probe_causes(runs, ["scramble_full"], 0).startswith("Not a finding at seed 0: full scramble (")
+
+
+def test_an_ablation_the_backend_does_not_apply_is_named_so_and_has_no_key_figure():
+    """Through a generic OpenAI-compatible server no regex is sent: no_constrained_decoding's turn 1 is
+    Structured Thinking's own request, row by row, so its drop cannot differ from zero."""
+    from known_answers import records, right_on
+
+    answers = right_on(0.9, 1)
+    runs = {("structured", 0): records("structured", answers),
+            ("no_constrained_decoding", 0): records("no_constrained_decoding", answers, asked="structured"),
+            ("minimal_instruction", 0): records("minimal_instruction", right_on(0.7, 3))}
+    drops = readings.ablation_table(tables.scores_frame(runs), runs)
+    assert drops.loc["no_constrained_decoding", "note"].startswith(
+        "not applied on this backend: turn 1 sent Structured Thinking's own request on every row (turn 1 is "
+        "unconstrained in both conditions; a vLLM server applies the constraint with regex_mode=vllm)")
+    assert math.isnan(drops.loc["no_constrained_decoding", "drop vs Structured Thinking (pp)"])
+    assert drops.loc["minimal_instruction", "note"] == ""  # its own request: an ordinary drop
+    assert "removing the regex constraint gives no drop to report (not applied on this backend" in \
+        readings.ablation_phrase(drops, {})
+    paired = tables.paired_frame(runs, "structured", ["no_constrained_decoding"], n_resamples=200)
+    headline = readings.ablation_headline(paired, drops, runs)
+    assert headline.record()["value"] is None
+    assert headline.verdict().startswith("This build cannot test the paper's claim: removing the regex constraint is "
+                                         "not applied on this backend")
+
+
+def test_a_constraint_the_backend_noted_as_not_enforced_makes_its_removal_not_applied():
+    """A generic OpenAI-compatible server without regex support: each Structured Thinking call's note says its
+    constraint was not enforced, so removing it removes nothing."""
+    from known_answers import records, right_on
+
+    answers = right_on(0.9, 1)
+    runs = {("structured", 0): records("structured", answers, meta={"constraint": "not enforced"}),
+            ("no_constrained_decoding", 0): records("no_constrained_decoding", right_on(0.85, 2))}
+    assert readings.not_applied(runs)["no_constrained_decoding"].startswith(
+        "not applied on this backend: the backend noted on every row that Structured Thinking's constraint was not "
+        "enforced")
+    enforced = {**runs, ("structured", 0): records("structured", answers, meta={"constraint": "regex"})}
+    assert readings.not_applied(enforced) == {}

@@ -149,6 +149,23 @@ def produced_no_object(records: Sequence[RunRecord]) -> bool:
     return bool(tool) and all(r.emitted is None for r in tool)
 
 
+def same_first_requests(records: Sequence[RunRecord], others: Sequence[RunRecord]) -> bool:
+    """Whether two runs sent the same turn-1 request on every row, by the hashes their records keep: a condition
+    whose switch the backend does not apply (no regex sent to a generic OpenAI-compatible server, thinking off
+    on a model without it) asks exactly what the other asked, so it cannot differ from it."""
+    if not records or len(records) != len(others):
+        return False
+    firsts = [(a.turns[0].request_sha256 if a.turns else "", b.turns[0].request_sha256 if b.turns else "")
+              for a, b in zip(records, others)]
+    return all(x and x == y for x, y in firsts)
+
+
+def constraint_not_enforced(records: Sequence[RunRecord]) -> bool:
+    """Whether the backend noted, on every row's turn 1, that the request's constraint was not enforced (an
+    OpenAI-compatible API without regex support and without a strict or forced tool call)."""
+    return bool(records) and all(r.turns and r.turns[0].meta.get("constraint") == "not enforced" for r in records)
+
+
 def answers_frame(runs: Runs) -> pd.DataFrame:
     """:func:`answer_counts` per (condition, seed): the columns every page that reports a score shows."""
     return pd.DataFrame([{"condition": c, "seed": s, **answer_counts(records)} for (c, s), records in runs.items()])
