@@ -6,6 +6,7 @@ notebooks is what `make book` runs (and `benchmarks/book.py` times).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import re
@@ -730,3 +731,55 @@ def test_ctrl_c_during_a_chapter_prints_one_clear_line_and_no_kernel_traceback(t
     assert err.strip().splitlines() == [
         "cpdagthink book: interrupted; every finished record is kept, run again to resume"]
     assert (tmp_path / "book" / ".01_main_results.kernel.log").is_file()
+
+
+def _known_book(tmp_path, structured: float, baseline: float, gallery_model: str | None = None):
+    """A book of chapters 01 and 06 on 400-row runs of known answers (tests/known_answers.py): chapter 01's first
+    screen records the headline its reading computes; the gallery reads the primary seed of the same runs."""
+    from cpdagthink.analysis import tables
+    from cpdagthink.book import readings
+    from cpdagthink.causal.instance import Instance
+    from known_answers import GOLD, records, right_on
+
+    runs = {("structured", 0): records("structured", right_on(structured, 1)),
+            ("baseline_enhanced", 0): records("baseline_enhanced", right_on(baseline, 2))}
+    rows = [Instance(id=f"r{i}", premise="", hypothesis="", label=g, num_variables=5, template="t", split="test",
+                     source="test") for i, g in enumerate(GOLD)]
+    paired = tables.paired_frame(runs, "structured", ["baseline_enhanced"], n_resamples=1000)
+    headline = readings.main_results(tables.scores_frame(runs), paired, rows, [0], runs).headline
+    headline = dataclasses.replace(headline, answered_by="openai")
+    config = {**CONFIG, "backend": "openai", "model": "Qwen/Qwen3.5-27B", "instances": 400, "positives": 200,
+              "negatives": 200, "sample": "whole split", "seeds": [0, 1, 2]}
+    book = tmp_path / "book"
+    book.mkdir()
+    _executed(book / "01_main_results.ipynb", config, headline.record())
+    gallery = {**config, "seeds": [0], "model": gallery_model or config["model"]}
+    _executed(book / "06_failure_gallery.ipynb", gallery, {
+        "figure": "errors localised", "paper": 32.0, "value": 50.0, "ci_low": None, "ci_high": None, "unit": "",
+        "verdict": "This chapter describes rather than tests: it localises 50 errors.", "paper_key": "gallery_cases",
+        "causes": [], "degenerate": False})
+    return build_summary(chapter_records(book)), headline
+
+
+def test_the_intros_box_answers_yes_from_chapter_01s_interval_on_a_book_built_by_one_command(tmp_path):
+    """92% against 75% right on 400 rows: the box says yes with the gain and its interval; the gallery reading the
+    primary seed of the same runs by design does not make the book mixed."""
+    box, headline = _known_book(tmp_path, 0.92, 0.75)
+    text = str(box)
+    assert text.startswith("Does Structured Thinking beat BaselineEnhanced on this model? Yes, on this build's "
+                           f"evidence: in chapter 01, the gain of Structured Thinking over BaselineEnhanced is "
+                           f"{headline.value:+.1f} pp (95% CI [{headline.ci_low:+.1f}, {headline.ci_high:+.1f}]), an "
+                           "interval wholly above zero.")
+    assert "chapter 06 (errors localised): this chapter describes rather than tests" in text
+    assert "This book is mixed" not in text
+    assert "One configuration for every chapter: Qwen/Qwen3.5-27B (backend openai), test split, whole split, seeds " \
+           "0, 1, 2 (chapter 06 reads 0)," in text
+
+
+def test_the_intros_box_answers_no_for_a_method_no_better_and_a_book_of_two_models_is_mixed(tmp_path):
+    box, headline = _known_book(tmp_path, 0.80, 0.80, gallery_model="another/model-9B")
+    text = str(box)
+    assert text.startswith("Does Structured Thinking beat BaselineEnhanced on this model? Not by the paper's margin: "
+                           "in chapter 01, the gain")
+    assert "an interval that contains zero and excludes the paper's +13.35 pp." in text
+    assert "This book is mixed: its chapters ran with different models" in text

@@ -249,7 +249,7 @@ def _main_answer(record: dict[str, Any] | None) -> Markdown | str:
     if h["value"] is None or h["ci_low"] is None or h["degenerate"]:
         return "Not on this build's evidence: " + h["verdict"]
     status = claim_status(h["value"], h["ci_low"], h["ci_high"], h["paper"])
-    figure = f"chapter 01's {h['figure']} is {_interval_text(h)}"
+    figure = f"in chapter 01, {h['figure']} is {_interval_text(h)}"
     width, paper = h["ci_high"] - h["ci_low"], f"{paper_figure(h['paper'])} pp"
     size = ("" if width <= abs(h["paper"]) else f" At {width:.1f} pp wide, the interval cannot tell the paper's size "
             f"of effect ({paper}) from another.")
