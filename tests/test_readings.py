@@ -664,3 +664,29 @@ def test_a_constraint_the_backend_noted_as_not_enforced_makes_its_removal_not_ap
         "enforced")
     enforced = {**runs, ("structured", 0): records("structured", answers, meta={"constraint": "regex"})}
     assert readings.not_applied(enforced) == {}
+
+
+def test_the_answer_is_yes_is_read_yes_by_the_flexible_reading_and_counted_apart_by_the_strict_one():
+    """A reply "The answer is YES." on 40 of 400 gold-YES rows: the strict reading (the stored answer) finds no
+    answer there, the flexible one reads YES; the page and the headline say which one the scores use and how
+    many rows differ."""
+    from known_answers import GOLD, records, right_on
+
+    answers = right_on(0.9, 1)
+    stated = [i for i, g in enumerate(GOLD) if g == 1][:40]
+    texts = [("The answer is YES." if i in stated else f"Answer: {a}") for i, a in enumerate(answers)]
+    stored = [None if i in stated else a for i, a in enumerate(answers)]
+    runs = {("structured", 0): records("structured", stored, texts=texts),
+            ("baseline_enhanced", 0): records("baseline_enhanced", right_on(0.75, 2))}
+    assert all(tables.flexible_answer(runs[("structured", 0)][i]) == "YES" for i in stated)
+    assert runs[("structured", 0)][stated[0]].answer is None  # the record is what was stored: untouched
+    frame = tables.reading_frame(runs).set_index("condition")
+    assert frame.loc["structured", "differ"] == 40 and frame.loc["baseline_enhanced", "differ"] == 0
+    assert frame.loc["structured", "F1 flexible"] > frame.loc["structured", "F1 strict"]
+    paired = tables.paired_frame(runs, "structured", ["baseline_enhanced"], n_resamples=200)
+    reading = readings.main_results(tables.scores_frame(runs), paired, instances(GOLD), [0], runs)
+    text = str(reading.phrases["answer_reading"])
+    assert text.startswith("Every score here reads answers strictly: the Answer: YES|NO line the prompt asks for")
+    assert "differs on 40 rows: Structured Thinking: 40 rows of 400, F1 " in text
+    assert ("the gain reads answers strictly; a flexible reading would read 40 rows of Structured Thinking and "
+            "BaselineEnhanced otherwise") in reading.headline.causes

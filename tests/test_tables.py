@@ -243,3 +243,11 @@ def test_constraint_not_enforced_needs_the_backends_note_on_every_row():
     assert tables.constraint_not_enforced(noted)
     assert not tables.constraint_not_enforced(noted[:1] + records("structured", ["NO"], [0]))
     assert not tables.constraint_not_enforced([])
+
+
+def test_the_flexible_reading_never_reads_a_reply_cut_off_at_its_budget():
+    from known_answers import records
+
+    cut = records("structured", [None], [1], texts=["The answer is YES, because"], cut_off=True)
+    assert tables.flexible_answer(cut[0]) is None
+    assert tables.reading_frame({("structured", 0): cut})["differ"].tolist() == [0]

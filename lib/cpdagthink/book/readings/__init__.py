@@ -18,7 +18,8 @@ from .glue import (TARGET, BASELINE, REFERENCE, AGREES, AGAINST, NO_EFFECT, UNDE
                    constant_phrase, signed, sentence, p_value, gain_clause, per_seed_gains, sample_phrases,
                    paper_numbers, Headline, first_screen, label_gaps_note)
 from .verdicts import MIN_ROWS, answer_causes, pair_causes, verdict, paired_headline
-from .results import MAIN_CONDITIONS, PRIMARY_SEED, THREE_SEEDS, main_summary_table, budget_note, main_results
+from .results import (MAIN_CONDITIONS, PRIMARY_SEED, THREE_SEEDS, main_summary_table, budget_note, answer_reading,
+                      main_results)
 from .bins import (omission_sentence, paper_bin_key, bin_gain_table, bin_headline, bin_gains_sentence, stress_table,
                    stress_caveats, counted_stress, complexity, complexity_gains, show_bin_gains, show_ood, show_stress)
 from .removals import (ABLATIONS, ablation_table, NO_OBJECT, NOT_APPLIED, not_applied, ablation_phrase, scale_table,
@@ -32,7 +33,7 @@ __all__ = [
     "TARGET", "BASELINE", "REFERENCE", "AGREES", "AGAINST", "NO_EFFECT", "UNDECIDED", "claim_status", "Reading", "glue_figure", "show_figure", "not_run", "trivial_phrase",
     "constant_phrase", "signed", "sentence", "p_value", "gain_clause", "per_seed_gains", "sample_phrases",
     "paper_numbers", "Headline", "first_screen", "label_gaps_note", "MIN_ROWS", "answer_causes", "pair_causes", "verdict",
-    "paired_headline", "MAIN_CONDITIONS", "PRIMARY_SEED", "THREE_SEEDS", "main_summary_table", "budget_note",
+    "paired_headline", "MAIN_CONDITIONS", "PRIMARY_SEED", "THREE_SEEDS", "main_summary_table", "budget_note", "answer_reading",
     "main_results", "omission_sentence", "paper_bin_key", "bin_gain_table", "bin_headline", "bin_gains_sentence",
     "stress_table", "stress_caveats", "counted_stress", "complexity", "complexity_gains", "show_bin_gains", "show_ood",
     "show_stress", "ABLATIONS", "ablation_table", "NO_OBJECT", "NOT_APPLIED", "not_applied", "ablation_phrase", "scale_table", "tool_choice_table",
