@@ -53,6 +53,7 @@ LABELS = {
     "latency_ratio": "time vs baseline (load-sensitive)",
     # the failure classifier's counts and kinds (chapter 06)
     "cut off": "cut off", "unparsed_answer": "unparsed answer", "rejected_request": "refused request",
+    "turn1_cut_off": "turn 1 cut off", "cut_off_answer": "answer cut off",
     "no_graph": "no graph reached turn 2", "wrong_graph": "wrong graph state", "mec_ambiguity": "class ambiguity",
     "wrong_readout": "wrong readout", "one_turn_mec_ambiguity": "one-turn: class ambiguity",
     "one_turn_other": "one-turn: other",
