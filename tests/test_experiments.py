@@ -43,7 +43,14 @@ def test_banner_names_the_resolved_model_budgets_and_runs_and_puts_the_verdict_f
     assert banner.source().startswith("**Verdict\\.** This build") and "Probes\\: `scramble_full`\\." in banner.source()
     assert banner.source().endswith("Reproduce this page\\: `cpdagthink book --only 01`")
     assert "model the symbolic reference agent" in text and "default" not in text
-    assert "token budgets 1024 for turn 1 and 512 for the answer (1536 for one-turn conditions)" in text
+    # the reference agent computes its answers: no budgets or decoding are named for it
+    assert "no token budgets or decoding (the reference agent computes its answers)" in text
+    assert "token budgets" not in text.replace("no token budgets", "") and "greedy" not in text
+    llm = ex.updated(setup, backend="openai", model="m", backend_options={"base_url": "http://127.0.0.1:9/v1"})
+    assert "token budgets 1024 for turn 1 and 512 for the answer (1536 for one-turn conditions)" in \
+        str(ex.banner(llm, instances, [0]))
+    whole = str(ex.banner(ex.updated(setup, limit=0), instances, [0]))
+    assert "the whole split, 20 instances" in whole and "sample of" not in whole
     assert "Conditions: Structured Thinking, BaselineEnhanced." in text and "Probes: scramble_full." in text
     assert text.endswith("Reproduce this page: cpdagthink book --only 01")
     local = ex.updated(setup, backend="local", model=None)

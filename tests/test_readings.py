@@ -690,3 +690,11 @@ def test_the_answer_is_yes_is_read_yes_by_the_flexible_reading_and_counted_apart
     assert "differs on 40 rows: Structured Thinking: 40 rows of 400, F1 " in text
     assert ("the gain reads answers strictly; a flexible reading would read 40 rows of Structured Thinking and "
             "BaselineEnhanced otherwise") in reading.headline.causes
+
+
+def test_the_scale_reading_is_chosen_from_what_answered_and_how_many_rows():
+    """Never the default sample's words on a whole split, never a claim about models from the reference agent."""
+    assert readings.scale_phrase(instances([0, 1] * 2), "local").startswith("With 4 instances, differences of a few")
+    assert readings.scale_phrase(instances([0, 1] * 300), "openai") == (
+        "With 600 instances, each figure's own interval says which differences are more than noise.")
+    assert "nothing about a language model" in readings.scale_phrase(instances([0, 1] * 300), "reference")

@@ -127,6 +127,20 @@ def sample_phrases(instances: Sequence[Instance], seeds: Sequence[int]) -> dict[
             "seed_count": counted(len(seeds), "seed")}
 
 
+def scale_phrase(instances: Sequence[Instance], backend: str) -> str:
+    """What a page's differences can mean at this run's size and for what answered, chosen from the run (never
+    from the default sample): the reference agent's rows show the pipeline on an exact graph, not a model; a
+    small sample leaves only large differences outside the noise; a large one lets each interval decide."""
+    n = counted(len(instances), "instance")
+    if backend == "reference":
+        return ("The symbolic reference agent answered here, an upper bound that reads the exact CPDAG: these rows "
+                "show what the pipeline does with a perfect graph, and nothing about a language model.")
+    if len(instances) < 100:
+        return (f"With {n}, differences of a few points are within noise; only large ones, with intervals that "
+                "exclude zero, say more.")
+    return f"With {n}, each figure's own interval says which differences are more than noise."
+
+
 def paper_numbers(keys: Sequence[str]) -> dict[str, float]:
     """Paper figures by glue name ``paper_<key>``."""
     table = tables.paper(keys)

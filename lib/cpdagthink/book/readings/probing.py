@@ -15,7 +15,7 @@ from ...analysis.markup import Markdown, code
 from ...causal.instance import Instance
 from ...run.records import RunRecord
 from .. import presentation
-from .glue import Headline, REFERENCE, Reading, paper_numbers, sample_phrases, sentence, signed
+from .glue import Headline, REFERENCE, Reading, paper_numbers, sample_phrases, scale_phrase, sentence, signed
 from .verdicts import answer_causes, paired_headline
 
 
@@ -90,11 +90,12 @@ def probe_example(probed: Mapping[str, Sequence[RunRecord]]) -> Markdown:
 
 
 def probes_reading(table: pd.DataFrame, agent: str, probes: Sequence[str], instances: Sequence[Instance],
-                   seeds: Sequence[int], runs: Mapping[tuple[str, int], Sequence[RunRecord]] | None = None
-                   ) -> Reading:
+                   seeds: Sequence[int], runs: Mapping[tuple[str, int], Sequence[RunRecord]] | None = None,
+                   backend: str = "") -> Reading:
     """Chapter 04: the F1 drop under each probe (unprobed minus probed, as everywhere in the book) for the
     model, with why they are not findings where the model's ``runs`` (:func:`probe_grid`'s) say so, and the
-    share of flipped answers for the model and for the reference agent."""
+    share of flipped answers for the model and for the reference agent; ``backend``, what answered, chooses the
+    reading of the run's scale (:func:`scale_phrase`)."""
     mean = table.groupby(["agent", "probe"])["drop_gold_pp"].mean()
     flips = table.groupby("agent")["flipped_share"].mean()
     numbers = {f"drop_{p}": float(mean.get((agent, p), math.nan)) for p in probes}
@@ -110,4 +111,5 @@ def probes_reading(table: pd.DataFrame, agent: str, probes: Sequence[str], insta
                        "follows the graph it is shown")
     return Reading(numbers, sample_phrases(instances, seeds) | {
         "probe_drops": Markdown(drops, ".", swap, *([" ", probe_causes(runs, probes, seeds[0])] if runs else [])),
-        "flips": f"On average {numbers['flips_model']:.0f}% of this model's answers flip under a probe{flips_reference}."})
+        "flips": f"On average {numbers['flips_model']:.0f}% of this model's answers flip under a probe{flips_reference}.",
+        "scale_note": scale_phrase(instances, backend)})

@@ -13,7 +13,7 @@ from ...analysis import tables
 from ...analysis.markup import Markdown, code
 from ...causal.instance import Instance
 from ...run.records import RunRecord
-from .glue import Headline, Reading, TARGET, paper_numbers, sample_phrases, sentence, signed
+from .glue import Headline, Reading, TARGET, paper_numbers, sample_phrases, scale_phrase, sentence, signed
 from .verdicts import answer_causes, paired_headline
 
 
@@ -104,9 +104,10 @@ def tool_choice_table(runs: Mapping[tuple[str, int], Sequence[RunRecord]],
 
 
 def ablations(drops: pd.DataFrame, thinking_supported: bool, instances: Sequence[Instance],
-              seeds: Sequence[int], refused: Mapping[str, str] | None = None) -> Reading:
+              seeds: Sequence[int], refused: Mapping[str, str] | None = None, backend: str = "") -> Reading:
     """Chapter 03: each one-factor removal's drop in F1 against Structured Thinking (Structured Thinking minus
-    the ablation); ``refused`` names the conditions this model cannot serve (:func:`experiments.refusals`)."""
+    the ablation); ``refused`` names the conditions this model cannot serve (:func:`experiments.refusals`);
+    ``backend``, what answered, chooses the reading of the run's scale (:func:`scale_phrase`)."""
     refused = refused or {}
     numbers = paper_numbers(["ablation_minimal_f1", "ablation_no_thinking_drop", "ablation_no_constrained_drop",
                              "ablation_9b_no_thinking_structured_gain", "ablation_9b_no_thinking_baseline_gain",
@@ -116,7 +117,8 @@ def ablations(drops: pd.DataFrame, thinking_supported: bool, instances: Sequence
     if refused:
         note = Markdown(" ").join(Markdown(code(c), f" was not run: {why}.") for c, why in refused.items())
     return Reading(numbers, sample_phrases(instances, seeds) | {"thinking_note": note,
-                                                                "ablation_drops": ablation_phrase(drops, refused)})
+                                                                "ablation_drops": ablation_phrase(drops, refused),
+                                                                "scale_note": scale_phrase(instances, backend)})
 
 
 def ablation_headline(paired: pd.DataFrame, drops: pd.DataFrame,
