@@ -6,6 +6,7 @@ in words, a run's details, the bins in two narrow tables).
 
 from __future__ import annotations
 
+import html
 import itertools
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -75,6 +76,17 @@ def _counts(names: Iterable[Any], values: pd.DataFrame) -> list[Any]:
             and whole(values[name])]
 
 
+def p_text(p: float | None) -> str:
+    """A p-value as a page prints it: ``< 0.001`` below a thousandth (never ``0.000`` or ``1e-22``), else two
+    significant digits; ``n/a`` when missing."""
+    if p is None or pd.isna(p):
+        return "n/a"
+    return "< 0.001" if p < 0.001 else f"{p:.2g}"
+
+
+P_COLUMNS = {"McNemar p"}  # columns that hold p-values, printed by :func:`p_text`
+
+
 def label(key: Any) -> Any:
     """The readable name of a condition or column key, or of each side of ``a vs b`` (other values as they
     are)."""
@@ -106,7 +118,8 @@ def show(frame: pd.DataFrame, digits: int = 2):
     # whole numbers stored as floats (a seed or a count beside a missing value) print as whole numbers, and so
     # do the count rows of a frame of measures (records, parsed objects) whose first column names each row
     whole = _counts(floats, flat)
-    floats = [c for c in floats if c not in whole]
+    ps = [c for c in floats if c in P_COLUMNS]
+    floats = [c for c in floats if c not in whole and c not in ps]
     names = flat.iloc[:, 0] if len(flat.columns) and not pd.api.types.is_numeric_dtype(flat.iloc[:, 0]) else pd.Series()
     rows = [i for i, name in names.items() if _counts([name], pd.DataFrame({name: flat.loc[i, floats]}))]
     # class "dataframe": the book's own table style, as pandas' plain HTML gets it. A Styler does not escape
@@ -115,8 +128,11 @@ def show(frame: pd.DataFrame, digits: int = 2):
               .format("{:.%df}" % digits, subset=floats, na_rep="—")
               .format("{:.0f}", subset=whole, na_rep="—")
               .format("{:.0f}", subset=pd.IndexSlice[rows, floats], na_rep="—")
+              .format(lambda p: html.escape(p_text(p)), subset=ps)  # a formatter's output is not escaped
               .format_index(escape="html", axis=1))
-    others = [c for c in flat.columns if c not in floats]
+    # the text and integer columns; a whole-number float column keeps its "{:.0f}" (the default would print
+    # a seed as 0.000000)
+    others = [c for c in flat.columns if c not in floats and c not in whole and c not in ps]
     return styler.format(na_rep="—", subset=others, escape="html") if others else styler
 
 
@@ -128,6 +144,8 @@ def markdown_table(frame: pd.DataFrame, digits: int = 2) -> Markdown:
     whole = set(_counts(flat.columns, flat))
 
     def cell(value: Any, column: Any) -> Part:
+        if isinstance(value, float) and column in P_COLUMNS:
+            return "—" if pd.isna(value) else p_text(value)
         if isinstance(value, float):
             return "—" if pd.isna(value) else number(value, ".0f" if column in whole else f".{digits}f")
         return "—" if value is None or value is pd.NA else str(value)

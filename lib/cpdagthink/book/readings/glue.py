@@ -104,12 +104,14 @@ def sentence(text: str) -> str:
 
 
 def p_value(p: float) -> str:
-    return "n/a" if p is None or math.isnan(p) else f"{p:.2g}"
+    """``= 0.04``, ``< 0.001`` or ``= n/a``: a p-value after its name (:func:`presentation.p_text`)."""
+    text = presentation.p_text(p)
+    return text if text.startswith("<") else f"= {text}"
 
 
 def gain_clause(row: Mapping[str, Any]) -> str:
     return (f"{signed(row['gain (pp)'])} pp (95% CI [{signed(row['CI low'])}, {signed(row['CI high'])}], "
-            f"McNemar p = {p_value(row['McNemar p'])})")
+            f"McNemar p {p_value(row['McNemar p'])})")
 
 
 def per_seed_gains(paired: pd.DataFrame, comparison: str) -> str:
