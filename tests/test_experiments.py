@@ -40,7 +40,7 @@ def test_banner_names_the_resolved_model_budgets_and_runs_and_puts_the_verdict_f
                        verdict="This build cannot test the paper's claim: X.", command="cpdagthink book --only 01")
     text = str(banner)
     assert text.startswith("Verdict. This build cannot test the paper's claim")
-    assert banner.source().startswith("**Verdict\\.** This build") and "Probes\\: `scramble_full`\\." in banner.source()
+    assert banner.source().startswith("**Verdict\\.** This build") and "Probes\\: full scramble\\." in banner.source()
     assert banner.source().endswith("Reproduce this page\\: `cpdagthink book --only 01`")
     assert "model the symbolic reference agent" in text and "default" not in text
     # the reference agent computes its answers: no budgets or decoding are named for it
@@ -51,7 +51,7 @@ def test_banner_names_the_resolved_model_budgets_and_runs_and_puts_the_verdict_f
         str(ex.banner(llm, instances, [0]))
     whole = str(ex.banner(ex.updated(setup, limit=0), instances, [0]))
     assert "the whole split, 20 instances" in whole and "sample of" not in whole
-    assert "Conditions: Structured Thinking, BaselineEnhanced." in text and "Probes: scramble_full." in text
+    assert "Conditions: Structured Thinking, BaselineEnhanced." in text and "Probes: full scramble." in text
     assert text.endswith("Reproduce this page: cpdagthink book --only 01")
     local = ex.updated(setup, backend="local", model=None)
     assert ex.model_name(local) == "Qwen2.5-Coder-0.5B-Instruct (GGUF)"

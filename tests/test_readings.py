@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from cpdagthink.analysis import tables
-from cpdagthink.analysis.markup import Markdown, strong
+from cpdagthink.analysis.markup import Markdown, code, strong
 from cpdagthink.analysis.metrics import OmittedGroup
 from cpdagthink.book import presentation, readings
 from cpdagthink.book.chapters import NOTEBOOKS
@@ -200,8 +200,9 @@ def test_probe_reading_reports_drops_as_unprobed_minus_probed():
                            "flipped_share": 0.6}])
     reading = readings.probes_reading(table, "m", ["scramble_full", "drop_premise"], instances([1, 0]), [0])
     assert reading.numbers["drop_scramble_full"] == 12.0  # the same sign as the probe table and the figure
-    assert str(reading.phrases["probe_drops"]).startswith("scramble_full +12.0 pp; drop_premise +0.0 pp.")
-    assert reading.phrases["probe_drops"].source().startswith("`scramble_full` \\+12\\.0 pp\\; `drop_premise` ")
+    # display names, not the probes' keys
+    assert str(reading.phrases["probe_drops"]).startswith("full scramble +12.0 pp; premise removed +0.0 pp.")
+    assert "scramble_full" not in reading.phrases["probe_drops"].source()
     assert "validity-preserving swaps were not run" in str(reading.phrases["probe_drops"])
     assert (reading.numbers["flips_model"], reading.numbers["flips_reference"]) == pytest.approx((10.0, 60.0))
     alone = readings.probes_reading(table[table["agent"] == "m"], "m", ["scramble_full"], instances([1, 0]), [0])
@@ -698,3 +699,83 @@ def test_the_scale_reading_is_chosen_from_what_answered_and_how_many_rows():
     assert readings.scale_phrase(instances([0, 1] * 300), "openai") == (
         "With 600 instances, each figure's own interval says which differences are more than noise.")
     assert "nothing about a language model" in readings.scale_phrase(instances([0, 1] * 300), "reference")
+
+
+INTERNAL = {key for key, shown in presentation.LABELS.items() if "_" in key and shown != key} | {
+    path.stem for path in NOTEBOOKS.glob("0*.ipynb")}
+
+
+def _labels(markdown) -> set[str]:
+    """The internal keys a page's Markdown shows as words or as a bare code span (a command or an option in
+    code, with its spaces or ``=``, left out)."""
+    text = re.sub(r"`[^`]*[ =][^`]*`", "", Markdown(markdown).source())
+    text = re.sub(r"\\(.)", r"\1", text)
+    return {key for key in INTERNAL if re.search(rf"(?<![\w.=-]){re.escape(key)}(?![\w])", text)}
+
+
+def test_no_internal_key_is_a_label_in_any_chapters_prose_tables_or_the_intro(tmp_path):
+    """What the pages paste (each reading's phrases, tables and verdict; the tables the notebooks show; the
+    intro's account) names conditions, probes, kinds, columns and chapters by their display names."""
+    from failure_cases import INSTANCES, mixed_runs
+    from known_answers import GOLD, N, records, right_on
+    from cpdagthink.analysis import audit, failures
+    from cpdagthink.book.build import build_summary
+
+    answers = right_on(0.9, 1)
+    runs = {("structured", 0): records("structured", answers),
+            ("baseline_enhanced", 0): records("baseline_enhanced", right_on(0.75, 2)),
+            ("no_constrained_decoding", 0): records("no_constrained_decoding", answers, asked="structured"),
+            ("minimal_instruction", 0): records("minimal_instruction", right_on(0.7, 3))}
+    probed = {("unprobed", 0): records("unprobed", answers), ("scramble_full", 0): records("scramble_full", answers),
+              ("drop_premise", 0): records("drop_premise", [None] * N, cut_off=True)}
+    scores, rows = tables.scores_frame(runs), instances(GOLD)
+    paired = tables.paired_frame(runs, "structured", ["baseline_enhanced", "no_constrained_decoding"], n_resamples=100)
+    drops = readings.ablation_table(scores, runs)
+    probe_table, _, probe_paired = readings.probe_grid(probed, ["scramble_full", "drop_premise"], [0], "m")
+    made = [readings.main_results(scores, paired, rows, [0], runs),
+            readings.ablations(drops, True, rows, [0], {"no_thinking": "the model always reasons"}, backend="openai"),
+            readings.probes_reading(probe_table, "m", ["scramble_full", "drop_premise"], rows, [0], probed, "openai")]
+    headlines = [made[0].headline, readings.ablation_headline(paired, drops, runs),
+                 readings.probe_headline(probe_paired, probed, 0)]
+    found = {}
+    for reading in made:
+        for name, phrase in reading.phrases.items():
+            found[name] = _labels(phrase)
+        for name, table in reading.tables.items():
+            found[name] = _labels(presentation.markdown_table(table))
+    for headline in headlines:
+        found[headline.figure] = _labels(headline.verdict())
+    failure_runs = mixed_runs()
+    shown = {"scores": tables.score_table(scores, "gold", GOLD), "gains": tables.gain_seed_frame(paired),
+             "shifts": tables.error_shift_table(paired), "drops": drops, "probes": readings.probe_summary(probe_table),
+             "answers": tables.answers_frame(runs), "shortcut": audit.shortcut_table(failure_runs, INSTANCES),
+             "kinds": failures.failure_counts(failure_runs, INSTANCES).T.rename_axis("count")}
+    for name, frame in shown.items():
+        html = presentation.show(frame).to_html()
+        found[name] = {key for key in INTERNAL if re.search(rf">\s*{re.escape(key)}\s*<", html)}
+    book = tmp_path / "book"
+    book.mkdir()
+    for chapter, headline in (("01_main_results", headlines[0]), ("03_ablations", headlines[1]),
+                              ("04_probes", headlines[2])):
+        _executed_chapter(book / f"{chapter}.ipynb", headline)
+    from cpdagthink.book.build import chapter_records
+    found["intro"] = _labels(build_summary(chapter_records(book)))
+    assert {name: keys for name, keys in found.items() if keys} == {}
+    # the check sees a key used as a word, and leaves a command's code span alone
+    assert _labels(Markdown("under scramble_full, 01_main_results")) == {"scramble_full", "01_main_results"}
+    assert _labels(Markdown("run ", code("cpdagthink book -p probes=scramble_full"))) == set()
+    assert _labels(Markdown(code("scramble_full"), " +12.0 pp")) == {"scramble_full"}
+
+
+def _executed_chapter(path, headline) -> None:
+    """A chapter as papermill leaves it, with the first screen a build of ``headline`` records."""
+    screen = nbformat.v4.new_code_cell("first_screen()")
+    configuration = {"backend": "openai", "model": "m", "data": "test split", "instances": 400, "positives": 200,
+                     "negatives": 200, "sample": "whole split", "seeds": [0], "budgets": "1024 + 512",
+                     "decoding": "greedy decoding", "tool choice": "auto", "conditions": [], "probes": []}
+    screen.outputs = [nbformat.v4.new_output("display_data", data={"text/markdown": "x"}, metadata={"cpdagthink": {
+        "chapter": path.stem, "command": f"cpdagthink book --only {path.stem[:2]}", "configuration": configuration,
+        "headline": headline.record()}})]
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [screen]
+    nbformat.write(nb, path)

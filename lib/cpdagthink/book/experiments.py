@@ -163,7 +163,7 @@ def banner(setup: RunSet, instances: Sequence[Instance], seeds: Sequence[int], *
         f"{counted(len(instances) - positives, 'negative')}{_balance_text(setup)}), "
         f"{counted(len(seeds), 'seed')} ({', '.join(map(str, seeds))}), {decoding}.",
         f" Conditions: {', '.join(label(c) for c in conditions)}." if conditions else "",
-        Markdown(" Probes: ", Markdown(", ").join(map(code, probes)), ".") if probes else "",
+        f" Probes: {', '.join(label(p) for p in probes)}." if probes else "",
         " Figures labelled ", emphasis("paper"), " are the paper's, reported for Qwen3.5-27B or the named model on "
         "the full data.")
     return paragraphs(Markdown(strong("Verdict."), f" {verdict}") if verdict else "", run,

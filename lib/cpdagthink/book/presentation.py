@@ -37,7 +37,12 @@ LABELS = {
     "v_structures_f1_micro": "v-structure F1 (micro)", "directed_f1": "directed-edge F1",
     "directed_f1_micro": "directed-edge F1 (micro)", "undirected_f1": "undirected-edge F1",
     "undirected_f1_micro": "undirected-edge F1 (micro)", "exact_match_rate": "exact CPDAG match rate",
-    "violation_rate": "violation rate",
+    "violation_rate": "violation rate", "graph_quality": "graph quality", "valid_not_exact": "valid, not exact",
+    "accuracy_corrected": "accuracy, corrected labels",
+    # the later-causes-earlier shortcut (chapter 05)
+    "n_later_causes_earlier": "later-causes-earlier hypotheses", "prediction_no_rate": "share answered NO",
+    "no_rate_other_causal": "share answered NO, other causal hypotheses", "gold_all_zero": "gold labels all NO",
+    "oracle_all_zero": "corrected labels all NO",
     # the certified validator's violation kinds (chapter 05)
     "unknown_variable": "unknown or repeated variable", "skeleton_mismatch": "skeleton not the edges' own",
     "directed_and_undirected": "edge both directed and undirected", "directed_cycle": "directed cycle",

@@ -86,7 +86,7 @@ def probe_example(probed: Mapping[str, Sequence[RunRecord]]) -> Markdown:
     name, records = next(iter(probed.items()))
     record = records[0]
     note = record.intervention.note if record.intervention else "nothing"
-    return Markdown("Example of what a probe changed (", code(name), f", {record.id}): {note}")
+    return Markdown("Example of what a probe changed (", presentation.label(name), f", {record.id}): {note}")
 
 
 def probes_reading(table: pd.DataFrame, agent: str, probes: Sequence[str], instances: Sequence[Instance],
@@ -103,7 +103,7 @@ def probes_reading(table: pd.DataFrame, agent: str, probes: Sequence[str], insta
                 "flips_reference": 100 * float(flips.get(REFERENCE, math.nan))}
     numbers |= paper_numbers(["probe_full_drop", "probe_premise_drop", "probe_partial_drop_low",
                               "probe_partial_drop_high"])
-    drops = Markdown("; ").join(Markdown(code(p), f" {signed(numbers[f'drop_{p}'])} pp") for p in probes)
+    drops = Markdown("; ").join(Markdown(presentation.label(p), f" {signed(numbers[f'drop_{p}'])} pp") for p in probes)
     swap = ("" if "swap_valid_cpdag" in probes else
             Markdown(" The validity-preserving swaps were not run (add them to ", code("probes"), ")."))
     flips_reference = ("" if math.isnan(numbers["flips_reference"]) else

@@ -10,9 +10,10 @@ from collections.abc import Mapping, Sequence
 import pandas as pd
 
 from ...analysis import tables
-from ...analysis.markup import Markdown, code
+from ...analysis.markup import Markdown
 from ...causal.instance import Instance
 from ...run.records import RunRecord
+from ..presentation import label
 from .glue import Headline, Reading, TARGET, paper_numbers, sample_phrases, scale_phrase, sentence, signed
 from .verdicts import answer_causes, paired_headline
 
@@ -115,7 +116,7 @@ def ablations(drops: pd.DataFrame, thinking_supported: bool, instances: Sequence
     note = ("" if thinking_supported else "This model has no thinking mode, so the no-thinking row sends the same "
             "prompts as Structured Thinking: its difference is zero by construction, not a finding.")
     if refused:
-        note = Markdown(" ").join(Markdown(code(c), f" was not run: {why}.") for c, why in refused.items())
+        note = Markdown(" ").join(Markdown(sentence(f"{label(c)} was not run: {why}")) for c, why in refused.items())
     return Reading(numbers, sample_phrases(instances, seeds) | {"thinking_note": note,
                                                                 "ablation_drops": ablation_phrase(drops, refused),
                                                                 "scale_note": scale_phrase(instances, backend)})
