@@ -114,17 +114,21 @@ def readable(frame: pd.DataFrame) -> pd.DataFrame:
 _TABLE_IDS = itertools.count(1)  # a page's tables in the order it shows them: the same records, the same page
 
 
+def _float_columns(flat: pd.DataFrame) -> tuple[list[Any], list[Any], list[Any]]:
+    """A shown table's float columns by how they print: to ``digits`` places, as whole numbers (a seed or a count
+    stored as a float beside a missing value), and as p-values (:data:`P_COLUMNS`)."""
+    floats = [c for c in flat.columns if pd.api.types.is_float_dtype(flat[c])]
+    whole = _counts(floats, flat)
+    ps = [c for c in floats if c in P_COLUMNS]
+    return [c for c in floats if c not in whole and c not in ps], whole, ps
+
+
 def show(frame: pd.DataFrame, digits: int = 2):
     """A table as the book prints it: readable labels, no index column, numbers to ``digits`` places,
     missing values as a dash, text never cut short. Its HTML ids count the tables shown in this process
     (pandas would draw a random one), so a page made again from the same records is the same page."""
     flat = readable(frame)
-    floats = [c for c in flat.columns if pd.api.types.is_float_dtype(flat[c])]
-    # whole numbers stored as floats (a seed or a count beside a missing value) print as whole numbers, and so
-    # do the count rows of a frame of measures (records, parsed objects) whose first column names each row
-    whole = _counts(floats, flat)
-    ps = [c for c in floats if c in P_COLUMNS]
-    floats = [c for c in floats if c not in whole and c not in ps]
+    floats, whole, ps = _float_columns(flat)
     names = flat.iloc[:, 0] if len(flat.columns) and not pd.api.types.is_numeric_dtype(flat.iloc[:, 0]) else pd.Series()
     rows = [i for i, name in names.items() if _counts([name], pd.DataFrame({name: flat.loc[i, floats]}))]
     # class "dataframe": the book's own table style, as pandas' plain HTML gets it. A Styler does not escape

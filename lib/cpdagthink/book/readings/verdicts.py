@@ -28,18 +28,11 @@ def answer_causes(sides: Mapping[str, Sequence[RunRecord]], figure: str) -> tupl
     one (a probe that turns every answer to NO)."""
     causes, degenerate, constants = [], False, []
     for condition, records in sides.items():
-        p, name = tables.answer_profile(records), presentation.label(condition)
+        p = tables.answer_profile(records)
         constants.append(p.constant)
-        if 2 * p.finished < p.n:
-            degenerate = True
-            causes.append(f"{name} finished {p.finished} of its {counted(p.n, 'answer')} ({p.cut_off} cut off at "
-                          f"the token budget, {p.n - p.finished - p.cut_off} unparsed; a missing answer scores NO)")
-        elif p.constant:
-            rows = (f"every one of its {counted(p.n, 'row')}" if p.finished == p.n else
-                    f"every row it finished ({p.finished} of {p.n}; the rest score NO)")
-            causes.append(f"{name} answered {p.constant} on {rows}")
-        elif p.cut_off:
-            causes.append(f"{p.cut_off} of {name}'s {counted(p.n, 'answer')} were cut off at the token budget")
+        cause = _side_cause(presentation.label(condition), p)
+        causes += [cause] if cause else []
+        degenerate = degenerate or 2 * p.finished < p.n
     if constants and all(constants) and len(set(constants)) == 1:
         degenerate = True
     scored = [[r.says_yes for r in records] for records in sides.values()]
@@ -53,6 +46,21 @@ def answer_causes(sides: Mapping[str, Sequence[RunRecord]], figure: str) -> tupl
         degenerate = True
         causes.append(f"a sample of {counted(smallest, 'row')} is too small to carry a finding (at least {MIN_ROWS})")
     return tuple(causes), degenerate
+
+
+def _side_cause(name: str, p: tables.AnswerProfile) -> str:
+    """What one side's answers rest on (:func:`answer_causes`): most rows unfinished, one constant answer, or
+    some rows cut off; empty when none."""
+    if 2 * p.finished < p.n:
+        return (f"{name} finished {p.finished} of its {counted(p.n, 'answer')} ({p.cut_off} cut off at the token "
+                f"budget, {p.n - p.finished - p.cut_off} unparsed; a missing answer scores NO)")
+    if p.constant:
+        rows = (f"every one of its {counted(p.n, 'row')}" if p.finished == p.n else
+                f"every row it finished ({p.finished} of {p.n}; the rest score NO)")
+        return f"{name} answered {p.constant} on {rows}"
+    if p.cut_off:
+        return f"{p.cut_off} of {name}'s {counted(p.n, 'answer')} were cut off at the token budget"
+    return ""
 
 
 def pair_causes(runs: Mapping[tuple[str, int], Sequence[RunRecord]], comparison: str, seed: int,
