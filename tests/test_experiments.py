@@ -132,3 +132,14 @@ def test_render_only_refuses_a_run_not_yet_computed_naming_its_folder(setup, mon
     monkeypatch.setenv(ex.ENV_RENDER_ONLY, "1")
     _refuse_backends(monkeypatch)
     assert ex.run(setup.for_run("structured", 0), instances, progress=False) == made
+
+
+def test_the_banner_lists_conditions_whose_names_hold_no_comma(setup):
+    """Chapter 03's banner read "BaselineEnhanced, BaselineEnhanced, no thinking": a name with a comma in a
+    comma-separated list reads as two conditions."""
+    from cpdagthink.book import presentation
+    from cpdagthink.method.conditions import CONDITIONS
+
+    assert [c for c in CONDITIONS if "," in presentation.label(c)] == []
+    text = str(ex.banner(setup, setup.instances(), [0], conditions=["baseline_enhanced", "baseline_no_thinking"]))
+    assert "Conditions: BaselineEnhanced, BaselineEnhanced without thinking." in text

@@ -21,7 +21,7 @@ LABELS = {
     "structured": "Structured Thinking", "baseline_enhanced": "BaselineEnhanced",
     "twoturn_prose_pc": "TwoTurn-Prose-PC", "singleturn_structured": "single-turn structured",
     "minimal_instruction": "minimal instruction", "no_thinking": "no thinking",
-    "no_constrained_decoding": "no constrained decoding", "baseline_no_thinking": "BaselineEnhanced, no thinking",
+    "no_constrained_decoding": "no constrained decoding", "baseline_no_thinking": "BaselineEnhanced without thinking",
     "num_variables": "variables", "drop_gold_pp": "F1 drop, gold (pp)", "drop_oracle_pp": "F1 drop, corrected (pp)",
     "flipped_share": "answers flipped", "intervened_share": "turns changed", "flipped_share_pct": "answers flipped (%)",
     "intervened_share_pct": "turns changed (%)", "base_f1_gold": "F1 unprobed",
