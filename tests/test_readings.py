@@ -280,6 +280,13 @@ def test_a_section_that_could_not_run_is_one_sentence_and_its_command(displayed)
     texts, figures_drawn = _shown(displayed, readings.show_stress, readings.stress_table({}))
     assert len(texts) == 1 and "`cpdagthink book --only 02 -p 'stress_families=[\"alarm7\"]'`" in texts[0]
     assert figures_drawn == 0
+    # the page's own backend, model and limit stay in the command that fills a section
+    page = {"backend": "openai", "model": "Qwen/Qwen3.5-27B", "limit": 0}
+    texts, _ = _shown(displayed, readings.show_ood, None, page)
+    assert texts[0].endswith("`cpdagthink book --only 02 -p backend=openai -p model=Qwen/Qwen3.5-27B -p limit=0 "
+                             "-p ood_split=generated:paraphrase`\\.")
+    assert readings.fill_command("03_ablations", page, compare_tool_choice=True).endswith(
+        "-p backend=openai -p model=Qwen/Qwen3.5-27B -p limit=0 -p compare_tool_choice=true")
 
 
 def test_a_section_that_ran_shows_its_figure_with_a_caption_of_what_is_drawn(displayed):

@@ -14,7 +14,7 @@ key figure rests on. The notebooks call them all through this package's names.
 
 from __future__ import annotations
 
-from .glue import (TARGET, BASELINE, REFERENCE, AGREES, AGAINST, NO_EFFECT, UNDECIDED, claim_status, Reading, glue_figure, show_figure, not_run, trivial_phrase,
+from .glue import (TARGET, BASELINE, REFERENCE, AGREES, AGAINST, NO_EFFECT, UNDECIDED, claim_status, Reading, glue_figure, show_figure, fill_command, not_run, trivial_phrase,
                    constant_phrase, scale_phrase, signed, sentence, p_value, gain_clause, per_seed_gains, sample_phrases,
                    paper_numbers, Headline, first_screen, label_gaps_note)
 from .verdicts import MIN_ROWS, answer_causes, pair_causes, verdict, paired_headline
@@ -30,7 +30,7 @@ from .graph_audit import (audit_runs, audit_scopes, show_pooled_audit, pooled_su
 from .gallery import failure_kinds, gallery_headline, gallery_reading
 
 __all__ = [
-    "TARGET", "BASELINE", "REFERENCE", "AGREES", "AGAINST", "NO_EFFECT", "UNDECIDED", "claim_status", "Reading", "glue_figure", "show_figure", "not_run", "trivial_phrase",
+    "TARGET", "BASELINE", "REFERENCE", "AGREES", "AGAINST", "NO_EFFECT", "UNDECIDED", "claim_status", "Reading", "glue_figure", "show_figure", "fill_command", "not_run", "trivial_phrase",
     "constant_phrase", "scale_phrase", "signed", "sentence", "p_value", "gain_clause", "per_seed_gains", "sample_phrases",
     "paper_numbers", "Headline", "first_screen", "label_gaps_note", "MIN_ROWS", "answer_causes", "pair_causes", "verdict",
     "paired_headline", "MAIN_CONDITIONS", "PRIMARY_SEED", "THREE_SEEDS", "main_summary_table", "budget_note", "answer_reading",

@@ -69,6 +69,12 @@ def show_figure(figure, caption: str) -> None:
     plt.close(figure)
 
 
+def fill_command(chapter: str, namespace: Mapping[str, Any], **changes: Any) -> str:
+    """The command that fills a section this page did not run: the page's own (its backend, model, limit and
+    every other parameter it ran with, :func:`chapters.reproduce_command`) with ``changes``."""
+    return reproduce_command(chapter, {**namespace, **changes})
+
+
 def not_run(what: str, command: str) -> Markdown:
     """A section that could not run, collapsed to one sentence and the command that fills it."""
     return Markdown(what, " Fill it with ", code(command), ".")
