@@ -786,3 +786,24 @@ def _executed_chapter(path, headline) -> None:
     nb = nbformat.v4.new_notebook()
     nb.cells = [screen]
     nbformat.write(nb, path)
+
+
+def test_the_cost_section_shows_only_what_the_calls_measured(displayed):
+    """No ratios of zeros where no call counted tokens (the reference agent), and no time table where every call
+    took 0.00 s; both where the calls measured them."""
+    from known_answers import records, right_on
+
+    def costed(condition, tokens, seconds):
+        return [r.model_copy(update={"turns": [t.model_copy(update={"prompt_tokens": tokens, "completion_tokens": tokens,
+                                                                    "latency_s": seconds}) for t in r.turns]})
+                for r in records(condition, right_on(0.8, 1))]
+
+    texts, _ = _shown(displayed, readings.show_cost, {(c, 0): costed(c, 0, 0.0) for c in ("structured", "baseline_enhanced")})
+    assert len(texts) == 1 and "no cost to compare" in texts[0]
+    displayed.clear()
+    readings.show_cost({("structured", 0): costed("structured", 300, 0.0), ("baseline_enhanced", 0): costed("baseline_enhanced", 100, 0.0)})
+    shown = " ".join(str(o) for o, _ in displayed)
+    assert "Tokens per instance" in shown and "Model time" not in shown
+    displayed.clear()
+    readings.show_cost({("structured", 0): costed("structured", 300, 2.0), ("baseline_enhanced", 0): costed("baseline_enhanced", 100, 1.0)})
+    assert "Model time" in " ".join(str(o) for o, _ in displayed)

@@ -136,3 +136,25 @@ def main_results(scores: pd.DataFrame, paired: pd.DataFrame, instances: Sequence
     for column in (c for c in summary.columns if c.startswith("this run")):  # the same sample under every seed
         summary.loc["always YES (this sample)", column] = always_yes
     return Reading(numbers, phrases, {"summary_table": summary}, headline)
+
+
+def show_cost(runs: Mapping[tuple[str, int], Sequence[RunRecord]]) -> None:
+    """Chapter 01's cost section (§7.3): tokens per instance and condition, then model time, beside the paper's
+    ratios; only what the records measured: a run whose calls counted no tokens (the reference agent computes its
+    answers) shows no ratios of zeros, and times are shown only where calls took any."""
+    from IPython.display import display
+
+    tokens, times = tables.cost_tables({k: v for k, v in runs.items() if k[0] != REFERENCE})
+    if tokens.empty or not (tokens["mean_total_tokens"] > 0).any():
+        display(Markdown("No call of this run counted tokens (the reference agent computes its answers, and a "
+                         "cost needs the baseline's run), so there is no cost to compare."))
+        return
+    display(Markdown("Tokens per instance and condition (means over every seed's rows; the method's cost, as the "
+                     "paper's token ratio):"))
+    display(presentation.show(tokens, 1))
+    if (times["mean_latency_s"] > 0).any():
+        display(Markdown("Model time, per instance and per completion token: wall time of each call on this machine, "
+                         "which its load at the time shares in (other processes, other builds), so it is not the "
+                         "method's cost and a ratio of times compares loads as much as conditions:"))
+        display(presentation.show(times, 2))
+    display(presentation.show(presentation.paper_view(["cost_tokens_ratio", "cost_time_ratio"])))
