@@ -249,7 +249,7 @@ def test_book_builds_with_tables_and_figures(test_csv, tmp_path, monkeypatch):
     assert "<strong>18</strong> rows" in html["05_audit"]
     assert "alarm7 Structured Thinking:" in html["02_complexity"]  # the reading's line, not the code that writes it
     assert "On <code" in html["02_complexity"] and "generated:paraphrase" in html["02_complexity"]
-    assert re.search(r"swap_valid_cpdag</span></code> [+-]\d", html["04_probes"])
+    assert re.search(r"swap to another valid CPDAG [+-]\d", html["04_probes"])  # a probe by its display name
     appendix = (pages / "paper_figures.html").read_text()
     for key in paper()["key"]:
         assert f">{key}<" in appendix, key
@@ -655,7 +655,7 @@ def test_a_chapter_from_another_version_is_listed_as_such_not_a_crash(tmp_path, 
     old = {k: v for k, v in CONFIG.items() if k != "decoding"}
     _executed(tmp_path / "book" / "04_probes.ipynb", old)
     summary = _rendered_without_sphinx(tmp_path, monkeypatch)
-    assert summary.startswith("**Chapters not counted here:** 04_probes: made by another version (its first "
+    assert summary.startswith("**Chapters not counted here:** 04 probes: made by another version (its first "
                               "screen's 'configuration' lacks 'decoding'); run `cpdagthink book --only 04` again")
     assert "**One configuration for every chapter:**" in summary  # the readable chapter is still reported
 
