@@ -41,7 +41,7 @@ def test_signed_never_prints_negative_zero():
 
 
 def test_verdict_counts_seeds_by_their_own_intervals():
-    one = paired_rows((0, 2.0, -1.0, 5.0, 0.4))
+    one = paired_rows((0, 2.0, -10.0, 15.0, 0.4))  # 25 pp wide: wider than the paper's +13.35
     assert readings.verdict(one, "structured vs baseline_enhanced") == (
         "On its 1 seed the interval contains zero: this run cannot separate the two conditions.")
     mixed = paired_rows((0, 8.0, 1.0, 15.0, 0.01), (1, 3.0, -2.0, 9.0, 0.3), (2, 9.0, 2.0, 16.0, 0.02))
@@ -597,7 +597,10 @@ def test_a_method_that_beats_the_baseline_on_400_rows_answers_the_claim_in_its_d
 
 
 def test_a_method_no_better_than_the_baseline_on_400_rows_finds_no_effect_of_the_papers_size():
-    headline = _known_main(0.80, 0.80).headline
+    reading = _known_main(0.80, 0.80)
+    assert reading.phrases["verdict"] == ("On its 1 seed the interval contains zero: narrower than the paper's "
+                                          "effect (+13.35 pp), it finds no effect of that size.")
+    headline = reading.headline
     assert headline.ci_low < 0 < headline.ci_high and headline.ci_high - headline.ci_low < 13.35
     assert headline.verdict().startswith("This build finds no effect of the paper's size: the gain of Structured "
                                          "Thinking over BaselineEnhanced is")

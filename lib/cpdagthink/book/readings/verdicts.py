@@ -74,9 +74,10 @@ def pair_causes(runs: Mapping[tuple[str, int], Sequence[RunRecord]], comparison:
 
 
 def verdict(paired: pd.DataFrame, comparison: str,
-            runs: Mapping[tuple[str, int], Sequence[RunRecord]] | None = None) -> str:
+            runs: Mapping[tuple[str, int], Sequence[RunRecord]] | None = None, paper_key: str = "main_delta") -> str:
     """What the per-seed intervals say, counted over seeds; given the ``runs``, a seed whose answers make its
-    gain degenerate (:func:`answer_causes`) is named with its causes and not counted as a finding."""
+    gain degenerate (:func:`answer_causes`) is named with its causes and not counted as a finding. Intervals that
+    all contain zero find no effect of the paper's size (``paper_key``) when each is narrower than it."""
     rows = paired[paired["comparison"] == comparison]
     if rows.empty:
         return "There is no paired run to judge."
@@ -91,8 +92,11 @@ def verdict(paired: pd.DataFrame, comparison: str,
     above, below = int((rows["CI low"] > 0).sum()), int((rows["CI high"] < 0).sum())
     seeds = counted(len(rows), "seed")
     if above == below == 0:
+        paper = float(tables.paper([paper_key])["value"].iloc[0])
+        narrow = bool(((rows["CI high"] - rows["CI low"]) < abs(paper)).all())
         return lead + (f"On {'its' if len(rows) == 1 else 'every one of its'} {seeds} the interval contains zero: "
-                       "this run cannot separate the two conditions.")
+                       + (f"narrower than the paper's effect ({paper:+g} pp), it finds no effect of that size."
+                          if narrow else "this run cannot separate the two conditions."))
     parts = [f"{above} of {seeds} favour Structured Thinking" if above else "",
              f"{below} of {seeds} favour the baseline" if below else ""]
     return lead + "By their own intervals, " + " and ".join(p for p in parts if p) + "."
