@@ -238,6 +238,7 @@ def test_book_builds_with_tables_and_figures(test_csv, tmp_path, monkeypatch):
         assert "<table" in page, name
         assert "sample of 12 instances" in page, name
         assert "Traceback" not in page and "nan" not in re.sub(r"<[^>]+>", " ", page).split(), name
+        assert not re.search(r">\s*\d+\.0{6}\s*<", page), name  # a seed or a count never prints as 0.000000
         check_results_before_code(name, page)
         check_captions(name, page)
         check_tables_fit(name, page)
