@@ -111,7 +111,8 @@ def test_render_reads_each_chapters_configuration_and_marks_a_mixed_book(tmp_pat
     assert "<li>04 probes: <code>cpdagthink book --only 04</code></li>" in one
     several = _html(build_summary({"01_main_results": {**records["01_main_results"], "configuration": {
         **records["01_main_results"]["configuration"], "seeds": [0, 1, 2]}}}))
-    assert "seeds 0, 1, 2, token budgets" in several and "[0" not in several  # prose, not a Python list
+    assert "seeds 0, 1, 2, no token budgets or decoding (the reference agent computes" in several
+    assert "[0" not in several and "greedy" not in several  # prose, not a Python list; the agent has no decoding
     _executed(book / "04_probes.ipynb", {**CONFIG, "instances": 20})
     assert "Each chapter's configuration" not in one  # one configuration: said once, not per chapter
     mixed = _html(build_summary(chapter_records(book)))

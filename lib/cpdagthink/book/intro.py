@@ -137,8 +137,10 @@ def build_summary(records: dict[str, dict[str, Any]], others: Sequence[Any] = ()
             if mixed else
             Markdown(strong("One configuration for every chapter:"),
                      f" {first['model']} (backend {first['backend']}), {first['data']}, {first['sample']}, "
-                     f"{_seeds_text(records)}, token budgets {first['budgets']} (turn 1 + answer), "
-                     f"{first['decoding']}."))
+                     f"{_seeds_text(records)}, " + (
+                         "no token budgets or decoding (the reference agent computes its answers)."
+                         if first["backend"] == "reference" else
+                         f"token budgets {first['budgets']} (turn 1 + answer), {first['decoding']}.")))
 
     headlines = _key_figures(records)
     rows = [{"chapter": chapter_title(name), "model": c["model"], "data": c["data"],
