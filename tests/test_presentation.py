@@ -101,3 +101,14 @@ def test_p_values_print_below_a_thousandth_as_less_than_never_as_zero():
     rows = presentation.markdown_table(paired).source().splitlines()[2:]
     assert rows[0].endswith(r"| \< 0\.001 |") and rows[1].endswith(r"| 0\.041 |")
     assert presentation.p_text(math.nan) == "n/a" and presentation.p_text(0.5) == "0.5"
+
+
+def test_the_paper_appendix_is_a_table_to_read_at_the_papers_precision():
+    appendix = presentation.paper_appendix()
+    assert list(appendix.columns) == ["figure", "value", "model", "split", "condition", "section", "page", "note"]
+    assert len(appendix) == len(tables.paper())
+    delta = appendix[appendix["figure"] == "F1 gain pp"].iloc[0]
+    assert (delta["value"], delta["condition"]) == ("13.35", "Structured Thinking vs BaselineEnhanced")
+    assert "2.4e-06" in set(appendix["value"])  # as the file writes it, not 0.00 or 2.40e-06
+    text = presentation.markdown_table(appendix).source()
+    assert "main_delta" not in text and "baseline_enhanced" not in text

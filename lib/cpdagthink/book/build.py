@@ -22,6 +22,7 @@ from . import build_record
 from .chapters import (ENV_RENDER_ONLY, METADATA_KEY, NOTEBOOKS, RenderOnlyError, chapter_values,
                        notebook_parameters, select_notebooks)
 from .intro import build_summary
+from .presentation import markdown_table, paper_appendix
 from .site import build_html, build_single_file, require_checkout
 
 
@@ -125,6 +126,7 @@ def hide_injected_parameters(path: Path) -> None:
 
 
 SUMMARY = "build_summary.md"  # written by render() into book/, included by the intro
+PAPER_TABLE = "paper_figures_table.md"  # written by render() into book/, included by the paper-figures appendix
 UNFINISHED_TAG = "cpdagthink-unfinished"  # the note render() puts atop a chapter whose execution did not finish
 # What the intro reads from each chapter's first screen (readings.first_screen writes them).
 RECORD_KEYS = {"command": (), "headline": ("figure", "paper", "value", "ci_low", "ci_high", "verdict", "causes",
@@ -261,6 +263,7 @@ def render(root: Path = PROJECT_ROOT, allow_partial: bool = False) -> Path:
     records = {c.name: c.record for c in chapters if c.record is not None and not c.unfinished}
     others = [c for c in chapters if c.unfinished or c.stale]
     (book / SUMMARY).write_text(build_summary(records, others).source() + "\n", encoding="utf-8")
+    (book / PAPER_TABLE).write_text(markdown_table(paper_appendix()).source() + "\n", encoding="utf-8")
     build_record.write_build_record(book, executed)
     index = build_html(root)
     build_single_file(root)

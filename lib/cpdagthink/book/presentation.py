@@ -180,6 +180,23 @@ def paper_view(keys: Iterable[str]) -> pd.DataFrame:
                          "model": table["model"], "section": table["section"]})
 
 
+def paper_appendix() -> pd.DataFrame:
+    """Every figure of ``data/paper_reported.csv`` as the appendix shows it: what was measured, its value as the
+    file writes it (the paper's own precision: no digit added or rounded away), the model, split and condition
+    (by its display name) it was measured on, the section and page, and the paper's qualification; the file's
+    internal keys left out."""
+    import csv
+
+    from ..paths import PAPER_REPORTED
+
+    with open(PAPER_REPORTED, newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    return pd.DataFrame({"figure": [r["metric"] for r in rows], "value": [r["value"] for r in rows],
+                         "model": [r["model"] for r in rows], "split": [r["split"] for r in rows],
+                         "condition": [label(r["condition"]) for r in rows], "section": [r["section"] for r in rows],
+                         "page": [r["page"] for r in rows], "note": [r["note"] for r in rows]})
+
+
 def _hardware_text(hardware: Mapping[str, Any]) -> str:
     """A run's hardware as :func:`run_details` shows it: its GPUs, else its CPU and cores."""
     return (", ".join(hardware.get("gpus") or []) or
