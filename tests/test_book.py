@@ -140,7 +140,7 @@ def test_the_intros_box_says_why_this_builds_numbers_look_as_they_do_from_the_re
         "4 of 4 parsed Structured Thinking objects show the violation <b>“edge both directed and undirected”</b>"]})
     box = build_summary(chapter_records(book))
     text = str(box)
-    assert text.startswith("Does Structured Thinking beat BaselineEnhanced on this model? Not on this build's evidence: "
+    assert text.startswith("Does Structured Thinking beat BaselineEnhanced on this model? Not on this build's evidence. "
                            "This build cannot test the paper's claim: ... Each other chapter, for its own question: "
                            "chapter 04 (the gain, -66.7 pp (95% CI [-100.0, +0.0])): this build cannot test the paper's "
                            "claim; chapter 05")

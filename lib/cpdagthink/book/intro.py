@@ -27,7 +27,7 @@ def _main_answer(record: dict[str, Any] | None) -> Markdown | str:
         return ("No claim about LLMs: chapter 01 ran the symbolic reference agent, an upper bound that reads the "
                 "exact CPDAG, not a model.")
     if h["value"] is None or h["ci_low"] is None or h["degenerate"]:
-        return "Not on this build's evidence: " + h["verdict"]
+        return "Not on this build's evidence. " + h["verdict"]
     status = claim_status(h["value"], h["ci_low"], h["ci_high"], h["paper"])
     figure = f"in chapter 01, {h['figure']} is {_interval_text(h)}"
     width, paper = h["ci_high"] - h["ci_low"], f"{paper_figure(h['paper'])} pp"
