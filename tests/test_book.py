@@ -775,6 +775,12 @@ def test_the_intros_box_answers_yes_from_chapter_01s_interval_on_a_book_built_by
                            "interval wholly above zero.")
     assert "chapter 06 (errors localised): this chapter describes rather than tests" in text
     assert "This book is mixed" not in text
+    reference = {"figure": "the drop under the full scramble", "paper": 25.0, "value": 1.0, "ci_low": 0.0,
+                 "ci_high": 2.0, "verdict": "This build makes no claim about LLMs: the symbolic reference agent ...",
+                 "paper_key": "probe_full_drop", "causes": [], "degenerate": False, "answered_by": "reference"}
+    _executed(tmp_path / "book" / "04_probes.ipynb", {**CONFIG, "backend": "reference"}, reference)
+    assert ("chapter 04 (the drop under the full scramble, +1.0 pp (95% CI [+0.0, +2.0])): this build makes no "
+            "claim about LLMs") in str(build_summary(chapter_records(tmp_path / "book")))
     assert "One configuration for every chapter: Qwen/Qwen3.5-27B (backend openai), test split, whole split, seeds " \
            "0, 1, 2 (chapter 06 reads 0)," in text
 

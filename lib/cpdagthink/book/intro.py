@@ -51,7 +51,8 @@ def _other_chapters(records: dict[str, dict[str, Any]]) -> str:
             continue
         h = record["headline"]
         value = "" if h["value"] is None or h["ci_low"] is None else f", {_interval_text(h)}"
-        parts.append(f"chapter {name.split('_')[0]} ({h['figure']}{value}): {h['verdict'].split(':')[0].lower()}")
+        status = h["verdict"].split(":")[0]
+        parts.append(f"chapter {name.split('_')[0]} ({h['figure']}{value}): {status[:1].lower()}{status[1:]}")
     return ("Each other chapter, for its own question: " + "; ".join(parts) + ".") if parts else ""
 
 
