@@ -593,7 +593,7 @@ def test_a_method_that_beats_the_baseline_on_400_rows_answers_the_claim_in_its_d
     assert not headline.degenerate and headline.ci_low > 0
     assert headline.verdict().startswith("This build answers the paper's claim in its direction: the gain of "
                                          "Structured Thinking over BaselineEnhanced is +")
-    assert reading.phrases["verdict"] == "By their own intervals, 1 of 1 seed favour Structured Thinking."
+    assert reading.phrases["verdict"] == "By their own intervals, 1 of 1 seed favours Structured Thinking."
 
 
 def test_a_method_no_better_than_the_baseline_on_400_rows_finds_no_effect_of_the_papers_size():

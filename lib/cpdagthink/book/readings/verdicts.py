@@ -97,8 +97,8 @@ def verdict(paired: pd.DataFrame, comparison: str,
         return lead + (f"On {'its' if len(rows) == 1 else 'every one of its'} {seeds} the interval contains zero: "
                        + (f"narrower than the paper's effect ({paper:+g} pp), it finds no effect of that size."
                           if narrow else "this run cannot separate the two conditions."))
-    parts = [f"{above} of {seeds} favour Structured Thinking" if above else "",
-             f"{below} of {seeds} favour the baseline" if below else ""]
+    parts = [f"{above} of {seeds} {'favours' if above == 1 else 'favour'} Structured Thinking" if above else "",
+             f"{below} of {seeds} {'favours' if below == 1 else 'favour'} the baseline" if below else ""]
     return lead + "By their own intervals, " + " and ".join(p for p in parts if p) + "."
 
 
