@@ -50,6 +50,13 @@ def backend_class(name: str) -> type[Backend]:
     return factory if inspect.isclass(factory) and issubclass(factory, Backend) else Backend
 
 
+def answers_without_model(name: str) -> bool:
+    """Whether the backend registered under ``name`` answers without a language model (``Backend.symbolic``:
+    the reference agent), so a page reads its rows as an upper bound, never as evidence about LLMs; False for a
+    name nobody registered (a record of unknown origin is read as a model's)."""
+    return name in BACKENDS and backend_class(name).symbolic
+
+
 def check_options(name: str, options: Mapping[str, Any]) -> dict[str, Any]:
     """``options`` as the backend ``name`` takes them, read against its factory's signature without building
     anything (so configurations check them up front): an option it does not take is refused by name, with the
@@ -83,6 +90,7 @@ __all__ = [
     "Request",
     "ToolCall",
     "backend_class",
+    "answers_without_model",
     "backend_factory",
     "check_options",
     "make_backend",

@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
-from ..backends import backend_class
+from ..backends import answers_without_model, backend_class
 from ..run.estimate import CHARS_PER_TOKEN, Measured, Pending, earlier_runs, measured, pending
 from .plan import PlannedRun, Samples
 
@@ -76,7 +76,8 @@ def run_cost(run: PlannedRun, instances: Sequence, pricing: Pricing, planned: se
     prompt, from_records = _prompt_tokens(p, m)
     expected = _expected(p, m, config.decoding.max_tokens_answer)
     price = None
-    if pricing.input_per_m is not None and pricing.output_per_m is not None and not backend_class(config.backend).symbolic:
+    priced = pricing.input_per_m is not None and pricing.output_per_m is not None
+    if priced and not answers_without_model(config.backend):
         paid = prompt * pricing.input_per_m
         price = ((paid + (expected or 0) * pricing.output_per_m) / 1e6, (paid + p.ceiling * pricing.output_per_m) / 1e6)
     latency, source = ((pricing.latency_s, "given") if pricing.latency_s is not None else
@@ -120,7 +121,7 @@ def total_line(costs: Sequence[RunCost]) -> str:
         return None if any(v is None for v in values) else sum(values)
 
     expected = whole([c.expected for c in costs])
-    prices = [c.price for c in costs if not backend_class(c.run.config.backend).symbolic]
+    prices = [c.price for c in costs if not answers_without_model(c.run.config.backend)]
     price = None if not prices or any(p is None for p in prices) else (sum(p[0] for p in prices),
                                                                         sum(p[1] for p in prices))
     return (f"total: {sum(c.pending.calls for c in costs):,} calls ({sum(c.pending.cached for c in costs):,} "

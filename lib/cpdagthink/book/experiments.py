@@ -15,7 +15,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from ..analysis.markup import Markdown, code, emphasis, paragraphs, strong
 from ..analysis.metrics import counted
-from ..backends import Backend, make_backend
+from ..backends import Backend, answers_without_model, make_backend
 from ..causal.instance import Instance
 from ..errors import CpdagthinkError
 from ..method.conditions import Intervention
@@ -151,7 +151,7 @@ def banner(setup: RunSet, instances: Sequence[Instance], seeds: Sequence[int], *
     # token budget and no decoding to report; a whole split is not a sample.
     rows = (f"the whole split, {counted(len(instances), 'instance')}" if setup.limit == 0 else
             f"sample of {counted(len(instances), 'instance')}{drawn}")
-    decoding = ("no token budgets or decoding (the reference agent computes its answers)" if setup.backend == "reference"
+    decoding = ("no token budgets or decoding (the reference agent computes its answers)" if answers_without_model(setup.backend)
                 else f"token budgets {d.max_tokens_turn1} for turn 1 and {d.max_tokens_answer} for the answer "
                      f"({d.one_turn_budget} for one-turn conditions), {_decoding_text(d)}")
     run = Markdown(

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from ..analysis.markup import Markdown, bullets, code, emphasis, paragraphs, quote, strong
+from ..backends import answers_without_model
 
 
 def _interval_text(h: dict[str, Any]) -> str:
@@ -140,7 +141,7 @@ def build_summary(records: dict[str, dict[str, Any]], others: Sequence[Any] = ()
                      f" {first['model']} (backend {first['backend']}), {first['data']}, {first['sample']}, "
                      f"{_seeds_text(records)}, " + (
                          "no token budgets or decoding (the reference agent computes its answers)."
-                         if first["backend"] == "reference" else
+                         if answers_without_model(first["backend"]) else
                          f"token budgets {first['budgets']} (turn 1 + answer), {first['decoding']}.")))
 
     headlines = _key_figures(records)

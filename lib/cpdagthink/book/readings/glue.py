@@ -11,6 +11,7 @@ from typing import Any
 
 import pandas as pd
 
+from ...backends import answers_without_model
 from ...analysis import tables
 from ...analysis.markup import Markdown, code, emphasis
 from ...analysis.metrics import counted
@@ -140,7 +141,7 @@ def scale_phrase(instances: Sequence[Instance], backend: str) -> str:
     from the default sample): the reference agent's rows show the pipeline on an exact graph, not a model; a
     small sample leaves only large differences outside the noise; a large one lets each interval decide."""
     n = counted(len(instances), "instance")
-    if backend == "reference":
+    if answers_without_model(backend):
         return ("The symbolic reference agent answered here, an upper bound that reads the exact CPDAG: these rows "
                 "show what the pipeline does with a perfect graph, and nothing about a language model.")
     if len(instances) < 100:
