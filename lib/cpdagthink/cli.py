@@ -339,7 +339,7 @@ _SHORTHANDS: tuple[tuple[str, str, dict[str, Any], str], ...] = (
     ("--token-param", "token_param", {}, "API: max_tokens or max_completion_tokens (overrides the profile)"),
     ("--regex-mode", "regex_mode", {}, "openai backend: vllm sends the schema regex to a vLLM server"),
     ("--revision", "revision", {}, "vLLM: the model revision to load"),
-    ("--timeout", "timeout", {}, "API: seconds one request may take in all (a timeout is not retried)"),
+    ("--timeout", "timeout", {}, "API: seconds one attempt may take in all (a timeout is retried like a 5xx)"),
     ("--retries", "retries", {}, "API: retries of a failed request"),
     ("--jump-forward", "jump_forward", {"nargs": 0, "const": True},
      "local: exact jump-forward decoding with drafts (fast on a build from `make llama-exact`)"),

@@ -9,10 +9,14 @@ OpenAI Responses API (reasoning models), as one backend over four parts:
   (``max_stored_chars`` per field).
 * :mod:`.openai_endpoints` gives each endpoint its own key and keeps keys out of every record.
 * :mod:`.transport` sends the attempts: round-robin over ``base_url``, at most ``max_concurrency`` in flight,
-  each attempt within ``timeout``, retried as :meth:`OpenAIBackend.classify` says: 408/409/425/429/5xx,
-  connection errors and an HTTP 200 whose body is not a well-formed answer are retried ``retries`` times; a
-  request that times out is not (a server that did not answer once will not answer faster the second time,
-  and a dead endpoint must fail within one ``timeout``).
+  each attempt within ``timeout``, retried as :meth:`OpenAIBackend.classify` says: timeouts, 408/409/425/429/5xx,
+  connection errors and an HTTP 200 whose body is not a well-formed answer are retried ``retries`` times (a call
+  that hangs once in a hundred costs its instance a retry, never the run); a refused key and a spent quota are
+  fatal, as no retry mends them.
+
+The backend serves one request at a time (:attr:`~.base.Backend.streams_requests`): the runner sends each
+instance's turns on their own, up to ``max_concurrency`` in flight across every run on the backend, and stops a
+run as a broken service when a share ``fail_on_error`` of its last requests failed every attempt.
 
 A request the service rejects (400/413/422) comes back from :meth:`OpenAIBackend.complete_batch` as a
 rejected completion carrying the service's own message (``meta["rejected"]``); :meth:`OpenAIBackend.complete`
@@ -48,13 +52,18 @@ INSTALL_HINT = "pip install -e '.[api]'"
 # legitimately takes minutes; anything else that is silent for a minute is treated as dead.
 TIMEOUT_REASONING_S = 600.0
 TIMEOUT_CHAT_S = 60.0
+# A run stops as a broken service when this share of its last requests failed every attempt.
+FAIL_ON_ERROR = 0.5
+# The error codes of a key refused and of a spent quota: no retry mends them.
+_FATAL_CODES = {"insufficient_quota", "invalid_api_key", "billing_hard_limit_reached", "account_deactivated"}
 # Characters of a service's error body kept as its message.
 SERVER_MESSAGE_CHARS = 2000
 # The service's refusal of reasoning items it did not issue to this organisation.
 _UNVERIFIABLE = re.compile(r"(?i)encrypted content .* could not be verified|invalid_encrypted_content")
 
 
-def check_settings(regex_mode: str, timeout: float | None, retries: int, max_stored_chars: int) -> None:
+def check_settings(regex_mode: str, timeout: float | None, retries: int, max_stored_chars: int,
+                   fail_on_error: float = 0.5) -> None:
     """Refuse, with what was given, a setting :class:`OpenAIBackend` cannot use."""
     if regex_mode not in REGEX_MODES:
         raise ValueError(f"regex_mode must be one of {REGEX_MODES}, got {regex_mode!r}")
@@ -64,6 +73,8 @@ def check_settings(regex_mode: str, timeout: float | None, retries: int, max_sto
         raise ValueError(f"retries must be 0 or more, got {retries!r}")
     if int(max_stored_chars) < 1:
         raise ValueError(f"max_stored_chars must be at least 1, got {max_stored_chars!r}")
+    if not 0 <= float(fail_on_error) <= 1:
+        raise ValueError(f"fail_on_error must be a share between 0 (never stop) and 1, got {fail_on_error!r}")
 
 
 def backend_profile(model: str, regex_mode: str, *, token_param: str | None, thinking_param: str | None,
@@ -103,12 +114,14 @@ class OpenAIBackend(Backend):
     ``reasoning_effort`` | ``chat_template_kwargs``), ``reasoning_effort`` (sent on thinking requests),
     ``send_sampling`` (send temperature/top_p even where the profile says not to), ``timeout`` (seconds one
     attempt may take in all; default by profile: 600 for reasoning families, else 60), ``retries``,
-    ``max_stored_chars`` (kept per field of an answer); ``revision`` and ``reasoning_parser`` record what the
+    ``max_stored_chars`` (kept per field of an answer), ``fail_on_error`` (the share of a run's last requests
+    failing every attempt that stops it; 0: never); ``revision`` and ``reasoning_parser`` record what the
     server was started with; ``api_key_env`` names the variable whose key is sent (:func:`.openai_endpoints.key_variable`).
     """
 
     name = "openai"
     preferred_chunk_size = 64
+    streams_requests = True
 
     def __init__(
         self,
@@ -132,9 +145,10 @@ class OpenAIBackend(Backend):
         send_seed: bool = True,
         api: str | None = None,
         max_stored_chars: int = MAX_STORED_CHARS,
+        fail_on_error: float = FAIL_ON_ERROR,
     ):
         openai = _openai_module()
-        check_settings(regex_mode, timeout, retries, max_stored_chars)
+        check_settings(regex_mode, timeout, retries, max_stored_chars, fail_on_error)
         self.model = model
         urls = endpoint_urls(base_url)
         self.base_urls = [public_url(u) for u in urls]
@@ -157,6 +171,8 @@ class OpenAIBackend(Backend):
         self.transport = Transport(self._clients, self.base_urls, self.classify, timeout=self.timeout,
                                    retries=int(retries), backoff_base=backoff_base, backoff_max=backoff_max,
                                    jitter_seed=jitter_seed, max_concurrency=max(1, int(max_concurrency)))
+        self.max_concurrency = self.transport.max_concurrency
+        self.fail_on_error = float(fail_on_error) or None
         self.send_seed = send_seed
         self.max_stored_chars = int(max_stored_chars)
         self.served_model: str | None = None
@@ -194,13 +210,16 @@ class OpenAIBackend(Backend):
         return self.transport.attempts
 
     def classify(self, exc: Exception, url: str) -> Failure | None:
-        """What a failed attempt at ``url`` means (:mod:`.transport`): a timeout is fatal, an HTTP error status
-        counts by its code, a connection error or an answer that is not well formed is retried; None for
-        any other exception."""
+        """What a failed attempt at ``url`` means (:mod:`.transport`): a timeout is retried, an HTTP error status
+        counts by its code (a refused key or a spent quota is fatal, whatever its status), a connection error or
+        an answer that is not well formed is retried; None for any other exception."""
         o = self._openai
         if isinstance(exc, o.APITimeoutError):
-            return Failure("fatal", f"{url} did not answer within {self.timeout:g} s (timeout; not retried: pass "
-                                    "a larger timeout for slow models)")
+            return Failure("retry", f"{url} did not answer within {self.timeout:g} s (timeout; pass a larger "
+                                    "timeout for slow models)")
+        if isinstance(exc, o.APIStatusError) and getattr(exc, "code", None) in _FATAL_CODES:
+            return Failure("fatal", f"request to {url} failed (HTTP {exc.status_code}, {exc.code}; no retry mends "
+                                    f"it): {self._server_message(exc)}"[:MESSAGE_CHARS])
         if isinstance(exc, o.APIStatusError):
             return status_failure(url, exc.status_code, self._server_message(exc), _retry_after(exc))
         if isinstance(exc, o.APIConnectionError):
@@ -263,7 +282,8 @@ class OpenAIBackend(Backend):
             self.served_model = completion.meta["served_model"]
         return cap_stored(completion, self.max_stored_chars)
 
-    def _complete_or_rejected(self, request: Request) -> Completion:
+    def complete_or_rejected(self, request: Request) -> Completion:
+        """One request; one the service refuses comes back carrying the service's message and status."""
         try:
             return self.complete(request)
         except ServiceRejected as rejection:
@@ -277,7 +297,7 @@ class OpenAIBackend(Backend):
         request that fails stops the batch: :class:`PartialBatchError` carries every completion that finished;
         an interruption carries them as its ``completions``."""
         try:
-            outcomes = self.transport.map(self._complete_or_rejected, requests)
+            outcomes = self.transport.map(self.complete_or_rejected, requests)
         except KeyboardInterrupt as stopped:
             stopped.completions = [o if isinstance(o, Completion) else None for o in getattr(stopped, "outcomes", [])]
             raise

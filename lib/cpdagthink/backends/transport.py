@@ -44,6 +44,11 @@ class ServiceRejected(RequestRejected):
         super().__init__(f"{url} rejected the request (HTTP {status_code}): {server_message}")
 
 
+class RetriesExhausted(BackendError):
+    """Every attempt of one request failed in a way worth retrying (a timeout, 429, 5xx, a reset or cut-off
+    answer): its instance goes unanswered and a runner that serves instances one by one goes on."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Failure:
     """What one failed attempt means. ``message``: for ``retry`` the line the final error quotes if every
@@ -232,7 +237,8 @@ class Transport:
         """``read(send(client), latency_s, attempt)`` for the first attempt that succeeds. ``attempt`` holds
         ``attempts`` (made so far), ``base_url`` (where this one went) and, after a retry, ``wall_s`` (seconds
         since the first attempt). Raises :class:`ServiceRejected` on a rejection, :class:`BackendError` on a
-        fatal failure, when every attempt failed, or when :attr:`stop` is set while waiting to retry."""
+        fatal failure or when :attr:`stop` is set while waiting to retry, and :class:`RetriesExhausted` when every
+        attempt failed."""
         errors: list[str] = []
         urls_tried: list[str] = []
         first = time.perf_counter()
@@ -256,7 +262,7 @@ class Transport:
                 errors.append(failure.message)
             if attempt < self.retries and self.stop.wait(self._delay(attempt, failure.retry_after)):
                 raise BackendError("stopped (interrupted)")
-        raise BackendError(
+        raise RetriesExhausted(
             f"endpoint {', '.join(sorted(set(urls_tried)))} unreachable or failing after "
             f"{self.retries + 1} attempts; last error: {errors[-1]}"
         )

@@ -1,7 +1,10 @@
 """Run a condition over instances: cached model calls, one typed record per finished instance, resumable.
 
-Work proceeds in chunks: turn 1 for the whole chunk in one batched backend call, then turn 2, then the
-chunk's records are appended and flushed. A run killed midway restarts after its last written record; a
+On a backend that computes whole batches (an offline engine), work proceeds in chunks: turn 1 for the whole
+chunk in one batched backend call, then turn 2, then the chunk's records are appended and flushed. On one that
+serves one request at a time over the network (:attr:`Backend.streams_requests`), each instance goes through its
+turns on its own and its record is appended the moment its last turn arrives (:mod:`.streaming`); a request that
+fails every attempt leaves its instance unanswered (``summary.json``'s ``not_answered``) and the run goes on. A run killed midway restarts after its last written record; a
 finished run re-run makes zero model calls because every call is content-addressed in the cache. The run
 folder is locked while a run writes to it (:mod:`.runfolder`), and a record is only reused for the very
 same row (its id and its content).
@@ -13,15 +16,16 @@ import os
 import platform
 import shutil
 import subprocess
+import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from tqdm.auto import tqdm
 
-from ..backends.base import Backend, BackendError, PartialBatchError, RequestRejected
+from ..backends.base import Backend, PartialBatchError, RequestRejected
 from ..causal.instance import Instance
 from ..causal.oracle import OracleLabel, UnfaithfulFactsError, label_text
 from ..causal.premise import PremiseError
@@ -50,6 +54,7 @@ from .records import (SCHEMA_VERSION, GitRevision, Hardware, InterventionRecord,
                       ToolCallRecord, TurnRecord, json_sha256)
 from .runfolder import CONFIG, METADATA, SUMMARY, RunFolder, RunFolderError, difference, read_metadata
 from .spec import rows_sha256, run_identity
+from .streaming import Health, RunAborted, ask_once, lanes_for, stream
 
 ABORT_AFTER_REJECTIONS = 5
 # The frameworks App. J names (torch, transformers, vLLM, llama.cpp) and what this package runs on; read from
@@ -64,11 +69,14 @@ class RunMismatchError(CpdagthinkError, ValueError):
 
 @dataclass
 class CachedBackend:
-    """A backend behind the call cache; counts the calls it really made."""
+    """A backend behind the call cache; counts the calls it really made. ``one_by_one``: each missing request is
+    asked alone on the calling thread (a streaming run's lane), once in the process however many runs ask it."""
 
     backend: Backend
     cache: CallCache
     calls: int = 0
+    one_by_one: bool = False
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def complete_batch(self, requests: Sequence[Request]) -> list[tuple[Completion, bool]]:
         """Completions in order, each with ``cache_hit``; only misses reach the model, in one batch. When the
@@ -81,15 +89,33 @@ class CachedBackend:
         keys = [r.cache_key(identity) for r in requests]
         formers = former_identities(identity, getattr(self.backend, "base_urls", None))
         found = [self.cache.get(k, [r.cache_key(f) for f in formers]) for k, r in zip(keys, requests)]
+        hits = [c is not None for c in found]
         missing = [i for i, c in enumerate(found) if c is None]
         self.cache.require_writable(len(missing))
         if missing:
             fresh = self._ask([requests[i] for i in missing], [keys[i] for i in missing])
-            for i, completion in zip(missing, fresh):
-                found[i] = completion
-        return [(c, i not in missing) for i, c in enumerate(found)]
+            for i, (completion, hit) in zip(missing, fresh):
+                found[i], hits[i] = completion, hit
+        return list(zip(found, hits))
 
-    def _ask(self, requests: list[Request], keys: list[str]) -> list[Completion]:
+    def _ask(self, requests: list[Request], keys: list[str]) -> list[tuple[Completion, bool]]:
+        """Each request's completion, cached under its key as it comes, and whether it was read from the cache
+        after all (another run in this process asked for it meanwhile): one by one (:attr:`one_by_one`), or in
+        one batch (:meth:`_ask_batch`)."""
+        if self.one_by_one:
+            return [self._ask_alone(request, key) for request, key in zip(requests, keys)]
+        return [(completion, False) for completion in self._ask_batch(requests, keys)]
+
+    def _ask_alone(self, request: Request, key: str) -> tuple[Completion, bool]:
+        """One request, asked once in the process (:func:`.streaming.ask_once`) and cached the moment it arrives."""
+        def ask() -> Completion:
+            completion = self._one(request)
+            self._keep([key], [completion])
+            return completion
+
+        return ask_once(self.cache.directory, key, lambda: self.cache.get(key), ask)
+
+    def _ask_batch(self, requests: list[Request], keys: list[str]) -> list[Completion]:
         """The model's completions of ``requests`` in one batch (one by one when the batch is refused), each
         cached under its ``keys``; when the batch stops on an error or is interrupted, what finished (the
         backend's ``completions`` of it) is cached first."""
@@ -112,15 +138,13 @@ class CachedBackend:
         for key, completion in zip(keys, completions):
             if completion is None:
                 continue
-            self.calls += 1
+            with self._lock:
+                self.calls += 1
             if "rejected" not in completion.meta:
                 self.cache.put(key, completion)
 
     def _one(self, request: Request) -> Completion:
-        try:
-            return self.backend.complete(request)
-        except RequestRejected as error:
-            return Completion(text="", meta={"rejected": str(error)})
+        return self.backend.complete_or_rejected(request)
 
 
 def _turn_record(request: Request, completion: Completion, cache_hit: bool) -> TurnRecord:
@@ -309,8 +333,8 @@ def run_condition(
         folder.write_json(METADATA, metadata)
         if config is not None:
             folder.write_json(CONFIG, config)
-        session = _Session(condition, CachedBackend(backend, CallCache(cache_dir)), decoding, intervention,
-                           intervention_name, abort_after)
+        cached = CachedBackend(backend, CallCache(cache_dir), one_by_one=backend.streams_requests)
+        session = _Session(condition, cached, decoding, intervention, intervention_name, abort_after)
         return _Progress(folder, session, metadata, instances, done, started).run(chunk_size, progress)
 
 
@@ -332,9 +356,15 @@ class _Progress:
         finished = {r.id: r for r in self.done if r.id in wanted}
         todo = [i for i in self.instances if i.id not in finished]
         bar = self._bar(len(finished), progress)
-        status, message = None, None
+        status, message, unanswered = None, None, {}
         try:
-            self._make(todo, chunk_size, bar, finished, in_folder)
+            with self.folder.appender() as append:
+                keep = self._keeper(append, bar, finished, in_folder)
+                if self.session.cached.one_by_one:
+                    unanswered = self._stream(todo, keep)
+                else:
+                    self._make(todo, chunk_size, keep)
+            message = _unanswered_message(unanswered)
         except KeyboardInterrupt as stop:  # Ctrl-C, or SIGTERM as the command line raises it
             status, message = "interrupted", str(stop) or "interrupted by Ctrl-C"
             raise
@@ -347,7 +377,7 @@ class _Progress:
         finally:
             bar.close()
             records = [finished[i.id] for i in self.instances if i.id in finished]
-            summary = self._end(list(in_folder.values()), records, status, message)
+            summary = self._end(list(in_folder.values()), records, status, message, unanswered)
         return RunResult(self.folder.path, records, self.session.cached.calls, self.session.hits, summary)
 
     def _bar(self, initial: int, progress: bool) -> tqdm:
@@ -359,24 +389,38 @@ class _Progress:
         return tqdm(total=len(self.instances), initial=initial, desc=self.session.condition.name, unit="inst",
                     disable=not progress or quiet)
 
-    def _make(self, todo: list[Instance], chunk_size: int, bar: tqdm, finished: dict[str, RunRecord],
-              in_folder: dict[str, RunRecord]) -> None:
-        """Make the records of ``todo`` chunk by chunk, each appended to the folder as it comes and entered in
-        ``finished`` and ``in_folder`` (so an error keeps, for the summary, every record made before it)."""
-        with self.folder.appender() as append:
-            for start in range(0, len(todo), chunk_size):
-                for record in self.session.chunk(todo[start:start + chunk_size]):
-                    append(record)
-                    finished[record.id] = in_folder[record.id] = record
-                    bar.update(1)
-                    self.session.watch(record)
+    def _keeper(self, append: Any, bar: tqdm, finished: dict[str, RunRecord],
+                in_folder: dict[str, RunRecord]) -> Any:
+        """What keeps each record as it comes: appended to the folder, entered in ``finished`` and ``in_folder``
+        (so an error keeps, for the summary, every record made before it), counted on the bar with the calls
+        made so far, and watched for a service that refuses everything."""
+        def keep(record: RunRecord) -> None:
+            append(record)
+            finished[record.id] = in_folder[record.id] = record
+            bar.set_postfix_str(f"{self.session.cached.calls} calls", refresh=False)
+            bar.update(1)
+            self.session.watch(record)
+
+        return keep
+
+    def _make(self, todo: list[Instance], chunk_size: int, keep: Any) -> None:
+        """Make the records of ``todo`` chunk by chunk, keeping each (:meth:`_keeper`)."""
+        for start in range(0, len(todo), chunk_size):
+            for record in self.session.chunk(todo[start:start + chunk_size]):
+                keep(record)
+
+    def _stream(self, todo: list[Instance], keep: Any) -> dict[str, str]:
+        """Make the records of ``todo`` each on its own (:func:`.streaming.stream`), keeping each as its last
+        turn arrives; the instances left unanswered, each with why."""
+        backend = self.session.cached.backend
+        return stream(todo, self.session.one, lanes_for(backend), Health(backend.fail_on_error), keep)
 
     def _end(self, in_folder: list[RunRecord], records: list[RunRecord], status: str | None,
-             message: str | None) -> RunSummary:
+             message: str | None, unanswered: dict[str, str]) -> RunSummary:
         """Write the session's outcome: the summary of the folder, and the metadata finished."""
         summary = RunSummary.of(in_folder, len(self.instances), len(records), model_calls=self.session.cached.calls,
                                 cache_hits=self.session.hits, wall_clock_s=time.time() - self.started, status=status,
-                                message=message)
+                                message=message, not_answered=unanswered)
         metadata = self.metadata.model_copy(update={
             "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "status": summary.status,
             "message": summary.message, "wall_clock_s": summary.wall_clock_s,
@@ -400,8 +444,13 @@ def run_config(config: RunConfig, backend: Backend, instances: Iterable[Instance
                          intervention=intervention, intervention_name=config.probe, progress=progress, config=config)
 
 
-class RunAborted(BackendError):
-    """The service refused every one of the first requests of a run: paying for the rest would be waste."""
+def _unanswered_message(unanswered: dict[str, str]) -> str | None:
+    """How a session that left instances unanswered ended (None: it left none)."""
+    if not unanswered:
+        return None
+    first = next(iter(unanswered))
+    return (f"finished with {len(unanswered)} instance{'s' if len(unanswered) != 1 else ''} not answered (every "
+            f"attempt of a request failed; running it again asks exactly these). First: {first}: {unanswered[first]}")
 
 
 @dataclass
@@ -417,6 +466,7 @@ class _Session:
     hits: int = 0
     fresh_rejections: int = 0
     fresh_answers: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def _pose(self, chunk: list[Instance]) -> tuple[list[tuple[Instance, Request, int | None]], dict[str, str]]:
         """Each instance with its first request and oracle label, and why each other one cannot be posed."""
@@ -455,6 +505,10 @@ class _Session:
                 for (inst, _, oracle), t, e, g in zip(posed, turns, emitted, given)}
         return [made[i.id] if i.id in made else self._problem(i, problems[i.id]) for i in chunk]
 
+    def one(self, instance: Instance) -> RunRecord:
+        """The record of one instance, its turns asked one after the other (a streaming run's lane)."""
+        return self.chunk([instance])[0]
+
     def _intervene(self, instance: Instance, emitted: Emitted | None) -> Turn2Input | None:
         return intervene(self.intervention, instance, emitted.analysis if emitted else None, self.decoding.seed)
 
@@ -465,7 +519,8 @@ class _Session:
 
     def _record(self, instance: Instance, oracle: int | None, turns: list[tuple[Request, Completion, bool]],
                 emitted: Emitted | None, given: Turn2Input | None) -> RunRecord:
-        self.hits += sum(hit for _, _, hit in turns)
+        with self._lock:  # records of a streaming run are made on several lanes at once
+            self.hits += sum(hit for _, _, hit in turns)
         return RunRecord(
             **self._base(instance),
             oracle_label=oracle,
