@@ -164,31 +164,41 @@ def _backend_options(args: argparse.Namespace) -> dict[str, Any]:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from .backends import make_backend
-    from .run.runner import run_config
+    from .run.runner import Planned, run_configs
 
     config = _parameters(args).to_config()  # checks the backend's options too, before the data is read
     instances = config.instances()
     backend = make_backend(config.backend, **config.backend_arguments())
+    runs = []
+    for seed in config.seeds:
+        run = config.for_run(seed=seed, probe=config.probe)
+        out = Path(args.out) if args.out and len(config.seeds) == 1 else (
+            Path(args.out) / f"seed{seed}" if args.out else run.folder(instances))
+        runs.append(Planned(run, instances, out))
     try:
-        for seed in config.seeds:
-            run = config.for_run(seed=seed, probe=config.probe)
-            out = Path(args.out) if args.out and len(config.seeds) == 1 else (
-                Path(args.out) / f"seed{seed}" if args.out else run.folder(instances))
-            result = run_config(run, backend, instances, out)
-            s = result.summary
-            print(f"{s.asked_records} of {s.asked} instances in {result.out_dir} ({result.model_calls} model calls, "
-                  f"{s.unparsed} unparsed, {s.rejected} rejected, {s.cut_off} cut off, {s.problems} not posed"
-                  + (f"; the folder holds {s.records} records" if s.records != s.asked_records else "") + ")")
-            if s.asked_records < s.asked:
-                return 1
-            refused = [r for r in result.records if r.rejected]
-            if refused and len(refused) == sum(r.problem is None for r in result.records):
-                first = next(t.rejected for t in refused[0].turns if t.rejected)
-                print(f"cpdagthink run: error: the service refused every request of this run ({len(refused)} "
-                      f"instances, none answered); its first message: {first}", file=sys.stderr)
-                return 1
+        # the seeds at once where the backend streams requests (one pool of its slots), else one after the other
+        results = run_configs(runs, backend)
     finally:
         backend.close()
+    return max(_report_run(result) for result in results)
+
+
+def _report_run(result: Any) -> int:
+    """Print what a run made; 1 when it left asked instances without a record or the service refused all."""
+    s = result.summary
+    print(f"{s.asked_records} of {s.asked} instances in {result.out_dir} ({result.model_calls} model calls, "
+          f"{s.unparsed} unparsed, {s.rejected} rejected, {s.cut_off} cut off, {s.problems} not posed"
+          + (f"; the folder holds {s.records} records" if s.records != s.asked_records else "") + ")")
+    if s.not_answered:
+        print(f"cpdagthink run: {result.out_dir}: {s.message}", file=sys.stderr)
+    if s.asked_records < s.asked:
+        return 1
+    refused = [r for r in result.records if r.rejected]
+    if refused and len(refused) == sum(r.problem is None for r in result.records):
+        first = next(t.rejected for t in refused[0].turns if t.rejected)
+        print(f"cpdagthink run: error: the service refused every request of this run ({len(refused)} "
+              f"instances, none answered); its first message: {first}", file=sys.stderr)
+        return 1
     return 0
 
 

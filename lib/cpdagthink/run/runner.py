@@ -303,6 +303,7 @@ def run_condition(
     progress: bool = True,
     config: RunConfig | None = None,
     abort_after: int = ABORT_AFTER_REJECTIONS,
+    tally: Tally | None = None,
 ) -> RunResult:
     """Run ``condition`` on ``instances`` with ``backend``; append one :class:`RunRecord` per instance to
     ``out_dir/records.jsonl``, describe the run in ``metadata.json`` (and ``config.json`` when ``config``
@@ -335,7 +336,41 @@ def run_condition(
             folder.write_json(CONFIG, config)
         cached = CachedBackend(backend, CallCache(cache_dir), one_by_one=backend.streams_requests)
         session = _Session(condition, cached, decoding, intervention, intervention_name, abort_after)
-        return _Progress(folder, session, metadata, instances, done, started).run(chunk_size, progress)
+        return _Progress(folder, session, metadata, instances, done, started).run(chunk_size, progress, tally)
+
+
+class Tally:
+    """The progress line of one run, or of several made at once on one backend: instances done of those asked,
+    and the model calls made; off without ``enabled`` or under ``TQDM_DISABLE``."""
+
+    def __init__(self, desc: str, enabled: bool = True):
+        # TQDM_DISABLE, tqdm's own switch, read here too: its notebook bar ignores it, and the book's kernels set it
+        # (a page shows results, not the progress of computing them)
+        quiet = os.environ.get("TQDM_DISABLE", "").strip().lower() in ("1", "true", "yes")
+        self.bar = tqdm(total=0, desc=desc, unit="inst", disable=not enabled or quiet)
+        self._calls: list[Any] = []
+        self._lock = threading.Lock()
+        self.stop = threading.Event()  # set: the streaming runs counted here stop as interrupted
+
+    def join(self, asked: int, done: int, calls: Any) -> None:
+        """Count a run in: ``asked`` instances, ``done`` of them already, ``calls()`` the calls it has made."""
+        with self._lock:
+            self._calls.append(calls)
+            if self.bar.disable:  # a disabled bar keeps no counts
+                return
+            self.bar.total += asked
+            self.bar.n += done
+            self.bar.initial += done  # the rate counts this session's instances only
+            self.bar.refresh()
+
+    def done(self) -> None:
+        """One more instance done."""
+        with self._lock:
+            self.bar.set_postfix_str(f"{sum(calls() for calls in self._calls)} calls", refresh=False)
+            self.bar.update(1)
+
+    def close(self) -> None:
+        self.bar.close()
 
 
 @dataclass
@@ -349,19 +384,22 @@ class _Progress:
     done: list[RunRecord]
     started: float
 
-    def run(self, chunk_size: int, progress: bool) -> RunResult:
-        """Make the missing records chunk by chunk; whatever ends the session, write its summary."""
+    def run(self, chunk_size: int, progress: bool, tally: "Tally | None" = None) -> RunResult:
+        """Make the missing records (chunk by chunk, or each on its own on a streaming backend), counted on
+        ``tally`` (shared by runs made together; None: a line of this run's own); whatever ends the session,
+        write its summary."""
         in_folder = {r.id: r for r in self.done}  # the summary describes the folder, whatever subset is asked
         wanted = {i.id for i in self.instances}
         finished = {r.id: r for r in self.done if r.id in wanted}
         todo = [i for i in self.instances if i.id not in finished]
-        bar = self._bar(len(finished), progress)
+        bar = tally or Tally(self.session.condition.name, progress)
+        bar.join(len(self.instances), len(finished), lambda: self.session.cached.calls)
         status, message, unanswered = None, None, {}
         try:
             with self.folder.appender() as append:
                 keep = self._keeper(append, bar, finished, in_folder)
                 if self.session.cached.one_by_one:
-                    unanswered = self._stream(todo, keep)
+                    unanswered = self._stream(todo, keep, bar.stop)
                 else:
                     self._make(todo, chunk_size, keep)
             message = _unanswered_message(unanswered)
@@ -375,21 +413,13 @@ class _Progress:
             status, message = "error", f"{type(error).__name__}: {error}"
             raise
         finally:
-            bar.close()
+            if tally is None:
+                bar.close()
             records = [finished[i.id] for i in self.instances if i.id in finished]
             summary = self._end(list(in_folder.values()), records, status, message, unanswered)
         return RunResult(self.folder.path, records, self.session.cached.calls, self.session.hits, summary)
 
-    def _bar(self, initial: int, progress: bool) -> tqdm:
-        """The session's progress bar, ``initial`` instances done; off without ``progress`` or under
-        ``TQDM_DISABLE``."""
-        # TQDM_DISABLE, tqdm's own switch, read here too: its notebook bar ignores it, and the book's kernels set it
-        # (a page shows results, not the progress of computing them)
-        quiet = os.environ.get("TQDM_DISABLE", "").strip().lower() in ("1", "true", "yes")
-        return tqdm(total=len(self.instances), initial=initial, desc=self.session.condition.name, unit="inst",
-                    disable=not progress or quiet)
-
-    def _keeper(self, append: Any, bar: tqdm, finished: dict[str, RunRecord],
+    def _keeper(self, append: Any, bar: "Tally", finished: dict[str, RunRecord],
                 in_folder: dict[str, RunRecord]) -> Any:
         """What keeps each record as it comes: appended to the folder, entered in ``finished`` and ``in_folder``
         (so an error keeps, for the summary, every record made before it), counted on the bar with the calls
@@ -397,8 +427,7 @@ class _Progress:
         def keep(record: RunRecord) -> None:
             append(record)
             finished[record.id] = in_folder[record.id] = record
-            bar.set_postfix_str(f"{self.session.cached.calls} calls", refresh=False)
-            bar.update(1)
+            bar.done()
             self.session.watch(record)
 
         return keep
@@ -409,11 +438,11 @@ class _Progress:
             for record in self.session.chunk(todo[start:start + chunk_size]):
                 keep(record)
 
-    def _stream(self, todo: list[Instance], keep: Any) -> dict[str, str]:
+    def _stream(self, todo: list[Instance], keep: Any, stop: threading.Event) -> dict[str, str]:
         """Make the records of ``todo`` each on its own (:func:`.streaming.stream`), keeping each as its last
-        turn arrives; the instances left unanswered, each with why."""
+        turn arrives, until ``stop`` is set; the instances left unanswered, each with why."""
         backend = self.session.cached.backend
-        return stream(todo, self.session.one, lanes_for(backend), Health(backend.fail_on_error), keep)
+        return stream(todo, self.session.one, lanes_for(backend), Health(backend.fail_on_error), keep, stop)
 
     def _end(self, in_folder: list[RunRecord], records: list[RunRecord], status: str | None,
              message: str | None, unanswered: dict[str, str]) -> RunSummary:
@@ -431,17 +460,70 @@ class _Progress:
 
 
 def run_config(config: RunConfig, backend: Backend, instances: Iterable[Instance], out: str | Path | None = None, *,
-               intervention: Intervention | None = None, progress: bool = True) -> RunResult:
+               intervention: Intervention | None = None, progress: bool = True,
+               tally: Tally | None = None) -> RunResult:
     """Run one configured run on ``instances`` with ``backend``: the one entry of every front door. Its
     condition, probe (from :data:`~cpdagthink.method.interventions.PROBES`, unless ``intervention`` gives the
     function), decoding, cache and chunk size come from ``config``, which the folder keeps as ``config.json``;
-    ``out`` defaults to the folder ``config`` names (:meth:`RunConfig.folder`)."""
+    ``out`` defaults to the folder ``config`` names (:meth:`RunConfig.folder`). ``tally``: the progress line
+    it shares with runs made at once (:func:`run_configs`)."""
     instances = list(instances)
     if intervention is None and config.probe is not None:
         intervention = get_probe(config.probe)
     return run_condition(get_condition(config.condition), backend, instances, out or config.folder(instances),
                          decoding=config.decoding, cache_dir=config.cache_dir, chunk_size=config.chunk_size,
-                         intervention=intervention, intervention_name=config.probe, progress=progress, config=config)
+                         intervention=intervention, intervention_name=config.probe, progress=progress, config=config,
+                         tally=tally)
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One run of several made together (:func:`run_configs`): its config, its rows, its folder (None: the one
+    ``config`` names) and the probe function (None: the one ``config`` names)."""
+
+    config: RunConfig
+    instances: Sequence[Instance]
+    out: str | Path | None = None
+    intervention: Intervention | None = None
+
+
+def run_configs(runs: Sequence[Planned], backend: Backend, *, progress: bool = True) -> list[RunResult]:
+    """Several configured runs on one backend (:func:`run_config` each), their results in order. On a backend
+    that streams requests they run at once, drawing on one pool of its ``max_concurrency`` slots (so no slot idles
+    while any run has work) under one progress line of instances and calls, and the first error of any is raised
+    once every run has ended (each run's folder says how it ended); otherwise one after the other, stopping at
+    the first error. Ctrl-C stops every run, each resumable."""
+    if not backend.streams_requests or len(runs) < 2:
+        return [run_config(r.config, backend, r.instances, r.out, intervention=r.intervention, progress=progress)
+                for r in runs]
+    tally = Tally(f"{len(runs)} runs", progress)
+    outcomes: list[RunResult | BaseException | None] = [None] * len(runs)
+
+    def work(k: int) -> None:
+        r = runs[k]
+        try:
+            outcomes[k] = run_config(r.config, backend, r.instances, r.out, intervention=r.intervention, tally=tally)
+        except BaseException as error:  # noqa: BLE001 - raised on the caller's thread below
+            outcomes[k] = error
+
+    threads = [threading.Thread(target=work, args=(k,), daemon=True, name=f"run-{k}") for k in range(len(runs))]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            while thread.is_alive():
+                thread.join(timeout=0.2)  # in short steps, so Ctrl-C reaches this thread at once
+    except KeyboardInterrupt:
+        tally.stop.set()  # every run stops as interrupted, writing its summary
+        for thread in threads:
+            thread.join()
+        raise
+    finally:
+        tally.close()
+    failed = next((o for o in outcomes if isinstance(o, BaseException)), None)
+    if failed is not None:
+        raise failed
+    return outcomes  # type: ignore[return-value]
 
 
 def _unanswered_message(unanswered: dict[str, str]) -> str | None:

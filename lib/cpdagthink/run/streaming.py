@@ -44,12 +44,10 @@ class RunAborted(BackendError):
 
 
 class Lanes:
-    """``workers`` daemon threads running submitted jobs first come, first served (started on first use);
-    ``stop`` set: the runs streaming on them stop as if interrupted (:func:`stream`)."""
+    """``workers`` daemon threads running submitted jobs first come, first served (started on first use)."""
 
     def __init__(self, workers: int):
         self.workers = workers
-        self.stop = threading.Event()
         self._jobs: queue.SimpleQueue[tuple[Future, Callable[..., Any], tuple[Any, ...]]] = queue.SimpleQueue()
         self._started = 0
         self._lock = threading.Lock()
@@ -156,11 +154,11 @@ class Health:
 
 
 def stream(todo: Sequence[Instance], make: Callable[[Instance], RunRecord], lanes: Lanes, health: Health,
-           keep: Callable[[RunRecord], None]) -> dict[str, str]:
+           keep: Callable[[RunRecord], None], stop: threading.Event) -> dict[str, str]:
     """Make the record of each of ``todo`` on its own (``make``, on ``lanes``) and ``keep`` each in the order
     they finish; return the instances left unanswered (their request failed every attempt), each with why.
-    A fatal error (a key refused, quota spent), :class:`RunAborted` from ``health``, or ``lanes.stop`` (as
-    :class:`KeyboardInterrupt`) stops waiting: what has not started is cancelled, what is in flight still
+    A fatal error (a key refused, quota spent), :class:`RunAborted` from ``health``, or ``stop`` set (raised as
+    :class:`KeyboardInterrupt`: the runs made together were interrupted) stops waiting: what has not started is cancelled, what is in flight still
     lands in the cache."""
     futures = {lanes.submit(make, instance): instance for instance in todo}
     pending, unanswered = set(futures), {}
@@ -177,7 +175,7 @@ def stream(todo: Sequence[Instance], make: Callable[[Instance], RunRecord], lane
                 keep(record)
                 health.answered(record)
             health.check()
-            if lanes.stop.is_set():
+            if stop.is_set():
                 raise KeyboardInterrupt("interrupted: the runs on this backend were stopped")
     finally:
         for future in pending:
