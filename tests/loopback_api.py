@@ -62,13 +62,18 @@ def _unit(*parts: Any) -> float:
 class Latency:
     """Seconds a call takes: ``median`` for every call (``sigma`` 0), or lognormal around ``median`` with
     ``sigma`` (a heavy tail: sigma 1 puts one call in a hundred past ten times the median), drawn per call
-    from its digest and ``seed`` (so every run of the same calls meets the same latencies)."""
+    from its digest and ``seed`` (so every run of the same calls meets the same latencies); ``pick`` plants a
+    latency on the requests it chooses."""
 
     median: float = 0.0
     sigma: float = 0.0
     seed: int = 0
+    pick: Callable[[dict[str, Any]], float | None] | None = None  # a request body to its latency (None: drawn)
 
-    def of(self, digest: str, attempt: int) -> float:
+    def of(self, digest: str, attempt: int, body: dict[str, Any] | None = None) -> float:
+        picked = self.pick(body) if self.pick is not None and body is not None else None
+        if picked is not None:
+            return picked
         if not self.sigma or not self.median:
             return self.median
         u = min(max(_unit(self.seed, digest, attempt, "latency"), 1e-12), 1 - 1e-12)
@@ -181,7 +186,7 @@ class LoopbackAPI:
         self._faults_left = faults.limit
         self._lock = threading.Lock()
         self._closing = threading.Event()
-        self._http = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._http = _Quiet(("127.0.0.1", 0), self._handler())
         self._http.daemon_threads = True
         self._http.request_queue_size = 1024  # a benchmark opens hundreds of connections at once
         self.url = f"http://127.0.0.1:{self._http.server_address[1]}/v1"
@@ -216,7 +221,7 @@ class LoopbackAPI:
             if kind is not None and self._faults_left is not None:
                 kind = kind if self._faults_left > 0 else None
                 self._faults_left -= kind is not None
-            entry = Served(instance_key(messages), turn, time.monotonic(), latency_s=self.latency.of(digest, attempt),
+            entry = Served(instance_key(messages), turn, time.monotonic(), latency_s=self.latency.of(digest, attempt, body),
                            fault=kind)
             self.log.append(entry)
             self.in_flight += 1
@@ -249,9 +254,9 @@ class LoopbackAPI:
                 self.in_flight -= 1
 
     def answered(self) -> list[Served]:
-        """The attempts answered in full."""
+        """The attempts answered in full (their answer written out)."""
         with self._lock:
-            return [s for s in self.log if s.fault is None]
+            return [s for s in self.log if s.fault is None and s.left]
 
     def close(self) -> None:
         self._closing.set()
@@ -263,6 +268,13 @@ class LoopbackAPI:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+class _Quiet(ThreadingHTTPServer):
+    """A server that says nothing of a client gone mid-connection (a killed run, a timed-out call)."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass
 
 
 def _send(handler: BaseHTTPRequestHandler, code: int, data: bytes, *, retry_after: float | None = None,

@@ -1022,3 +1022,25 @@ def test_structured_condition_through_the_server(server_backend, test_csv, tmp_p
             assert first.tool_calls and first.tool_calls[0].name == "record_causal_analysis"
         assert record.emitted is not None or record.emitted_error  # a truncated call is recorded, not raised
         assert record.turns[1].prompt_tokens > 0 and record.answer in ("YES", "NO", None)
+
+
+# ----------------------------------------------------------------------------------------- what no retry mends
+@pytest.mark.parametrize("kind, status", [("auth", 401), ("quota", 429)])
+def test_a_refused_key_or_a_spent_quota_stops_the_run_at_its_first_call_without_a_retry(kind, status, test_csv,
+                                                                                         tmp_path):
+    from loopback_api import Faults, LoopbackAPI
+
+    from cpdagthink.method.conditions import CONDITIONS
+    from cpdagthink.run.data import read_csv
+    from cpdagthink.run.runner import run_condition
+
+    with LoopbackAPI(faults=Faults(rate=1.0, kinds=(kind,), times=1 << 30)) as server:
+        backend = make_backend("openai", model="gpt-4.1-mini", base_url=server.url, max_concurrency=1, retries=4)
+        with pytest.raises(BackendError, match=f"HTTP {status}.*no retry mends it") as raised:
+            run_condition(CONDITIONS["baseline_enhanced"], backend, read_csv(test_csv)[:5], tmp_path / "run",
+                          cache_dir=tmp_path / "cache", progress=False)
+    assert not isinstance(raised.value, RetriesExhausted)
+    # no request retried; at most those already on a lane (4 a slot) went out before the run stopped
+    assert len({json.dumps(s.instance) for s in server.log}) == len(server.log) <= 4
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["status"] == "error" and summary["not_answered"] == {}

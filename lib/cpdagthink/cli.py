@@ -164,7 +164,7 @@ def _backend_options(args: argparse.Namespace) -> dict[str, Any]:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from .backends import make_backend
-    from .run.runner import Planned, run_configs
+    from .run.together import Planned, run_configs
 
     config = _parameters(args).to_config()  # checks the backend's options too, before the data is read
     instances = config.instances()

@@ -22,7 +22,8 @@ from ..method.conditions import Intervention
 from ..run.config import RunConfig, RunParameters, RunSet
 from ..run.records import RunRecord
 from ..run.runfolder import METADATA, completeness, read_json
-from ..run.runner import Planned, RunResult, run_configs
+from ..run.runner import RunResult
+from ..run.together import Planned, run_configs
 from .chapters import ENV_RENDER_ONLY, RenderOnlyError, render_only
 
 

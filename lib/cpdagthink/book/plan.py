@@ -21,7 +21,7 @@ from ..errors import CpdagthinkError
 from ..run.config import RunConfig, RunSet
 from ..run.parameters import coerce_list
 from ..run.records import RunRecord
-from ..run.runner import Planned
+from ..run.together import Planned
 from ..run.spec import rows_sha256
 from ..run.runfolder import is_complete
 from . import experiments as ex

@@ -14,8 +14,11 @@ __all__ = [
     "generate",
     "inspection",
     "parameters",
+    "provenance",
     "records",
     "runfolder",
     "runner",
     "spec",
+    "streaming",
+    "together",
 ]

@@ -12,18 +12,11 @@ same row (its id and its content).
 
 from __future__ import annotations
 
-import os
-import platform
-import shutil
-import subprocess
 import threading
 import time
 from dataclasses import dataclass, field, replace
-from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import Any, Iterable, Sequence
-
-from tqdm.auto import tqdm
 
 from ..backends.base import Backend, PartialBatchError, RequestRejected
 from ..causal.instance import Instance
@@ -47,20 +40,16 @@ from ..method.conditions import (
 )
 from ..method.decoding import Decoding
 from ..method.interventions import get_probe
-from ..paths import PROJECT_ROOT
 from .cache import DEFAULT_CACHE, CallCache, former_identities
 from .config import RunConfig
-from .records import (SCHEMA_VERSION, GitRevision, Hardware, InterventionRecord, RunMetadata, RunRecord, RunSummary,
-                      ToolCallRecord, TurnRecord, json_sha256)
+from .records import (SCHEMA_VERSION, InterventionRecord, RunMetadata, RunRecord, RunSummary, ToolCallRecord,
+                      TurnRecord, json_sha256)
+from .provenance import run_metadata, served_models
 from .runfolder import CONFIG, METADATA, SUMMARY, RunFolder, RunFolderError, difference, read_metadata
-from .spec import rows_sha256, run_identity
-from .streaming import Health, RunAborted, ask_once, lanes_for, stream
+from .spec import run_identity
+from .streaming import Health, RunAborted, Tally, ask_once, counting, lanes_for, stream
 
 ABORT_AFTER_REJECTIONS = 5
-# The frameworks App. J names (torch, transformers, vLLM, llama.cpp) and what this package runs on; read from
-# the installed distributions, so no framework is imported just to learn its version.
-_PACKAGES = ("cpdagthink", "llama_cpp_python", "outlines", "outlines_core", "openai", "vllm", "torch", "transformers",
-             "tokenizers", "huggingface_hub", "networkx", "pydantic")
 
 
 class RunMismatchError(CpdagthinkError, ValueError):
@@ -164,32 +153,6 @@ def _turn_record(request: Request, completion: Completion, cache_hit: bool) -> T
     )
 
 
-def git_revision(root: Path = PROJECT_ROOT) -> GitRevision | None:
-    """The commit the code at ``root`` is checked out at, and whether tracked files differ from it (untracked
-    files do not count, as with ``git describe --dirty``); None outside a git checkout or without git."""
-
-    def git(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=10)
-
-    try:
-        commit, status = git("rev-parse", "HEAD"), git("status", "--porcelain", "--untracked-files=no")
-    except (OSError, subprocess.SubprocessError):
-        return None
-    if commit.returncode or status.returncode:
-        return None
-    return GitRevision(commit=commit.stdout.strip(), dirty=bool(status.stdout.strip()))
-
-
-def _versions() -> dict[str, str]:
-    found = {}
-    for name in _PACKAGES:
-        try:
-            found[name] = importlib_metadata.version(name)
-        except importlib_metadata.PackageNotFoundError:
-            continue
-    return found
-
-
 def _oracle_verdict(instance: Instance) -> OracleLabel:
     """The oracle's verdict; a label of None where it has none: an unfaithful premise (with its problem), or text
     it cannot read (e.g. a hypothesis in a wording it does not know). A model needs no parse, so such a row is
@@ -198,28 +161,6 @@ def _oracle_verdict(instance: Instance) -> OracleLabel:
         return label_text(instance.text)
     except PremiseError:
         return OracleLabel(None)
-
-
-def _hardware() -> Hardware:
-    gpus: list[str] = []
-    if shutil.which("nvidia-smi"):
-        try:
-            listed = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
-                                    text=True, timeout=10).stdout
-            gpus = [line.strip() for line in listed.splitlines() if line.strip()]
-        except (OSError, subprocess.SubprocessError):
-            pass  # a driver that does not answer: recorded as no GPU seen
-    cpu = platform.processor() or None
-    try:
-        cpu = next((line.partition(":")[2].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                    if line.startswith("model name")), cpu)
-    except OSError:
-        pass  # not Linux: platform.processor() stands
-    return Hardware(gpus=gpus, cpu=cpu, cpu_cores=os.cpu_count())
-
-
-def _served_models(records: Iterable[RunRecord]) -> list[str]:
-    return sorted({t.meta["served_model"] for r in records for t in r.turns if t.meta.get("served_model")})
 
 
 @dataclass
@@ -263,32 +204,6 @@ def _check_resumable(folder: RunFolder, metadata: RunMetadata, records: list[Run
         )
 
 
-def _metadata(run: dict[str, Any], backend: Backend, instances: list[Instance], done: list[RunRecord],
-              started: float) -> RunMetadata:
-    """The ``metadata.json`` a session starts with: the run's identity, what computes it, and its provenance."""
-    provenance = backend.provenance()
-    return RunMetadata(
-        record_schema=SCHEMA_VERSION,
-        run=run,
-        backend=backend.identity(),
-        thinking_supported=backend.thinking_supported,
-        instances=len(instances),
-        instances_sha256=rows_sha256(instances),
-        sources=sorted({i.source for i in instances}),
-        seed=run["decoding"]["seed"],
-        model_revision=provenance.model_revision,
-        tokenizer_revision=provenance.tokenizer_revision,
-        model_package=provenance.model_package,
-        api=provenance.api,
-        served_models=_served_models(done),
-        git=git_revision(),
-        packages=_versions(),
-        python=platform.python_version(),
-        hardware=_hardware(),
-        started_at=time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)),
-    )
-
-
 def run_condition(
     condition: Condition,
     backend: Backend,
@@ -326,7 +241,7 @@ def run_condition(
     with folder.locked():
         done = folder.load_records()
         started = time.time()
-        metadata = _metadata(run, backend, instances, done, started)
+        metadata = run_metadata(run, backend, instances, done, started)
         _check_resumable(folder, metadata, done, instances)
         if any(r.rejected for r in done):  # a request the service refused is asked again
             done = [r for r in done if not r.rejected]
@@ -337,40 +252,6 @@ def run_condition(
         cached = CachedBackend(backend, CallCache(cache_dir), one_by_one=backend.streams_requests)
         session = _Session(condition, cached, decoding, intervention, intervention_name, abort_after)
         return _Progress(folder, session, metadata, instances, done, started).run(chunk_size, progress, tally)
-
-
-class Tally:
-    """The progress line of one run, or of several made at once on one backend: instances done of those asked,
-    and the model calls made; off without ``enabled`` or under ``TQDM_DISABLE``."""
-
-    def __init__(self, desc: str, enabled: bool = True):
-        # TQDM_DISABLE, tqdm's own switch, read here too: its notebook bar ignores it, and the book's kernels set it
-        # (a page shows results, not the progress of computing them)
-        quiet = os.environ.get("TQDM_DISABLE", "").strip().lower() in ("1", "true", "yes")
-        self.bar = tqdm(total=0, desc=desc, unit="inst", disable=not enabled or quiet)
-        self._calls: list[Any] = []
-        self._lock = threading.Lock()
-        self.stop = threading.Event()  # set: the streaming runs counted here stop as interrupted
-
-    def join(self, asked: int, done: int, calls: Any) -> None:
-        """Count a run in: ``asked`` instances, ``done`` of them already, ``calls()`` the calls it has made."""
-        with self._lock:
-            self._calls.append(calls)
-            if self.bar.disable:  # a disabled bar keeps no counts
-                return
-            self.bar.total += asked
-            self.bar.n += done
-            self.bar.initial += done  # the rate counts this session's instances only
-            self.bar.refresh()
-
-    def done(self) -> None:
-        """One more instance done."""
-        with self._lock:
-            self.bar.set_postfix_str(f"{sum(calls() for calls in self._calls)} calls", refresh=False)
-            self.bar.update(1)
-
-    def close(self) -> None:
-        self.bar.close()
 
 
 @dataclass
@@ -388,20 +269,19 @@ class _Progress:
         """Make the missing records (chunk by chunk, or each on its own on a streaming backend), counted on
         ``tally`` (shared by runs made together; None: a line of this run's own); whatever ends the session,
         write its summary."""
+        with counting(tally, self.session.condition.name, progress) as bar:
+            return self._run(chunk_size, bar)
+
+    def _run(self, chunk_size: int, bar: "Tally") -> RunResult:
         in_folder = {r.id: r for r in self.done}  # the summary describes the folder, whatever subset is asked
         wanted = {i.id for i in self.instances}
         finished = {r.id: r for r in self.done if r.id in wanted}
         todo = [i for i in self.instances if i.id not in finished]
-        bar = tally or Tally(self.session.condition.name, progress)
         bar.join(len(self.instances), len(finished), lambda: self.session.cached.calls)
         status, message, unanswered = None, None, {}
         try:
             with self.folder.appender() as append:
-                keep = self._keeper(append, bar, finished, in_folder)
-                if self.session.cached.one_by_one:
-                    unanswered = self._stream(todo, keep, bar.stop)
-                else:
-                    self._make(todo, chunk_size, keep)
+                unanswered = self._work(todo, chunk_size, self._keeper(append, bar, finished, in_folder), bar.stop)
             message = _unanswered_message(unanswered)
         except KeyboardInterrupt as stop:  # Ctrl-C, or SIGTERM as the command line raises it
             status, message = "interrupted", str(stop) or "interrupted by Ctrl-C"
@@ -413,8 +293,6 @@ class _Progress:
             status, message = "error", f"{type(error).__name__}: {error}"
             raise
         finally:
-            if tally is None:
-                bar.close()
             records = [finished[i.id] for i in self.instances if i.id in finished]
             summary = self._end(list(in_folder.values()), records, status, message, unanswered)
         return RunResult(self.folder.path, records, self.session.cached.calls, self.session.hits, summary)
@@ -431,6 +309,14 @@ class _Progress:
             self.session.watch(record)
 
         return keep
+
+    def _work(self, todo: list[Instance], chunk_size: int, keep: Any, stop: threading.Event) -> dict[str, str]:
+        """Make the records of ``todo``, each on its own on a streaming backend, else chunk by chunk; the
+        instances left unanswered, each with why."""
+        if self.session.cached.one_by_one:
+            return self._stream(todo, keep, stop)
+        self._make(todo, chunk_size, keep)
+        return {}
 
     def _make(self, todo: list[Instance], chunk_size: int, keep: Any) -> None:
         """Make the records of ``todo`` chunk by chunk, keeping each (:meth:`_keeper`)."""
@@ -453,7 +339,7 @@ class _Progress:
         metadata = self.metadata.model_copy(update={
             "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "status": summary.status,
             "message": summary.message, "wall_clock_s": summary.wall_clock_s,
-            "model_calls_this_session": summary.model_calls, "served_models": _served_models(records)})
+            "model_calls_this_session": summary.model_calls, "served_models": served_models(records)})
         self.folder.write_json(METADATA, metadata)
         self.folder.write_json(SUMMARY, summary)
         return summary
@@ -474,56 +360,6 @@ def run_config(config: RunConfig, backend: Backend, instances: Iterable[Instance
                          decoding=config.decoding, cache_dir=config.cache_dir, chunk_size=config.chunk_size,
                          intervention=intervention, intervention_name=config.probe, progress=progress, config=config,
                          tally=tally)
-
-
-@dataclass(frozen=True)
-class Planned:
-    """One run of several made together (:func:`run_configs`): its config, its rows, its folder (None: the one
-    ``config`` names) and the probe function (None: the one ``config`` names)."""
-
-    config: RunConfig
-    instances: Sequence[Instance]
-    out: str | Path | None = None
-    intervention: Intervention | None = None
-
-
-def run_configs(runs: Sequence[Planned], backend: Backend, *, progress: bool = True) -> list[RunResult]:
-    """Several configured runs on one backend (:func:`run_config` each), their results in order. On a backend
-    that streams requests they run at once, drawing on one pool of its ``max_concurrency`` slots (so no slot idles
-    while any run has work) under one progress line of instances and calls, and the first error of any is raised
-    once every run has ended (each run's folder says how it ended); otherwise one after the other, stopping at
-    the first error. Ctrl-C stops every run, each resumable."""
-    if not backend.streams_requests or len(runs) < 2:
-        return [run_config(r.config, backend, r.instances, r.out, intervention=r.intervention, progress=progress)
-                for r in runs]
-    tally = Tally(f"{len(runs)} runs", progress)
-    outcomes: list[RunResult | BaseException | None] = [None] * len(runs)
-
-    def work(k: int) -> None:
-        r = runs[k]
-        try:
-            outcomes[k] = run_config(r.config, backend, r.instances, r.out, intervention=r.intervention, tally=tally)
-        except BaseException as error:  # noqa: BLE001 - raised on the caller's thread below
-            outcomes[k] = error
-
-    threads = [threading.Thread(target=work, args=(k,), daemon=True, name=f"run-{k}") for k in range(len(runs))]
-    try:
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            while thread.is_alive():
-                thread.join(timeout=0.2)  # in short steps, so Ctrl-C reaches this thread at once
-    except KeyboardInterrupt:
-        tally.stop.set()  # every run stops as interrupted, writing its summary
-        for thread in threads:
-            thread.join()
-        raise
-    finally:
-        tally.close()
-    failed = next((o for o in outcomes if isinstance(o, BaseException)), None)
-    if failed is not None:
-        raise failed
-    return outcomes  # type: ignore[return-value]
 
 
 def _unanswered_message(unanswered: dict[str, str]) -> str | None:

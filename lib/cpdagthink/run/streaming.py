@@ -17,12 +17,15 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import os
 import queue
 import threading
 import weakref
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
+
+from tqdm.auto import tqdm
 
 from ..backends.base import Backend, BackendError
 from ..backends.transport import RetriesExhausted
@@ -35,7 +38,7 @@ LANES_PER_SLOT = 4
 WINDOW = 50
 LEAST = 10
 
-__all__ = ["Flights", "Health", "Lanes", "RetriesExhausted", "RunAborted", "lanes_for", "stream"]
+__all__ = ["Flights", "Health", "Lanes", "RetriesExhausted", "RunAborted", "Tally", "counting", "lanes_for", "stream"]
 
 
 class RunAborted(BackendError):
@@ -160,7 +163,8 @@ def stream(todo: Sequence[Instance], make: Callable[[Instance], RunRecord], lane
     A fatal error (a key refused, quota spent), :class:`RunAborted` from ``health``, or ``stop`` set (raised as
     :class:`KeyboardInterrupt`: the runs made together were interrupted) stops waiting: what has not started is cancelled, what is in flight still
     lands in the cache."""
-    futures = {lanes.submit(make, instance): instance for instance in todo}
+    ended = threading.Event()  # set when this stops waiting: a job not yet begun is then dropped
+    futures = {lanes.submit(_unless, ended, make, instance): instance for instance in todo}
     pending, unanswered = set(futures), {}
     try:
         while pending:
@@ -172,12 +176,76 @@ def stream(todo: Sequence[Instance], make: Callable[[Instance], RunRecord], lane
                     unanswered[futures[future].id] = str(error)
                     health.failed(str(error))
                     continue
+                if record is None:  # dropped: the run was ending
+                    continue
                 keep(record)
                 health.answered(record)
             health.check()
             if stop.is_set():
                 raise KeyboardInterrupt("interrupted: the runs on this backend were stopped")
     finally:
+        ended.set()
         for future in pending:
             future.cancel()
     return unanswered
+
+
+def _unless(ended: threading.Event, make: Callable[[Instance], RunRecord], instance: Instance) -> RunRecord | None:
+    """``make(instance)``, unless the run ``ended`` before this lane got to it; an error that ends the run (any but
+    :class:`RetriesExhausted`) ends it here at once, so no other lane begins another instance meanwhile."""
+    if ended.is_set():
+        return None
+    try:
+        return make(instance)
+    except RetriesExhausted:
+        raise
+    except BaseException:
+        ended.set()
+        raise
+
+
+class Tally:
+    """The progress line of one run, or of several made at once on one backend: instances done of those asked,
+    and the model calls made; off without ``enabled`` or under ``TQDM_DISABLE``."""
+
+    def __init__(self, desc: str, enabled: bool = True):
+        # TQDM_DISABLE, tqdm's own switch, read here too: its notebook bar ignores it, and the book's kernels set it
+        # (a page shows results, not the progress of computing them)
+        quiet = os.environ.get("TQDM_DISABLE", "").strip().lower() in ("1", "true", "yes")
+        self.bar = tqdm(total=0, desc=desc, unit="inst", disable=not enabled or quiet)
+        self._calls: list[Any] = []
+        self._lock = threading.Lock()
+        self.stop = threading.Event()  # set: the streaming runs counted here stop as interrupted
+
+    def join(self, asked: int, done: int, calls: Any) -> None:
+        """Count a run in: ``asked`` instances, ``done`` of them already, ``calls()`` the calls it has made."""
+        with self._lock:
+            self._calls.append(calls)
+            if self.bar.disable:  # a disabled bar keeps no counts
+                return
+            self.bar.total += asked
+            self.bar.n += done
+            self.bar.initial += done  # the rate counts this session's instances only
+            self.bar.refresh()
+
+    def done(self) -> None:
+        """One more instance done."""
+        with self._lock:
+            self.bar.set_postfix_str(f"{sum(calls() for calls in self._calls)} calls", refresh=False)
+            self.bar.update(1)
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+@contextlib.contextmanager
+def counting(tally: Tally | None, desc: str, enabled: bool) -> Iterator[Tally]:
+    """``tally`` (shared by runs made together), or a line of one run's own (``desc``), closed when the block ends."""
+    if tally is not None:
+        yield tally
+        return
+    own = Tally(desc, enabled)
+    try:
+        yield own
+    finally:
+        own.close()
