@@ -140,6 +140,33 @@ def instance_key(messages: list[dict[str, Any]]) -> str:
     return hashlib.sha256(str(first).encode()).hexdigest()[:16]
 
 
+def turn_of(body: dict[str, Any]) -> int:
+    """Which turn a request is: 1 + the assistant messages before it."""
+    return 1 + sum(m.get("role") == "assistant" for m in body.get("messages") or [])
+
+
+def key_of(body: dict[str, Any]) -> str:
+    """The instance a request body belongs to (:func:`instance_key`)."""
+    return instance_key(body.get("messages") or [])
+
+
+def key_of_instance(instance: Any, condition: str = "structured") -> str:
+    """The key the server logs an instance's requests under (:func:`instance_key`) when ``condition`` poses it."""
+    from cpdagthink.method.conditions import CONDITIONS, first_request
+    from cpdagthink.method.decoding import Decoding
+
+    return instance_key(list(first_request(CONDITIONS[condition], instance, Decoding()).messages))
+
+
+def backend_on(server: Any, **options: Any) -> Any:
+    """The OpenAI backend on ``server`` (anything with a ``url``), retrying at once (a test waits for nothing),
+    at most 4 requests in flight, 5 s an attempt; ``options`` override."""
+    from cpdagthink.backends import make_backend
+
+    settings = {"max_concurrency": 4, "backoff_base": 0.01, "backoff_max": 0.05, "timeout": 5}
+    return make_backend("openai", model="gpt-4.1-mini", base_url=server.url, **{**settings, **options})
+
+
 def reference_answer(body: dict[str, Any]) -> Completion:
     """The planted answer by default: the reference agent's (a tool call where tools are offered and none was
     called yet, else a text answer ending ``Answer: YES`` or ``Answer: NO``)."""
@@ -213,7 +240,7 @@ class LoopbackAPI:
         """The attempt's log entry and its fault (None: answer it)."""
         digest = hashlib.sha256(raw).hexdigest()
         messages = body.get("messages") or []
-        turn = 1 + sum(m.get("role") == "assistant" for m in messages)
+        turn = turn_of(body)
         with self._lock:
             attempt = self._attempts.get(digest, 0)
             self._attempts[digest] = attempt + 1
@@ -307,7 +334,13 @@ class Remote:
     _pipe: Any = field(repr=False)
 
     def log(self) -> list[Served]:
+        """Every attempt the server saw so far."""
         self._pipe.send("log")
+        return self._pipe.recv()
+
+    def answered(self) -> int:
+        """How many attempts it has answered in full so far."""
+        self._pipe.send("answered")
         return self._pipe.recv()
 
 
@@ -318,6 +351,8 @@ def _serve(pipe: Any, options: dict[str, Any]) -> None:
             if asked == "log":
                 with server._lock:
                     pipe.send(list(server.log))
+            elif asked == "answered":
+                pipe.send(len(server.answered()))
 
 
 @contextlib.contextmanager
@@ -337,5 +372,5 @@ def serve_in_process(**options: Any) -> Iterator[Remote]:
             process.kill()
 
 
-__all__ = ["FATAL_KINDS", "KINDS", "Faults", "Latency", "LoopbackAPI", "Remote", "Served", "instance_key",
-           "reference_answer", "serve_in_process"]
+__all__ = ["FATAL_KINDS", "KINDS", "Faults", "Latency", "LoopbackAPI", "Remote", "Served", "backend_on",
+           "instance_key", "key_of", "key_of_instance", "reference_answer", "serve_in_process", "turn_of"]

@@ -16,6 +16,7 @@ from cpdagthink.method.decoding import Decoding
 from cpdagthink.run.data import read_csv, sample
 from cpdagthink.run.runfolder import read_records
 from cpdagthink.run.runner import RunMismatchError, run_condition
+from loopback_api import Faults, Latency, LoopbackAPI, backend_on, key_of, key_of_instance, turn_of
 
 
 class Killed(RuntimeError):
@@ -526,28 +527,11 @@ def test_an_option_that_computes_differently_is_refused_on_resume_and_misses_the
 
 
 # ----------------------------------------------------------------------------- streaming (an API, one request at a time)
-def _loopback(server, **options):
-    """The OpenAI backend on a :class:`loopback_api.LoopbackAPI`, retrying at once (a test waits for nothing)."""
-    from cpdagthink.backends import make_backend
-
-    settings = {"max_concurrency": 4, "backoff_base": 0.01, "backoff_max": 0.05, "timeout": 5}
-    return make_backend("openai", model="gpt-4.1-mini", base_url=server.url, **{**settings, **options})
-
-
-def _first_user(instance, condition="structured"):
-    from cpdagthink.method.conditions import first_request
-    from loopback_api import instance_key
-
-    return instance_key(list(first_request(CONDITIONS[condition], instance, Decoding()).messages))
-
-
 def test_an_instances_turn_2_is_sent_while_another_instances_turn_1_is_still_in_flight(items, tmp_path):
-    from loopback_api import Latency, LoopbackAPI
-
-    slow = _first_user(items[0])
-    latency = Latency(pick=lambda body: 1.0 if _turn(body) == 1 and _key(body) == slow else 0.05)
+    slow = key_of_instance(items[0])
+    latency = Latency(pick=lambda body: 1.0 if turn_of(body) == 1 and key_of(body) == slow else 0.05)
     with LoopbackAPI(latency=latency) as server:
-        result = run_condition(CONDITIONS["structured"], _loopback(server), items, tmp_path / "run",
+        result = run_condition(CONDITIONS["structured"], backend_on(server), items, tmp_path / "run",
                                cache_dir=tmp_path / "cache", progress=False)
     assert result.summary.status == "finished" and result.model_calls == 24
     assert all(r.prediction == r.oracle_label for r in result.records)
@@ -558,20 +542,9 @@ def test_an_instances_turn_2_is_sent_while_another_instances_turn_1_is_still_in_
     assert read_records(tmp_path / "run")[-1].id == items[0].id  # the file in the order finished
 
 
-def _turn(body):
-    return 1 + sum(m.get("role") == "assistant" for m in body["messages"])
-
-
-def _key(body):
-    from loopback_api import instance_key
-
-    return instance_key(body["messages"])
-
-
 def test_streamed_records_and_cache_entries_are_those_of_a_batched_run_and_resume_it_with_zero_calls(
         items, tmp_path, monkeypatch):
     from cpdagthink.backends.openai_api import OpenAIBackend
-    from loopback_api import LoopbackAPI
 
     def computed(records):  # what each call computed, without how fast or through which attempt
         return [r.model_dump(exclude={"turns"}) | {"turns": [t.model_dump(exclude={"meta", "latency_s"})
@@ -579,14 +552,14 @@ def test_streamed_records_and_cache_entries_are_those_of_a_batched_run_and_resum
 
     with LoopbackAPI() as server:
         monkeypatch.setattr(OpenAIBackend, "streams_requests", False)
-        batched = run_condition(CONDITIONS["structured"], _loopback(server), items[:6], tmp_path / "batched",
+        batched = run_condition(CONDITIONS["structured"], backend_on(server), items[:6], tmp_path / "batched",
                                 cache_dir=tmp_path / "cache-b", progress=False)
         monkeypatch.setattr(OpenAIBackend, "streams_requests", True)
-        streamed = run_condition(CONDITIONS["structured"], _loopback(server), items[:6], tmp_path / "streamed",
+        streamed = run_condition(CONDITIONS["structured"], backend_on(server), items[:6], tmp_path / "streamed",
                                  cache_dir=tmp_path / "cache-s", progress=False)
         assert sorted(p.name for p in (tmp_path / "cache-s").rglob("*.json")) == \
             sorted(p.name for p in (tmp_path / "cache-b").rglob("*.json"))
-        resumed = run_condition(CONDITIONS["structured"], _loopback(server), items, tmp_path / "batched",
+        resumed = run_condition(CONDITIONS["structured"], backend_on(server), items, tmp_path / "batched",
                                 cache_dir=tmp_path / "cache-b", progress=False)
     assert computed(streamed.records) == computed(batched.records)
     assert resumed.model_calls == 12 and resumed.records[:6] == batched.records  # only the six it lacked
@@ -613,7 +586,6 @@ def test_a_killed_runs_cache_holds_every_answer_that_arrived(test_csv, tmp_path)
     import sys
     import time
 
-    from loopback_api import Latency, LoopbackAPI
 
     with LoopbackAPI(latency=Latency(0.1, 0.8, seed=3)) as server:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
@@ -633,7 +605,7 @@ def test_a_killed_runs_cache_holds_every_answer_that_arrived(test_csv, tmp_path)
         kept = len(list((tmp_path / "cache").rglob("*.json")))
         assert 30 <= answered and answered - 4 <= kept <= answered  # at most the calls in flight lost
         before = len(server.log)
-        resumed = run_condition(CONDITIONS["structured"], _loopback(server), sample(read_csv(test_csv), 40, seed=1),
+        resumed = run_condition(CONDITIONS["structured"], backend_on(server), sample(read_csv(test_csv), 40, seed=1),
                                 tmp_path / "run", cache_dir=tmp_path / "cache", progress=False)
         repaid = len(server.log) - before - (80 - answered)
     assert resumed.summary.status == "finished" and len(resumed.records) == 40
@@ -641,27 +613,25 @@ def test_a_killed_runs_cache_holds_every_answer_that_arrived(test_csv, tmp_path)
 
 
 def test_a_hanging_call_costs_its_instance_a_retry_and_never_the_run(items, tmp_path):
-    from loopback_api import Faults, LoopbackAPI
 
-    slow = _first_user(items[2])
-    faults = Faults(pick=lambda body: "hang" if _key(body) == slow and _turn(body) == 1 else None, times=1, hang_s=3)
+    slow = key_of_instance(items[2])
+    faults = Faults(pick=lambda body: "hang" if key_of(body) == slow and turn_of(body) == 1 else None, times=1, hang_s=3)
     with LoopbackAPI(faults=faults) as server:
-        result = run_condition(CONDITIONS["structured"], _loopback(server, timeout=0.5), items, tmp_path / "run",
+        result = run_condition(CONDITIONS["structured"], backend_on(server, timeout=0.5), items, tmp_path / "run",
                                cache_dir=tmp_path / "cache", progress=False)
     assert result.summary.status == "finished" and len(result.records) == 12
     assert [t.meta["attempts"] for t in result.records[2].turns] == [2, 1]  # the hang cost one retry
 
 
 def test_an_exhausted_retry_leaves_its_instance_unanswered_and_the_rerun_asks_only_those(items, tmp_path):
-    from loopback_api import Faults, LoopbackAPI
 
-    failing = {_first_user(items[1]): "hang", _first_user(items[5]): "500"}
-    faults = Faults(pick=lambda body: failing.get(_key(body)) if _turn(body) == 2 else None, times=2, hang_s=2)
+    failing = {key_of_instance(items[1]): "hang", key_of_instance(items[5]): "500"}
+    faults = Faults(pick=lambda body: failing.get(key_of(body)) if turn_of(body) == 2 else None, times=2, hang_s=2)
     with LoopbackAPI(faults=faults) as server:
-        first = run_condition(CONDITIONS["structured"], _loopback(server, timeout=0.5, retries=1), items,
+        first = run_condition(CONDITIONS["structured"], backend_on(server, timeout=0.5, retries=1), items,
                               tmp_path / "run", cache_dir=tmp_path / "cache", progress=False)
         asked = len(server.log)
-        again = run_condition(CONDITIONS["structured"], _loopback(server, timeout=0.5, retries=1), items,
+        again = run_condition(CONDITIONS["structured"], backend_on(server, timeout=0.5, retries=1), items,
                               tmp_path / "run", cache_dir=tmp_path / "cache", progress=False)
         rerun = server.log[asked:]
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
@@ -676,37 +646,14 @@ def test_an_exhausted_retry_leaves_its_instance_unanswered_and_the_rerun_asks_on
 
 def test_the_threshold_stops_a_run_against_a_server_that_fails_everything(test_csv, tmp_path):
     from cpdagthink.run.runner import RunAborted
-    from loopback_api import Faults, LoopbackAPI
 
     rows = sample(read_csv(test_csv), 60, seed=2)
     with LoopbackAPI(faults=Faults(rate=1.0, kinds=("503",), times=1 << 30)) as server:
         with pytest.raises(RunAborted, match=r"the service looks broken: \d+ of the last \d+ requests failed"):
-            run_condition(CONDITIONS["structured"], _loopback(server, retries=1), rows, tmp_path / "run",
+            run_condition(CONDITIONS["structured"], backend_on(server, retries=1), rows, tmp_path / "run",
                           cache_dir=tmp_path / "cache", progress=False)
         time.sleep(0.3)  # what was in flight at the stop lands
         sent = {s.instance for s in server.log}
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["status"] == "aborted" and "HTTP 503" in summary["message"]
     assert len(sent) < 40  # it stopped, the rest never asked
-
-
-def test_runs_made_together_share_one_pool_of_slots_and_a_shared_request_is_paid_once(test_csv, tmp_path):
-    from cpdagthink.run.config import RunParameters
-    from cpdagthink.run.together import Planned, run_configs
-    from loopback_api import Latency, LoopbackAPI
-
-    setup = RunParameters(backend="openai", model="gpt-4.1-mini", data=str(test_csv), limit=8,
-                          out_root=str(tmp_path / "runs"), cache_dir=str(tmp_path / "cache")).to_config()
-    runs = [setup.for_run("structured", 0), setup.for_run("structured", 0, "scramble_full"),
-            setup.for_run("structured", 1)]
-    with LoopbackAPI(latency=Latency(0.05, 0.5)) as server:
-        backend = _loopback(server, max_concurrency=3)
-        results = run_configs([Planned(c, c.instances()) for c in runs], backend, progress=False)
-    assert [r.summary.status for r in results] == ["finished"] * 3
-    assert server.peak_in_flight <= 3
-    # the probe's turn 1 is the unprobed run's: asked once in all, whichever run got to it first
-    assert sum(r.model_calls for r in results) == len(server.log) == 8 * 2 + 8 + 8 * 2
-    assert results[1].cache_hits + results[0].cache_hits == 8
-    first_of_seed_1 = min(s.arrived for s in server.log if s.instance in {_first_user(i) for i in runs[2].instances()}
-                          and s.turn == 2)
-    assert first_of_seed_1 < max(s.arrived for s in server.log)  # the runs interleaved

@@ -126,7 +126,9 @@ def ask_once(folder: Path, key: str, read: Callable[[], Completion | None],
     while True:
         with FLIGHTS.claim(folder, key) as mine:
             if mine:
-                return ask(), False
+                # another thread may have asked and kept it between the caller's look in the cache and this claim
+                found = read()
+                return (found, True) if found is not None else (ask(), False)
         found = read()
         if found is not None:
             return found, True
