@@ -11,7 +11,8 @@ Phases, each on a fresh ``outputs/`` and a fresh server:
 
 * ``throughput`` at each ``--in-flight``: the command's wall time, and the serving span (first request in to
   last answer out, the command's start-up and planning left out) against the bound ``calls x mean latency /
-  in flight`` (the latencies the server drew for the calls it answered); the calls made against the minimum
+  in flight`` (the latencies the server drew for the calls it answered), and against the busy bound: the time
+  every attempt held a slot (failed ones too: a hang holds one for the whole timeout) / in flight; the calls made against the minimum
   (one per distinct request: the cache's entries); the attempts (retries of the failed calls); the command's
   peak memory (its largest resident set); the size of ``outputs/``; every run complete.
 * ``kill``: the same grid, killed with SIGKILL once the server has answered half of the minimum, then run
@@ -114,7 +115,16 @@ def served(log: list[Served], timeout: float) -> dict[str, float]:
     answered = [s for s in log if s.fault is None and s.left]
     return {"calls": len(answered), "attempts": len(log), "faults": sum(s.fault is not None for s in log),
             "late": sum(s.latency_s > timeout for s in answered), "latency_sum": sum(s.latency_s for s in answered),
+            "slot_sum": sum(_held(s, timeout) for s in log),
             "span_s": max(s.left for s in log) - min(s.arrived for s in log) if log else 0.0}
+
+
+def _held(attempt: Served, timeout: float) -> float:
+    """How long an attempt held its client's slot: its latency, cut at the timeout (a hang: the timeout; a reset:
+    nothing)."""
+    if attempt.fault == "reset":
+        return 0.0
+    return timeout if attempt.fault == "hang" else min(attempt.latency_s, timeout)
 
 
 def server_options(args: argparse.Namespace) -> dict:
@@ -128,10 +138,11 @@ def throughput(args: argparse.Namespace, grid: Grid, in_flight: int, tmp: Path) 
         ran = run_command(grid.command(server.url, in_flight), outputs)
         seen = served(server.log(), args.timeout)
     runs, finished, records = runs_finished(outputs)
-    bound = seen["latency_sum"] / in_flight
+    bound, busy = seen["latency_sum"] / in_flight, seen["slot_sum"] / in_flight
     return {"in_flight": in_flight, "exit": ran.returncode, "runs": runs, "finished": finished, "records": records,
             "wall_s": round(ran.wall_s, 1), "span_s": round(seen["span_s"], 1), "bound_s": round(bound, 1),
             "span_ratio": round(seen["span_s"] / bound, 3), "wall_ratio": round(ran.wall_s / bound, 3),
+            "busy_bound_s": round(busy, 1), "span_to_busy": round(seen["span_s"] / busy, 3),
             "calls": seen["calls"], "late": seen["late"], "minimum": cache_entries(outputs), "attempts": seen["attempts"],
             "faults": seen["faults"], "peak_mb": round(ran.peak_mb), "outputs_mb": round(folder_mb(outputs), 1)}
 

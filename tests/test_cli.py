@@ -441,3 +441,17 @@ def test_oracle_on_rows_it_labels_none_of_writes_them_and_ends_well(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "labelled 0/1 rows" in result.stdout and "no score, no row was labelled" in result.stdout
     assert json.loads((tmp_path / "o.jsonl").read_text())["problem"].startswith("unfaithful premise")
+
+
+def test_run_ends_non_zero_saying_how_many_instances_were_not_answered(test_csv, tmp_path):
+    from loopback_api import Faults, LoopbackAPI
+
+    with LoopbackAPI(faults=Faults(rate=0.5, kinds=("503",), times=1 << 30, seed=4)) as server:
+        args = ("run", "--condition", "baseline_enhanced", "--backend", "openai", "--model", "gpt-4.1-mini",
+                "--base-url", server.url, "-o", "retries=0", "-o", "fail_on_error=0", "--data", str(test_csv),
+                "--limit", "6", "--out", str(tmp_path / "run"), "--cache", str(tmp_path / "cache"))
+        done = run(*args)
+    missing = 6 - int(done.stdout.split(" of 6")[0])
+    assert done.returncode == 1 and 0 < missing < 6, done.stderr
+    assert f"finished with {missing} instance" in done.stderr and "not answered" in done.stderr
+    assert "Traceback" not in done.stderr
