@@ -12,8 +12,8 @@ Phases, each on a fresh ``outputs/`` and a fresh server:
 * ``throughput`` at each ``--in-flight``: the command's wall time, and the serving span (first request in to
   last answer out, the command's start-up and planning left out) against the bound ``calls x mean latency /
   in flight`` (the latencies the server drew for the calls it answered), and against the busy bound: the time
-  every attempt held a slot (failed ones too: a hang holds one for the whole timeout) / in flight, and the
-  longest any one instance took (its turns and retries one after the other: no client ends sooner); the calls made against the minimum
+  every attempt held a slot (failed ones too: a hang holds one for the whole timeout) / in flight; the CPU time the
+  command took (on two shared cores a client making a hundred calls a second is bound by its CPU); the calls made against the minimum
   (one per distinct request: the cache's entries); the attempts (retries of the failed calls); the command's
   peak memory (its largest resident set); the size of ``outputs/``; every run complete.
 * ``kill``: the same grid, killed with SIGKILL once the server has answered half of the minimum, then run
@@ -66,11 +66,12 @@ class Grid:
 
 @dataclass
 class Ran:
-    """One command's run: its wall time, exit status and peak resident memory (MB)."""
+    """One command's run: its wall time, exit status, peak resident memory (MB) and CPU time (user + system)."""
 
     wall_s: float
     returncode: int
     peak_mb: float
+    cpu_s: float
 
 
 def environment(outputs: Path) -> dict[str, str]:
@@ -93,7 +94,7 @@ def run_command(command: list[str], outputs: Path, kill_when: "callable | None" 
     process.returncode = os.waitstatus_to_exitcode(status)
     if process.returncode not in (0, -signal.SIGKILL):
         sys.stderr.write(process.stderr.read().decode(errors="replace")[-3000:])
-    return Ran(time.perf_counter() - start, process.returncode, usage.ru_maxrss / 1024)
+    return Ran(time.perf_counter() - start, process.returncode, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime)
 
 
 def cache_entries(outputs: Path) -> int:
@@ -116,18 +117,8 @@ def served(log: list[Served], timeout: float) -> dict[str, float]:
     answered = [s for s in log if s.fault is None and s.left]
     return {"calls": len(answered), "attempts": len(log), "faults": sum(s.fault is not None for s in log),
             "late": sum(s.latency_s > timeout for s in answered), "latency_sum": sum(s.latency_s for s in answered),
-            "slot_sum": sum(_held(s, timeout) for s in log), "longest_s": _longest_instance(log),
+            "slot_sum": sum(_held(s, timeout) for s in log)
             "span_s": max(s.left for s in log) - min(s.arrived for s in log) if log else 0.0}
-
-
-def _longest_instance(log: list[Served]) -> float:
-    """The longest an instance took from its first attempt in to its last answer out: no client finishes the
-    grid sooner (its turns go one after the other), however many slots it has."""
-    spans: dict[str, list[float]] = {}
-    for s in log:
-        first, last = spans.setdefault(s.instance, [s.arrived, s.left])
-        spans[s.instance] = [min(first, s.arrived), max(last, s.left)]
-    return max((last - first for first, last in spans.values()), default=0.0)
 
 
 def _held(attempt: Served, timeout: float) -> float:
@@ -154,9 +145,8 @@ def throughput(args: argparse.Namespace, grid: Grid, in_flight: int, tmp: Path) 
             "wall_s": round(ran.wall_s, 1), "span_s": round(seen["span_s"], 1), "bound_s": round(bound, 1),
             "span_ratio": round(seen["span_s"] / bound, 3), "wall_ratio": round(ran.wall_s / bound, 3),
             "busy_bound_s": round(busy, 1), "span_to_busy": round(seen["span_s"] / busy, 3),
-            "longest_instance_s": round(seen["longest_s"], 1),
             "calls": seen["calls"], "late": seen["late"], "minimum": cache_entries(outputs), "attempts": seen["attempts"],
-            "faults": seen["faults"], "peak_mb": round(ran.peak_mb), "outputs_mb": round(folder_mb(outputs), 1)}
+            "faults": seen["faults"], "cpu_s": round(ran.cpu_s, 1), "peak_mb": round(ran.peak_mb), "outputs_mb": round(folder_mb(outputs), 1)}
 
 
 def kill_half_way(args: argparse.Namespace, grid: Grid, in_flight: int, minimum: int, tmp: Path) -> dict:
