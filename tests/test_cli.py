@@ -58,8 +58,11 @@ def test_bad_input_is_a_clear_error(tmp_path):
 
 def test_book_passes_its_overrides_to_every_notebook(monkeypatch, capsys):
     import cpdagthink.book.build
+    import cpdagthink.book.plan
     from cpdagthink.cli import main
 
+    streamed = []  # an API book computes its runs first, every chapter's at once
+    monkeypatch.setattr(cpdagthink.book.plan, "execute_streamed", lambda *args: streamed.append(args))
     seen = {}
     monkeypatch.setattr(cpdagthink.book.build, "build", lambda overrides, only=None, parameters=None, render_only=False,
                         render_book=True, allow_partial=False, watch=None: seen.update(
@@ -72,7 +75,10 @@ def test_book_passes_its_overrides_to_every_notebook(monkeypatch, capsys):
                     "max_tokens_answer": 4096, "only": ["01"], "sample_variables": [5, 6],
                     "backend_options": {"api": "chat"},
                     "parameters": {}, "render_only": False, "render_book": True, "allow_partial": False}
+    assert streamed == [({k: v for k, v in seen.items() if k not in ("only", "parameters", "render_only",
+                                                                       "render_book", "allow_partial")}, ["01"], {})]
     assert main(["book", "--render-only", "--only", "01"]) == 0 and seen["render_only"] is True
+    assert len(streamed) == 1  # nothing computed when rendering only, nor for the local model's book
     assert main(["book", "--allow-partial", "--only", "01"]) == 0 and seen["allow_partial"] is True
     assert "book: index.html" in capsys.readouterr().out
     assert main(["book", "--no-build", "--only", "01"]) == 0 and seen["render_book"] is False

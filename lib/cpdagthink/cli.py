@@ -264,10 +264,16 @@ def book_papermill_parameters(argv: list[str]) -> dict[str, dict[str, Any]]:
 
 
 def cmd_book(args: argparse.Namespace) -> int:
-    from .book.build import build
+    from .backends import streams_requests
+    from .book.build import build, check_parameters, selected
+    from .book.plan import execute_streamed
     from .book.progress import chapter_progress
 
     parameters = dict(args.parameter or [])
+    if not args.render_only and streams_requests(args.backend):
+        check_parameters(*selected(_book_overrides(args), args.only, parameters))  # before anything is paid for
+        # the API runs of every chapter at once, on one pool of the service's slots; the chapters then read them
+        execute_streamed(_book_overrides(args), args.only, parameters)
     index = build(_book_overrides(args), only=args.only, parameters=parameters,  # every notebook's values are checked first
                   render_only=args.render_only, render_book=not args.no_build, allow_partial=args.allow_partial,
                   watch=chapter_progress)

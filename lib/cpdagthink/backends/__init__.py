@@ -35,6 +35,16 @@ def backend_factory(name: str) -> Callable[..., Backend]:
     return getattr(module, attribute)
 
 
+def streams_requests(name: str | None) -> bool:
+    """Whether the backend registered under ``name`` serves one request at a time over the network
+    (:attr:`Backend.streams_requests`), read from its class (its module imports no model library); False for
+    None, an unknown name or a factory that is not a class."""
+    if name not in BACKENDS:
+        return False
+    factory = backend_factory(name)
+    return bool(getattr(factory, "streams_requests", False)) if inspect.isclass(factory) else False
+
+
 # What to do when a model is named for a backend that runs none (the reference backend: `prompt`'s default).
 _RUNS_NO_MODEL = (" (it runs no model: name the backend that runs yours, e.g. --backend local for a GGUF on this "
                   "machine, openai for an OpenAI-compatible endpoint, vllm for vLLM)")
@@ -99,4 +109,5 @@ __all__ = [
     "backend_factory",
     "check_options",
     "make_backend",
+    "streams_requests",
 ]

@@ -236,3 +236,19 @@ def execute(runs: Sequence[PlannedRun], progress: bool = True) -> None:
                                       "changed since): run `cpdagthink plan` again")
             asked.append(Planned(c, instances))
     ex.run_many(asked, progress=progress)
+
+
+def execute_streamed(overrides: dict[str, Any], only: list[str] | None = None,
+                     parameters: dict[str, Any] | None = None, progress: bool = True) -> list[PlannedRun]:
+    """Compute, before any chapter executes, every incomplete run of the chapters ``cpdagthink book`` would execute
+    (:func:`plan_book`'s arguments) whose backend streams requests (an API): all at once, on one pool of each
+    backend's slots, so that no slot idles at a chapter's end; the chapters then read complete folders. Runs of
+    a backend that computes whole batches (a local model, the reference agent) are left to their chapters, as
+    before. The runs computed."""
+    from ..backends import backend_factory
+
+    runs = [r for r in plan_book(overrides, only, parameters)
+            if not r.complete and getattr(backend_factory(r.config.backend), "streams_requests", False)]
+    if runs:
+        execute(runs, progress)
+    return runs
