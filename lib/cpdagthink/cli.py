@@ -264,13 +264,13 @@ def book_papermill_parameters(argv: list[str]) -> dict[str, dict[str, Any]]:
 
 
 def cmd_book(args: argparse.Namespace) -> int:
-    from .backends import streams_requests
+    from .backends import BACKENDS, backend_class
     from .book.build import build, check_parameters, selected
     from .book.plan import execute_streamed
     from .book.progress import chapter_progress
 
     parameters = dict(args.parameter or [])
-    if not args.render_only and streams_requests(args.backend):
+    if not args.render_only and args.backend in BACKENDS and backend_class(args.backend).streams_requests:
         check_parameters(*selected(_book_overrides(args), args.only, parameters))  # before anything is paid for
         # the API runs of every chapter at once, on one pool of the service's slots; the chapters then read them
         execute_streamed(_book_overrides(args), args.only, parameters)

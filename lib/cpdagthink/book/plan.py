@@ -59,7 +59,7 @@ def main_results_runs(setup: RunSet, values: Mapping[str, Any]) -> list[Declared
     """Chapter 01: every condition at every seed and, unless the setup is the reference agent already, the
     reference agent's rows on the same sample (key ``reference agent``)."""
     runs = _grid("runs", setup, _list(values, "conditions"), setup.seeds)
-    if values.get("include_reference") and setup.backend != "reference":
+    if values.get("include_reference") and setup.backend != ex.REFERENCE_AGENT:
         reference = ex.reference_of(setup)
         runs += [Declared("runs", (REFERENCE, s), reference.for_run(TARGET, s)) for s in setup.seeds]
     return runs
@@ -102,7 +102,7 @@ def probe_runs(setup: RunSet, values: Mapping[str, Any]) -> list[Declared]:
     ``reference``, unless the setup is the reference agent already) for the reference agent."""
     probes = _list(values, "probes")
     runs = _probed("runs", setup, probes, setup.seeds)
-    if values.get("include_reference") and setup.backend != "reference":
+    if values.get("include_reference") and setup.backend != ex.REFERENCE_AGENT:
         runs += _probed("reference", ex.reference_of(setup), probes, setup.seeds)
     return runs
 
@@ -245,10 +245,10 @@ def execute_streamed(overrides: dict[str, Any], only: list[str] | None = None,
     backend's slots, so that no slot idles at a chapter's end; the chapters then read complete folders. Runs of
     a backend that computes whole batches (a local model, the reference agent) are left to their chapters, as
     before. The runs computed."""
-    from ..backends import backend_factory
+    from ..backends import backend_class
 
     runs = [r for r in plan_book(overrides, only, parameters)
-            if not r.complete and getattr(backend_factory(r.config.backend), "streams_requests", False)]
+            if not r.complete and backend_class(r.config.backend).streams_requests]
     if runs:
         execute(runs, progress)
     return runs

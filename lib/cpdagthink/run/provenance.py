@@ -1,5 +1,5 @@
 """What a run records of where it ran (paper App. J): the code's git revision, the package versions, the
-hardware, and the ``metadata.json`` a session starts with (:func:`run_metadata`)."""
+hardware, and the ``metadata.json`` a session starts with (:func:`session_metadata`)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from ..paths import PROJECT_ROOT
 from .records import SCHEMA_VERSION, GitRevision, Hardware, RunMetadata, RunRecord
 from .spec import rows_sha256
 
-__all__ = ["git_revision", "run_metadata", "served_models"]
+__all__ = ["git_revision", "session_metadata", "served_models"]
 
 # The frameworks App. J names (torch, transformers, vLLM, llama.cpp) and what this package runs on; read from
 # the installed distributions, so no framework is imported just to learn its version.
@@ -74,7 +74,7 @@ def served_models(records: Iterable[RunRecord]) -> list[str]:
     return sorted({t.meta["served_model"] for r in records for t in r.turns if t.meta.get("served_model")})
 
 
-def run_metadata(run: dict[str, Any], backend: Backend, instances: list[Instance], done: list[RunRecord],
+def session_metadata(run: dict[str, Any], backend: Backend, instances: list[Instance], done: list[RunRecord],
               started: float) -> RunMetadata:
     """The ``metadata.json`` a session starts with: the run's identity, what computes it, and its provenance."""
     provenance = backend.provenance()

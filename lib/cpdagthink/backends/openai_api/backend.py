@@ -1,20 +1,20 @@
 """OpenAI-compatible APIs: chat completions (the OpenAI API, a vLLM server, ``llama_cpp.server``) and the
 OpenAI Responses API (reasoning models), as one backend over four parts:
 
-* :mod:`.openai_payloads` builds each request's payload from the model profile (:mod:`.profiles`): which API
+* :mod:`.payloads` builds each request's payload from the model profile (:mod:`..profiles`): which API
   (``responses`` for the GPT-5 family and the o-series, chat completions for everything else; the ``api``
   option overrides), the token and sampling parameters, the reasoning control, tools and constraints;
   ``meta["api"]`` says which API served.
-* :mod:`.openai_responses` reads each answer into a :class:`Completion` and caps what is stored
+* :mod:`.responses` reads each answer into a :class:`Completion` and caps what is stored
   (``max_stored_chars`` per field).
-* :mod:`.openai_endpoints` gives each endpoint its own key and keeps keys out of every record.
-* :mod:`.transport` sends the attempts: round-robin over ``base_url``, at most ``max_concurrency`` in flight,
+* :mod:`.endpoints` gives each endpoint its own key and keeps keys out of every record.
+* :mod:`..transport` sends the attempts: round-robin over ``base_url``, at most ``max_concurrency`` in flight,
   each attempt within ``timeout``, retried as :meth:`OpenAIBackend.classify` says: timeouts, 408/409/425/429/5xx,
   connection errors and an HTTP 200 whose body is not a well-formed answer are retried ``retries`` times (a call
   that hangs once in a hundred costs its instance a retry, never the run); a refused key and a spent quota are
   fatal, as no retry mends them.
 
-The backend serves one request at a time (:attr:`~.base.Backend.streams_requests`): the runner sends each
+The backend serves one request at a time (:attr:`~..base.Backend.streams_requests`): the runner sends each
 instance's turns on their own, up to ``max_concurrency`` in flight across every run on the backend, and stops a
 run as a broken service when a share ``fail_on_error`` of its last requests failed every attempt.
 
@@ -31,11 +31,11 @@ import json
 import re
 from typing import Any, Callable, Sequence
 
-from ..method.chat import Completion, Request
-from .base import Backend, BackendError, PartialBatchError, Provenance
-from .openai_endpoints import NO_KEY, endpoint_keys, endpoint_urls, public_url, public_url_for_client, redact
-from .openai_payloads import REGEX_MODES, carries_reasoning, chat_kwargs, responses_kwargs, without_reasoning_items
-from .openai_responses import (
+from ...method.chat import Completion, Request
+from ..base import Backend, BackendError, PartialBatchError, Provenance
+from .endpoints import NO_KEY, endpoint_keys, endpoint_urls, public_url, public_url_for_client, redact
+from .payloads import REGEX_MODES, carries_reasoning, chat_kwargs, responses_kwargs, without_reasoning_items
+from .responses import (
     MAX_STORED_CHARS,
     MalformedAnswer,
     cap_stored,
@@ -44,8 +44,8 @@ from .openai_responses import (
     completion_from_responses,
     parsed,
 )
-from .profiles import ModelProfile, check_effort, profile_for, with_overrides
-from .transport import MESSAGE_CHARS, Failure, ServiceRejected, Transport, bounded_http_client, status_failure
+from ..profiles import ModelProfile, ProfiledFamily, check_effort, profile_for, with_overrides
+from ..transport import MESSAGE_CHARS, Failure, ServiceRejected, Transport, bounded_http_client, status_failure
 
 INSTALL_HINT = "pip install -e '.[api]'"
 # Seconds one attempt may take when no ``timeout`` is given: a reasoning model at a paper-scale budget
@@ -105,7 +105,7 @@ def _retry_after(exc: Exception) -> float | None:
         return None
 
 
-class OpenAIBackend(Backend):
+class OpenAIBackend(ProfiledFamily, Backend):
     """Chat completions or the Responses API over HTTP. ``base_url``: None (api.openai.com), one URL, or a
     list (round-robin).
 
@@ -116,12 +116,13 @@ class OpenAIBackend(Backend):
     attempt may take in all; default by profile: 600 for reasoning families, else 60), ``retries``,
     ``max_stored_chars`` (kept per field of an answer), ``fail_on_error`` (the share of a run's last requests
     failing every attempt that stops it; 0: never); ``revision`` and ``reasoning_parser`` record what the
-    server was started with; ``api_key_env`` names the variable whose key is sent (:func:`.openai_endpoints.key_variable`).
+    server was started with; ``api_key_env`` names the variable whose key is sent (:func:`.endpoints.key_variable`).
     """
 
     name = "openai"
     preferred_chunk_size = 64
     streams_requests = True
+    api_slots = 1  # a grid job holds one of the profile's api_slots, sending up to max_concurrency at a time
 
     def __init__(
         self,
@@ -210,7 +211,7 @@ class OpenAIBackend(Backend):
         return self.transport.attempts
 
     def classify(self, exc: Exception, url: str) -> Failure | None:
-        """What a failed attempt at ``url`` means (:mod:`.transport`): a timeout is retried, an HTTP error status
+        """What a failed attempt at ``url`` means (:mod:`..transport`): a timeout is retried, an HTTP error status
         counts by its code (a refused key or a spent quota is fatal, whatever its status), a connection error or
         an answer that is not well formed is retried; None for any other exception."""
         o = self._openai
