@@ -3,8 +3,9 @@ concurrency, retried or not as the backend's :data:`Classify` hook says.
 
 * A failed attempt is classified once (``classify(exc, url)``) as a :class:`Failure`: ``retry`` (with capped
   exponential backoff and seeded jitter, ``Retry-After`` honoured up to the cap, each retry on the next
-  endpoint), ``rejected`` (the request itself is at fault: :class:`ServiceRejected`, which a runner records on
-  its instance) or ``fatal`` (:class:`BackendError`). HTTP statuses map by :func:`status_failure`:
+  endpoint; when every attempt failed, :class:`RetriesExhausted`, which a streaming runner records as its
+  instance unanswered), ``rejected`` (the request itself is at fault: :class:`ServiceRejected`, which a runner
+  records on its instance) or ``fatal`` (:class:`BackendError`). HTTP statuses map by :func:`status_failure`:
   408/409/425/429/5xx retry, 400/413/422 are rejections, any other is fatal.
 * ``timeout`` bounds each attempt as a whole (connecting, sending and every read together,
   :func:`bounded_http_client`), so a server that trickles bytes cannot hold a request open.
