@@ -117,7 +117,7 @@ def served(log: list[Served], timeout: float) -> dict[str, float]:
     answered = [s for s in log if s.fault is None and s.left]
     return {"calls": len(answered), "attempts": len(log), "faults": sum(s.fault is not None for s in log),
             "late": sum(s.latency_s > timeout for s in answered), "latency_sum": sum(s.latency_s for s in answered),
-            "slot_sum": sum(_held(s, timeout) for s in log)
+            "slot_sum": sum(_held(s, timeout) for s in log),
             "span_s": max(s.left for s in log) - min(s.arrived for s in log) if log else 0.0}
 
 
