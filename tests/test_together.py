@@ -30,7 +30,8 @@ def test_runs_made_together_share_one_pool_of_slots_and_a_shared_request_is_paid
     # the probe's turn 1 is the unprobed run's: asked once in all, whichever run got to it first
     assert sum(r.model_calls for r in results) == len(server.log) == 8 * 2 + 8 + 8 * 2
     assert results[1].cache_hits + results[0].cache_hits == 8
-    assert sum(r.summary.wall_clock_s for r in results) > 2 * elapsed  # the three ran at once
+    # one after the other the three walls would add up to the elapsed time at most
+    assert sum(r.summary.wall_clock_s for r in results) > 1.3 * elapsed
 
 
 def test_runs_on_a_batch_backend_are_made_one_after_the_other_as_before(test_csv, tmp_path):

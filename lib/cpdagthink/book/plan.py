@@ -119,9 +119,17 @@ def gallery_runs(setup: RunSet, values: Mapping[str, Any]) -> list[Declared]:
     return _grid("runs", setup, _list(values, "conditions"), setup.seeds[:1])
 
 
+def component_runs(setup: RunSet, values: Mapping[str, Any]) -> list[Declared]:
+    """Chapter 07: the design's cells and the repair round, only with ``run_design`` (:mod:`components`)."""
+    from .components import design_runs
+
+    return [Declared("runs", key, config) for key, config in design_runs(setup, values)]
+
+
 CHAPTERS: dict[str, Callable[[RunSet, Mapping[str, Any]], list[Declared]]] = {
     "01_main_results": main_results_runs, "02_complexity": complexity_runs, "03_ablations": ablation_runs,
     "04_probes": probe_runs, "05_audit": audited_runs, "06_failure_gallery": gallery_runs,
+    "07_components": component_runs,
 }
 
 

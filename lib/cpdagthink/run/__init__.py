@@ -1,6 +1,6 @@
 """Running the method: run parameters and configurations (``parameters``, ``config``), what a run is (``spec``),
 the data loader and generated sets (``data``, ``generate``), the run folder and its typed records (``runfolder``,
-``records``), the call cache, the runner and request inspection.
+``records``), the call cache, the repair round between a run's turns (``repair``), the runner and request inspection.
 
 Its modules import from ``backends``, ``method``, ``causal`` and the top-level modules, never from a layer above
 (``tests/test_layers.py``). Each is imported by its own name (``from cpdagthink.run import cache``): importing
@@ -16,6 +16,7 @@ __all__ = [
     "parameters",
     "provenance",
     "records",
+    "repair",
     "runfolder",
     "runner",
     "spec",

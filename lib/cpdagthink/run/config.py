@@ -98,6 +98,9 @@ class _Choices(BaseModel):
 
             if CONDITIONS[self.condition].flow is not Flow.TOOL:
                 raise ValueError(f"probe {self.probe!r} replaces a tool call's object; {self.condition!r} makes none")
+            if CONDITIONS[self.condition].repair:
+                raise ValueError(f"probe {self.probe!r} and {self.condition!r}'s repair round would both replace the "
+                                 "object turn 2 shows: run the probe on a condition without one")
         from ..backends import BACKENDS, backend_class, check_options
 
         if self.backend not in BACKENDS:

@@ -62,7 +62,7 @@ def inspect_request(condition: Condition, backend: Backend, instance: Instance, 
 
 def _second(condition: Condition, instance: Instance, decoding: Decoding, turn1: Completion,
             probe: str | None) -> Inspected:
-    emitted = read_emitted(turn1)
+    emitted = read_emitted(turn1, condition.field_names)
     given = intervene(get_probe(probe) if probe is not None else None, instance, emitted.analysis, decoding.seed)
     return Inspected(second_request(condition, instance, decoding, turn1, given, emitted), probe, given)
 

@@ -41,9 +41,10 @@ from ..method.decoding import Decoding
 from ..method.interventions import get_probe
 from .cache import CallCache, former_identities
 from .config import RunConfig
-from .records import (SCHEMA_VERSION, InterventionRecord, RunMetadata, RunRecord, RunSummary, ToolCallRecord,
-                      TurnRecord, json_sha256)
-from .provenance import session_metadata, served_models
+from .provenance import served_models, session_metadata
+from .records import (SCHEMA_VERSION, InterventionRecord, RepairRecord, RunMetadata, RunRecord, RunSummary,
+                      ToolCallRecord, TurnRecord, json_sha256)
+from .repair import repair_round
 from .runfolder import CONFIG, METADATA, SUMMARY, RunFolder, RunFolderError, difference, read_metadata
 from .streaming import Health, RunAborted, Tally, ask_once, counting, lanes_for, stream
 
@@ -380,25 +381,31 @@ class _Session:
         posed, problems = self._pose(chunk)
         turns = [[(request, *result)] for (_, request, _), result
                  in zip(posed, self.cached.complete_batch([request for _, request, _ in posed]))]
-        emitted = [read_emitted(t[0][1]) if self.condition.flow is Flow.TOOL else None for t in turns]
+        tool, names = self.condition.flow is Flow.TOOL, self.condition.field_names
+        emitted = [read_emitted(t[0][1], names) if tool else None for t in turns]
         given = [self._intervene(inst, e) for (inst, _, _), e in zip(posed, emitted)]
+        repairs, shown = repair_round(self.condition, self.decoding, self.cached.complete_batch, [p[0] for p in posed],
+                                      turns, emitted)
         if self.condition.flow is not Flow.ONE_TURN:
             # A turn 1 the service refused has nothing to build on: its turn 2 is not sent, and the record says so
             # (a refusal is never cached, so noting it on the completion changes nothing stored).
             going = [k for k, t in enumerate(turns) if "rejected" not in t[0][1].meta]
             for k in set(range(len(turns))) - set(going):
                 turns[k][0][1].meta["next_turn"] = "not sent: this turn was refused"
-            second = [second_request(self.condition, posed[k][0], self.decoding, turns[k][0][1], given[k], emitted[k])
+            second = [second_request(self.condition, posed[k][0], self.decoding, turns[k][0][1], given[k], shown[k])
                       for k in going]
             for k, request, result in zip(going, second, self.cached.complete_batch(second)):
                 turns[k].append((request, *result))
-        made = {inst.id: self._record(inst, oracle, t, e, g)
-                for (inst, _, oracle), t, e, g in zip(posed, turns, emitted, given)}
+        made = self._records(posed, turns, emitted, given, repairs)
         return [made[i.id] if i.id in made else self._problem(i, problems[i.id]) for i in chunk]
 
     def one(self, instance: Instance) -> RunRecord:
         """The record of one instance, its turns asked one after the other (a streaming run's lane)."""
         return self.chunk([instance])[0]
+
+    def _records(self, posed: list, turns: list, emitted: list, given: list, repairs: dict) -> dict[str, RunRecord]:
+        return {inst.id: self._record(inst, oracle, t, e, g, repairs.get(k))
+                for k, ((inst, _, oracle), t, e, g) in enumerate(zip(posed, turns, emitted, given))}
 
     def _intervene(self, instance: Instance, emitted: Emitted | None) -> Turn2Input | None:
         return intervene(self.intervention, instance, emitted.analysis if emitted else None, self.decoding.seed)
@@ -409,7 +416,7 @@ class _Session:
                 "gold_label": instance.label, "prompt_sha256": self.condition.prompt_files()}
 
     def _record(self, instance: Instance, oracle: int | None, turns: list[tuple[Request, Completion, bool]],
-                emitted: Emitted | None, given: Turn2Input | None) -> RunRecord:
+                emitted: Emitted | None, given: Turn2Input | None, repair: RepairRecord | None = None) -> RunRecord:
         with self._lock:  # records of a streaming run are made on several lanes at once
             self.hits += sum(hit for _, _, hit in turns)
         return RunRecord(
@@ -422,6 +429,7 @@ class _Session:
             intervention=None if given is None else InterventionRecord(
                 name=self.intervention_name, note=given.note, include_premise=given.include_premise,
                 analysis=given.analysis),
+            repair=repair,
             answer=parse_answer(turns[-1][1].text),
         )
 

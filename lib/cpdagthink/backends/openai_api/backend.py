@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from ...method.chat import Completion, Request
 from ..base import Backend, BackendError, PartialBatchError, Provenance
@@ -123,6 +123,12 @@ class OpenAIBackend(ProfiledFamily, Backend):
     preferred_chunk_size = 64
     streams_requests = True
     api_slots = 1  # a grid job holds one of the profile's api_slots, sending up to max_concurrency at a time
+
+    @classmethod
+    def applies_regex(cls, options: Mapping[str, Any]) -> bool:
+        """A generic OpenAI-compatible server applies no regex; a vLLM server does, given it with
+        ``regex_mode="vllm"`` (its ``structured_outputs``)."""
+        return options.get("regex_mode") == "vllm"
 
     def __init__(
         self,
