@@ -299,7 +299,7 @@ def test_a_folder_of_another_backend_names_the_field_and_both_values(items, tmp_
     with pytest.raises(RunMismatchError, match=r'different backend \(backend.build: "b" asked, "a" in the folder\)'):
         run_config(configured(condition.name, cache_dir=tmp_path / "c"),
                    Built("b"), items[:2], tmp_path / "run", progress=False)
-    with pytest.raises(RunMismatchError, match=r"different run \(run.decoding.max_tokens_turn1: 64 asked, 1024 in the "
+    with pytest.raises(RunMismatchError, match=r"different run \(run.decoding.max_tokens_turn1: 64 asked, 512 in the "
                                                r"folder\)"):
         run_config(configured(condition.name, cache_dir=tmp_path / "c", decoding=Decoding(max_tokens_turn1=64)),
                    Built("a"), items[:2], tmp_path / "run", progress=False)

@@ -76,6 +76,16 @@ class Backend(ABC):
     # ("threads", "n_threads"); None: a job holds one thread.
     sized_by: ClassVar[tuple[str, str] | None] = None
     api_slots: ClassVar[int] = 0  # a job's share of the profile's ``api_slots`` (1 for a service called over HTTP)
+    # Building it loads no model and calls nothing, so a plan may build it to learn its identity (the cost estimate).
+    builds_cheaply: ClassVar[bool] = False
+    symbolic: ClassVar[bool] = False  # answers without a language model: no tokens to price
+
+    @classmethod
+    def calls_in_flight(cls, options: Mapping[str, Any]) -> int:
+        """How many calls a run keeps in flight with ``options``: its ``max_concurrency`` as given or as this
+        class's default; 1 for a backend that takes no such option."""
+        parameter = inspect.signature(cls).parameters.get("max_concurrency")
+        return int(options.get("max_concurrency", parameter.default if parameter is not None else 1))
 
     @classmethod
     def job_resources(cls, options: Mapping[str, Any]) -> dict[str, int]:

@@ -10,7 +10,7 @@ model is loaded once (``cpdagthink plan --group KEY --execute``, what a workflow
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -141,7 +141,7 @@ def declared(chapter: str, values: Mapping[str, Any]) -> list[Declared]:
     return CHAPTERS[chapter](ex.setup_from_parameters(values), values)
 
 
-class _Samples:
+class Samples:
     """Each sample drawn once, however many runs read it (a sample is named by the fields that draw it)."""
 
     def __init__(self) -> None:
@@ -159,7 +159,7 @@ def run_chapter(chapter: str, namespace: Mapping[str, Any], progress: bool = Tru
     """What a chapter's notebook calls: every run it declares, computed where its folder is not complete and
     read where it is (:func:`experiments.run`; render-only refuses to compute), and their records by part and
     key, in the order declared."""
-    samples, parts = _Samples(), {}
+    samples, parts = Samples(), {}
     runs = declared(chapter, namespace)
     made = ex.run_many([Planned(run.config, samples.of(run.config)) for run in runs], progress=progress)
     for run, records in zip(runs, made):
@@ -207,16 +207,23 @@ def plan_book(overrides: dict[str, Any], only: list[str] | None = None,
     from .build import chapter_values, selected
 
     notebooks, overrides = selected(overrides, only, parameters)
-    samples, found = _Samples(), {}
-    for notebook in notebooks:
-        for run in declared(notebook.stem, chapter_values(notebook, overrides)):
+    return plan_chapters((n.stem, chapter_values(n, overrides)) for n in notebooks)
+
+
+def plan_chapters(executions: Iterable[tuple[str, Mapping[str, Any]]]) -> list[PlannedRun]:
+    """Every run these chapter executions read, ``(chapter, its parameter values)`` each (a chapter may come
+    more than once, e.g. on two models); a run that several read appears once, with each chapter in
+    ``chapters``, in the order first declared."""
+    samples, found = Samples(), {}
+    for chapter, values in executions:
+        for run in declared(chapter, values):
             instances = samples.of(run.config)
             folder = str(run.config.folder(instances))
             if folder in found:
                 chapters = found[folder].chapters
-                chapters += [] if notebook.stem in chapters else [notebook.stem]
+                chapters += [] if chapter in chapters else [chapter]
                 continue
-            found[folder] = PlannedRun(chapters=[notebook.stem], config=run.config,
+            found[folder] = PlannedRun(chapters=[chapter], config=run.config,
                                        instances=Rows.of(run.config, instances), folder=folder,
                                        complete=is_complete(folder, run.config, instances), group=group_of(run.config))
     return list(found.values())
@@ -235,7 +242,7 @@ def execute(runs: Sequence[PlannedRun], progress: bool = True) -> None:
     (:func:`experiments.backend_of`), and are computed together (:func:`experiments.run_many`: at once, on one
     pool of its slots, where it streams requests; group by group otherwise); a complete run is left as it is.
     Runs whose rows no longer match the plan are refused (plan again)."""
-    samples, asked = _Samples(), []
+    samples, asked = Samples(), []
     for members in groups(runs).values():
         for run in members:
             c, instances = run.config, samples.of(run.config)

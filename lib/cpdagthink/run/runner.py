@@ -162,6 +162,15 @@ def _oracle_verdict(instance: Instance) -> OracleLabel:
         return OracleLabel(None)
 
 
+def pose(condition: Condition, instance: Instance, decoding: Decoding) -> tuple[Request, int | None] | str:
+    """Turn 1's request and the oracle's label, or why the row cannot be posed (no call; its record says why)."""
+    try:
+        request, verdict = first_request(condition, instance, decoding), _oracle_verdict(instance)
+    except (PremiseError, UnfaithfulFactsError) as error:
+        return f"{type(error).__name__}: {error}"
+    return verdict.problem or (request, verdict.label)  # no DAG satisfies it: no label to score an answer against
+
+
 @dataclass
 class RunResult:
     out_dir: Path
@@ -363,17 +372,11 @@ class _Session:
     def _pose(self, chunk: list[Instance]) -> tuple[list[tuple[Instance, Request, int | None]], dict[str, str]]:
         """Each instance with its first request and oracle label, and why each other one cannot be posed."""
         posed, problems = [], {}
-        for instance in chunk:
-            try:
-                request = first_request(self.condition, instance, self.decoding)
-                verdict = _oracle_verdict(instance)
-            except (PremiseError, UnfaithfulFactsError) as error:
-                problems[instance.id] = f"{type(error).__name__}: {error}"
-                continue
-            if verdict.problem:  # no DAG satisfies the premise: no label to score an answer against
-                problems[instance.id] = verdict.problem
-                continue
-            posed.append((instance, request, verdict.label))
+        for instance, found in ((i, pose(self.condition, i, self.decoding)) for i in chunk):
+            if isinstance(found, str):
+                problems[instance.id] = found
+            else:
+                posed.append((instance, *found))
         return posed, problems
 
     def chunk(self, chunk: list[Instance]) -> list[RunRecord]:

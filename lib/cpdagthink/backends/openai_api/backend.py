@@ -122,6 +122,7 @@ class OpenAIBackend(ProfiledFamily, Backend):
     name = "openai"
     preferred_chunk_size = 64
     streams_requests = True
+    builds_cheaply = True  # a client is made, nothing is called
     api_slots = 1  # a grid job holds one of the profile's api_slots, sending up to max_concurrency at a time
 
     @classmethod
