@@ -58,8 +58,11 @@ def test_bad_input_is_a_clear_error(tmp_path):
 
 def test_book_passes_its_overrides_to_every_notebook(monkeypatch, capsys):
     import cpdagthink.book.build
+    import cpdagthink.book.plan
     from cpdagthink.cli import main
 
+    streamed = []  # an API book computes its runs first, every chapter's at once
+    monkeypatch.setattr(cpdagthink.book.plan, "execute_streamed", lambda *args: streamed.append(args))
     seen = {}
     monkeypatch.setattr(cpdagthink.book.build, "build", lambda overrides, only=None, parameters=None, render_only=False,
                         render_book=True, allow_partial=False, watch=None: seen.update(
@@ -72,7 +75,10 @@ def test_book_passes_its_overrides_to_every_notebook(monkeypatch, capsys):
                     "max_tokens_answer": 4096, "only": ["01"], "sample_variables": [5, 6],
                     "backend_options": {"api": "chat"},
                     "parameters": {}, "render_only": False, "render_book": True, "allow_partial": False}
+    assert streamed == [({k: v for k, v in seen.items() if k not in ("only", "parameters", "render_only",
+                                                                       "render_book", "allow_partial")}, ["01"], {})]
     assert main(["book", "--render-only", "--only", "01"]) == 0 and seen["render_only"] is True
+    assert len(streamed) == 1  # nothing computed when rendering only, nor for the local model's book
     assert main(["book", "--allow-partial", "--only", "01"]) == 0 and seen["allow_partial"] is True
     assert "book: index.html" in capsys.readouterr().out
     assert main(["book", "--no-build", "--only", "01"]) == 0 and seen["render_book"] is False
@@ -441,6 +447,20 @@ def test_oracle_on_rows_it_labels_none_of_writes_them_and_ends_well(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "labelled 0/1 rows" in result.stdout and "no score, no row was labelled" in result.stdout
     assert json.loads((tmp_path / "o.jsonl").read_text())["problem"].startswith("unfaithful premise")
+
+
+def test_run_ends_non_zero_saying_how_many_instances_were_not_answered(test_csv, tmp_path):
+    from loopback_api import Faults, LoopbackAPI
+
+    with LoopbackAPI(faults=Faults(rate=0.5, kinds=("503",), times=1 << 30, seed=4)) as server:
+        args = ("run", "--condition", "baseline_enhanced", "--backend", "openai", "--model", "gpt-4.1-mini",
+                "--base-url", server.url, "-o", "retries=0", "-o", "fail_on_error=0", "--data", str(test_csv),
+                "--limit", "6", "--out", str(tmp_path / "run"), "--cache", str(tmp_path / "cache"))
+        done = run(*args)
+    missing = 6 - int(done.stdout.split(" of 6")[0])
+    assert done.returncode == 1 and 0 < missing < 6, done.stderr
+    assert f"finished with {missing} instance" in done.stderr and "not answered" in done.stderr
+    assert "Traceback" not in done.stderr
 
 
 # ----------------------------------------------------------------------------------------- help that tells the truth

@@ -143,3 +143,28 @@ def test_the_banner_lists_conditions_whose_names_hold_no_comma(setup):
     assert [c for c in CONDITIONS if "," in presentation.label(c)] == []
     text = str(ex.banner(setup, setup.instances(), [0], conditions=["baseline_enhanced", "baseline_no_thinking"]))
     assert "Conditions: BaselineEnhanced, BaselineEnhanced without thinking." in text
+
+
+def test_a_run_left_with_instances_unanswered_stops_its_chapter_and_reads_as_incomplete(test_csv, tmp_path):
+    from loopback_api import Faults, LoopbackAPI, key_of, key_of_instance
+
+    from cpdagthink.run.config import RunParameters
+    from cpdagthink.run.runfolder import completeness
+
+    def config_on(url):
+        return RunParameters(backend="openai", model="gpt-4.1-mini", data=str(test_csv), limit=4,
+                             backend_options={"base_url": url, "retries": 0, "timeout": 5},
+                             out_root=str(tmp_path / "runs"), cache_dir=str(tmp_path / "cache")
+                             ).to_config().for_run("baseline_enhanced")
+
+    instances = config_on("http://127.0.0.1:9/v1").instances()
+    failing = key_of_instance(instances[2], "baseline_enhanced")
+    with LoopbackAPI(faults=Faults(pick=lambda body: "500" if key_of(body) == failing else None, times=1)) as server:
+        config = config_on(server.url)
+        with pytest.raises(ex.RunIncompleteError, match="finished with 1 instance not answered"):
+            ex.run(config, instances, progress=False)
+        held = completeness(config.folder(instances), config, instances)
+        assert not held.complete and "status 'incomplete': finished with 1 instance not answered" in held.missing
+        records = ex.run(config, instances, progress=False)  # the server answers it this time
+    assert [r.id for r in records] == [i.id for i in instances]
+    assert sum(s.instance == failing for s in server.log) == 2  # asked again, and only it

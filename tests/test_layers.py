@@ -41,8 +41,8 @@ LAYERS = (
                        "models", "jump_forward", "chat_template", "regex_indexes", "state_store", "kept_states",
                        "llama_loading",  # local/
                        "endpoints", "payloads", "responses", "served")),  # openai_api/
-    Layer("run", ("parameters", "data", "generate", "spec", "config", "records", "runfolder", "cache", "repair", "runner",
-                  "inspection", "estimate")),
+    Layer("run", ("parameters", "data", "generate", "spec", "config", "records", "runfolder", "provenance", "cache", "repair",
+                  "streaming", "runner", "together", "inspection", "estimate")),
     Layer("analysis", ("metrics", "markup", "audit", "failures", "probes", "tables", "factorial")),
     Layer("book", ("chapters", "presentation", "figures", "readings", "glue", "verdicts", "results", "bins", "removals",
                    "probing", "graph_audit", "gallery", "experiments", "components", "carriers", "plan", "cost", "explorer", "failure_views", "browser",

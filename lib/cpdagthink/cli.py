@@ -171,31 +171,41 @@ def _backend_options(args: argparse.Namespace) -> dict[str, Any]:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from .backends import make_backend
-    from .run.runner import run_config
+    from .run.together import Planned, run_configs
 
     config = _parameters(args).to_config()  # checks the backend's options too, before the data is read
     instances = config.instances()
     backend = make_backend(config.backend, **config.backend_arguments())
+    runs = []
+    for seed in config.seeds:
+        run = config.for_run(seed=seed, probe=config.probe)
+        out = Path(args.out) if args.out and len(config.seeds) == 1 else (
+            Path(args.out) / f"seed{seed}" if args.out else run.folder(instances))
+        runs.append(Planned(run, instances, out))
     try:
-        for seed in config.seeds:
-            run = config.for_run(seed=seed, probe=config.probe)
-            out = Path(args.out) if args.out and len(config.seeds) == 1 else (
-                Path(args.out) / f"seed{seed}" if args.out else run.folder(instances))
-            result = run_config(run, backend, instances, out)
-            s = result.summary
-            print(f"{s.asked_records} of {s.asked} instances in {result.out_dir} ({result.model_calls} model calls, "
-                  f"{s.unparsed} unparsed, {s.rejected} rejected, {s.cut_off} cut off, {s.problems} not posed"
-                  + (f"; the folder holds {s.records} records" if s.records != s.asked_records else "") + ")")
-            if s.asked_records < s.asked:
-                return 1
-            refused = [r for r in result.records if r.rejected]
-            if refused and len(refused) == sum(r.problem is None for r in result.records):
-                first = next(t.rejected for t in refused[0].turns if t.rejected)
-                print(f"cpdagthink run: error: the service refused every request of this run ({len(refused)} "
-                      f"instances, none answered); its first message: {first}", file=sys.stderr)
-                return 1
+        # the seeds at once where the backend streams requests (one pool of its slots), else one after the other
+        results = run_configs(runs, backend)
     finally:
         backend.close()
+    return max(_report_run(result) for result in results)
+
+
+def _report_run(result: Any) -> int:
+    """Print what a run made; 1 when it left asked instances without a record or the service refused all."""
+    s = result.summary
+    print(f"{s.asked_records} of {s.asked} instances in {result.out_dir} ({result.model_calls} model calls, "
+          f"{s.unparsed} unparsed, {s.rejected} rejected, {s.cut_off} cut off, {s.problems} not posed"
+          + (f"; the folder holds {s.records} records" if s.records != s.asked_records else "") + ")")
+    if s.not_answered:
+        print(f"cpdagthink run: {result.out_dir}: {s.message}", file=sys.stderr)
+    if s.asked_records < s.asked:
+        return 1
+    refused = [r for r in result.records if r.rejected]
+    if refused and len(refused) == sum(r.problem is None for r in result.records):
+        first = next(t.rejected for t in refused[0].turns if t.rejected)
+        print(f"cpdagthink run: error: the service refused every request of this run ({len(refused)} "
+              f"instances, none answered); its first message: {first}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -271,10 +281,16 @@ def book_papermill_parameters(argv: list[str]) -> dict[str, dict[str, Any]]:
 
 
 def cmd_book(args: argparse.Namespace) -> int:
-    from .book.build import build
+    from .backends import BACKENDS, backend_class
+    from .book.build import build, check_parameters, selected
+    from .book.plan import execute_streamed
     from .book.progress import chapter_progress
 
     parameters = dict(args.parameter or [])
+    if not args.render_only and args.backend in BACKENDS and backend_class(args.backend).streams_requests:
+        check_parameters(*selected(_book_overrides(args), args.only, parameters))  # before anything is paid for
+        # the API runs of every chapter at once, on one pool of the service's slots; the chapters then read them
+        execute_streamed(_book_overrides(args), args.only, parameters)
     index = build(_book_overrides(args), only=args.only, parameters=parameters,  # every notebook's values are checked first
                   render_only=args.render_only, render_book=not args.no_build, allow_partial=args.allow_partial,
                   watch=chapter_progress)
@@ -383,7 +399,7 @@ _SHORTHANDS: tuple[tuple[str, str, dict[str, Any], str], ...] = (
     ("--token-param", "token_param", {}, "API: max_tokens or max_completion_tokens (overrides the profile)"),
     ("--regex-mode", "regex_mode", {}, "openai backend: vllm sends the schema regex to a vLLM server"),
     ("--revision", "revision", {}, "vLLM: the model revision to load"),
-    ("--timeout", "timeout", {}, "API: seconds one request may take in all (a timeout is not retried)"),
+    ("--timeout", "timeout", {}, "API: seconds one attempt may take in all (a timeout is retried like a 5xx)"),
     ("--retries", "retries", {}, "API: retries of a failed request"),
     ("--jump-forward", "jump_forward", {"nargs": 0, "const": True},
      "local: exact jump-forward decoding with drafts (fast on a build from `make llama-exact`)"),

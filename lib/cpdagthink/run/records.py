@@ -168,10 +168,14 @@ class RunSummary(BaseModel):
     wall_clock_s: float
     status: Literal["finished", "incomplete", "interrupted", "aborted", "error"]
     message: str | None = None
+    # The asked instances this session left without a record because a request failed every attempt, each with
+    # the last error: the next session asks exactly these again (a summary written before it existed: none).
+    not_answered: dict[str, str] = {}
 
     @classmethod
     def of(cls, folder: list[RunRecord], asked: int, asked_records: int, *, model_calls: int, cache_hits: int,
-           wall_clock_s: float, status: str | None = None, message: str | None = None) -> "RunSummary":
+           wall_clock_s: float, status: str | None = None, message: str | None = None,
+           not_answered: dict[str, str] | None = None) -> "RunSummary":
         """The summary of a folder holding the records ``folder`` after a session that asked for ``asked``
         instances and has records for ``asked_records`` of them; ``status`` None: finished or incomplete."""
         return cls(
@@ -188,6 +192,7 @@ class RunSummary(BaseModel):
             wall_clock_s=round(wall_clock_s, 3),
             status=status or ("finished" if asked_records >= asked else "incomplete"),
             message=message,
+            not_answered=not_answered or {},
         )
 
 

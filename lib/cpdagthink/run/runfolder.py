@@ -102,7 +102,9 @@ def parse_records(text: str) -> tuple[list[RunRecord], list[BadLine]]:
 
 
 def read_records(folder: str | Path) -> list[RunRecord]:
-    """The valid records of a run folder, in file order (a reader never changes the folder)."""
+    """The valid records of a run folder, in file order (a reader never changes the folder): the order they were
+    made, which on a streaming backend is the order they finished; :func:`completeness` gives them in the order
+    asked."""
     path = Path(folder) / RECORDS
     if not path.is_file():
         return []

@@ -9,10 +9,14 @@ OpenAI Responses API (reasoning models), as one backend over four parts:
   (``max_stored_chars`` per field).
 * :mod:`.endpoints` gives each endpoint its own key and keeps keys out of every record.
 * :mod:`..transport` sends the attempts: round-robin over ``base_url``, at most ``max_concurrency`` in flight,
-  each attempt within ``timeout``, retried as :meth:`OpenAIBackend.classify` says: 408/409/425/429/5xx,
-  connection errors and an HTTP 200 whose body is not a well-formed answer are retried ``retries`` times; a
-  request that times out is not (a server that did not answer once will not answer faster the second time,
-  and a dead endpoint must fail within one ``timeout``).
+  each attempt within ``timeout``, retried as :meth:`OpenAIBackend.classify` says: timeouts, 408/409/425/429/5xx,
+  connection errors and an HTTP 200 whose body is not a well-formed answer are retried ``retries`` times (a call
+  that hangs once in a hundred costs its instance a retry, never the run); a refused key and a spent quota are
+  fatal, as no retry mends them.
+
+The backend serves one request at a time (:attr:`~..base.Backend.streams_requests`): the runner sends each
+instance's turns on their own, up to ``max_concurrency`` in flight across every run on the backend, and stops a
+run as a broken service when a share ``fail_on_error`` of its last requests failed every attempt.
 
 A request the service rejects (400/413/422) comes back from :meth:`OpenAIBackend.complete_batch` as a
 rejected completion carrying the service's own message (``meta["rejected"]``); :meth:`OpenAIBackend.complete`
@@ -57,6 +61,10 @@ MAX_CONCURRENCY = 256
 MAX_RETRIES = 10
 MAX_BACKOFF_S = 120.0
 MAX_TIMEOUT_S = 3600.0
+# A run stops as a broken service when this share of its last requests failed every attempt.
+FAIL_ON_ERROR = 0.5
+# The error codes of a key refused and of a spent quota: no retry mends them.
+_FATAL_CODES = {"insufficient_quota", "invalid_api_key", "billing_hard_limit_reached", "account_deactivated"}
 # Characters of a service's error body kept as its message.
 SERVER_MESSAGE_CHARS = 2000
 # The service's refusal of reasoning items it did not issue to this organisation.
@@ -106,12 +114,14 @@ class OpenAIBackend(ProfiledFamily, Backend):
     ``reasoning_effort`` | ``chat_template_kwargs``), ``reasoning_effort`` (sent on thinking requests),
     ``send_sampling`` (send temperature/top_p even where the profile says not to), ``timeout`` (seconds one
     attempt may take in all; default by profile: 600 for reasoning families, else 60), ``retries``,
-    ``max_stored_chars`` (kept per field of an answer); ``revision`` and ``reasoning_parser`` record what the
+    ``max_stored_chars`` (kept per field of an answer), ``fail_on_error`` (the share of a run's last requests
+    failing every attempt that stops it; 0: never); ``revision`` and ``reasoning_parser`` record what the
     server was started with; ``api_key_env`` names the variable whose key is sent (:func:`.endpoints.key_variable`).
     """
 
     name = "openai"
     preferred_chunk_size = 64
+    streams_requests = True
     builds_cheaply = True  # a client is made, nothing is called
     api_slots = 1  # a grid job holds one of the profile's api_slots, sending up to max_concurrency at a time
 
@@ -143,10 +153,12 @@ class OpenAIBackend(ProfiledFamily, Backend):
         send_seed: bool = True,
         api: Literal["chat", "responses"] | None = None,
         max_stored_chars: Annotated[int, Field(ge=1)] = MAX_STORED_CHARS,
+        fail_on_error: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] = FAIL_ON_ERROR,
     ):
         openai = _openai_module()
         check_settings(max_concurrency=max_concurrency, retries=retries, timeout=timeout, backoff_base=backoff_base,
-                       backoff_max=backoff_max, regex_mode=regex_mode, max_stored_chars=max_stored_chars)
+                       backoff_max=backoff_max, regex_mode=regex_mode, max_stored_chars=max_stored_chars,
+                       fail_on_error=fail_on_error)
         self.model = model
         urls = endpoint_urls(base_url)
         self.base_urls = [public_url(u) for u in urls]
@@ -169,6 +181,8 @@ class OpenAIBackend(ProfiledFamily, Backend):
         self.transport = Transport(self._clients, self.base_urls, self.classify, timeout=self.timeout,
                                    retries=int(retries), backoff_base=backoff_base, backoff_max=backoff_max,
                                    jitter_seed=jitter_seed, max_concurrency=max(1, int(max_concurrency)))
+        self.max_concurrency = self.transport.max_concurrency
+        self.fail_on_error = float(fail_on_error) or None
         self.send_seed = send_seed
         self.max_stored_chars = int(max_stored_chars)
         self.served_model: str | None = None
@@ -217,13 +231,16 @@ class OpenAIBackend(ProfiledFamily, Backend):
         return self.transport.attempts
 
     def classify(self, exc: Exception, url: str) -> Failure | None:
-        """What a failed attempt at ``url`` means (:mod:`..transport`): a timeout is fatal, an HTTP error status
-        counts by its code, a connection error or an answer that is not well formed is retried; None for
-        any other exception."""
+        """What a failed attempt at ``url`` means (:mod:`..transport`): a timeout is retried, an HTTP error status
+        counts by its code (a refused key or a spent quota is fatal, whatever its status), a connection error or
+        an answer that is not well formed is retried; None for any other exception."""
         o = self._openai
         if isinstance(exc, o.APITimeoutError):
-            return Failure("fatal", f"{url} did not answer within {self.timeout:g} s (timeout; not retried: pass "
-                                    "a larger timeout for slow models)")
+            return Failure("retry", f"{url} did not answer within {self.timeout:g} s (timeout; pass a larger "
+                                    "timeout for slow models)")
+        if isinstance(exc, o.APIStatusError) and getattr(exc, "code", None) in _FATAL_CODES:
+            return Failure("fatal", f"request to {url} failed (HTTP {exc.status_code}, {exc.code}; no retry mends "
+                                    f"it): {self._server_message(exc)}"[:MESSAGE_CHARS])
         if isinstance(exc, o.APIStatusError):
             return status_failure(url, exc.status_code, self._server_message(exc), _retry_after(exc))
         if isinstance(exc, o.APIConnectionError):
@@ -286,7 +303,8 @@ class OpenAIBackend(ProfiledFamily, Backend):
             self.served_model = completion.meta["served_model"]
         return cap_stored(completion, self.max_stored_chars)
 
-    def _complete_or_rejected(self, request: Request) -> Completion:
+    def complete_or_rejected(self, request: Request) -> Completion:
+        """One request; one the service refuses comes back carrying the service's message and status."""
         try:
             return self.complete(request)
         except ServiceRejected as rejection:
@@ -300,7 +318,7 @@ class OpenAIBackend(ProfiledFamily, Backend):
         request that fails stops the batch: :class:`PartialBatchError` carries every completion that finished;
         an interruption carries them as its ``completions``."""
         try:
-            outcomes = self.transport.map(self._complete_or_rejected, requests)
+            outcomes = self.transport.map(self.complete_or_rejected, requests)
         except KeyboardInterrupt as stopped:
             stopped.completions = [o if isinstance(o, Completion) else None for o in getattr(stopped, "outcomes", [])]
             raise
