@@ -170,8 +170,7 @@ class OpenAIBackend(ProfiledFamily, Backend):
         # The switch changes what is sent only where the family has an off switch; elsewhere the runner
         # sends thinking=False so one request is one cache entry.
         self.thinking_supported = self.profile.off_switch is not None
-        self.revision = revision
-        self.api_key_env = api_key_env
+        self.revision, self.api_key_env = revision, api_key_env
         keys = endpoint_keys(urls, api_key_env)
         self._secrets = tuple(k for k in keys if k)
         self.timeout = float(timeout) if timeout is not None else default_timeout(self.profile)
@@ -183,8 +182,7 @@ class OpenAIBackend(ProfiledFamily, Backend):
                                    jitter_seed=jitter_seed, max_concurrency=max(1, int(max_concurrency)))
         self.max_concurrency = self.transport.max_concurrency
         self.fail_on_error = float(fail_on_error) or None
-        self.send_seed = send_seed
-        self.max_stored_chars = int(max_stored_chars)
+        self.send_seed, self.max_stored_chars = send_seed, int(max_stored_chars)
         self.served_model: str | None = None
         # Asked once, before any request, so the identity never changes under a run: the weights the endpoints
         # say stand behind the model's name (:mod:`.served`: vLLM's root, llama.cpp's model file), or None.
