@@ -33,7 +33,7 @@ def write_atomic(path: Path, text: str) -> None:
         raise
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
     """Whether a process of this id exists (one of another user's counts: its signal is refused, not unknown)."""
     try:
         os.kill(pid, 0)
@@ -51,7 +51,7 @@ def remove_stale_temporaries(folder: Path) -> list[Path]:
     removed = []
     for path in folder.glob(".*.tmp"):
         found = _TEMPORARY.fullmatch(path.name)
-        if found and not _alive(int(found.group(1))):
+        if found and not alive(int(found.group(1))):
             path.unlink(missing_ok=True)
             removed.append(path)
     return removed
