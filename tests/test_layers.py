@@ -45,7 +45,7 @@ LAYERS = (
     Layer("analysis", ("metrics", "markup", "audit", "failures", "probes", "tables")),
     Layer("book", ("chapters", "presentation", "figures", "readings", "glue", "verdicts", "results", "bins", "removals",
                    "probing", "graph_audit", "gallery", "experiments", "plan", "explorer", "failure_views", "browser",
-                   "site", "build_record", "build", "progress")),
+                   "site", "build_record", "chapter_state", "build", "progress")),
     Layer("", ("cli", "__main__", "workflow", "scheduler")),  # the command line and the Snakemake workflow's entry, over everything
 )
 RANK = {module: rank for rank, layer in enumerate(LAYERS) for module in layer.modules}

@@ -1,7 +1,8 @@
 """The book: what describes its chapters (``chapters``), what the notebooks call (``experiments``), its tables as
 a page shows them (``presentation``), the pages' sentences (``readings``, one module per chapter), figures, the
 failure explorer and its views, the headless browser, the runs each chapter reads (``plan``), the build of the
-Jupyter Book (``build``; the HTML and its print in ``site``), the console's progress while a chapter runs
+Jupyter Book (``build``; where each chapter's execution stands in ``chapter_state``; the HTML and its print in
+``site``), the console's progress while a chapter runs
 (``progress``) and its record of what the build cost (``build_record``).
 
 Its modules import from every layer below it, never from a layer above, and none imports another that imports it
@@ -13,6 +14,7 @@ __all__ = [
     "browser",
     "build",
     "build_record",
+    "chapter_state",
     "chapters",
     "experiments",
     "explorer",
