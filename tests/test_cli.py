@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 
@@ -113,6 +114,9 @@ def test_oracle_refuses_to_write_over_its_input(tmp_path):
     (["run", "--condition", "structured", "--backend", "reference", "--model", "x"],
      "backend 'reference' does not take model"),
     (["run", "--condition", "nosuch", "--backend", "reference"], "unknown condition 'nosuch'"),
+    (["prompt", "--condition", "structured", "--backend", "openai", "--row", "0"],
+     "backend 'openai' needs model: give it with --model NAME"),
+    (["run", "--condition", "structured", "--backend", "openai"], "backend 'openai' needs model"),
 ])
 def test_bad_flags_are_clear_errors(tmp_path, args, message):
     result = run(*args, *(["--out", str(tmp_path / "g.csv")] if args[0] == "generate" else []))
@@ -371,6 +375,53 @@ def test_book_refuses_what_run_refuses_before_any_notebook(test_csv, tmp_path, m
         assert main(["run", "--condition", "structured", "--backend", "reference", "--limit", "4", *extra,
                      "--out", str(tmp_path / "run")]) == 2
         assert message in capsys.readouterr().err
+
+
+def test_a_split_out_of_reach_offline_is_one_line_naming_the_file_to_place_and_where(test_csv, tmp_path, monkeypatch,
+                                                                                      capsys):
+    """The paraphrase split offline: ``run`` and ``book`` (its chapter 02's OOD split, before any notebook) say in
+    one line which file to place where; once placed, that file is what is read."""
+    import cpdagthink.book.build
+    from cpdagthink.cli import main
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # the hub client fails at once, as with no network
+    monkeypatch.setattr("cpdagthink.run.data.HUB_CACHE", tmp_path / "hub")  # and finds no earlier download
+    monkeypatch.setenv("CORR2CAUSE_CSV", str(tmp_path / "test.csv"))
+    place = f"place its perturbation_by_paraphrasing_test.csv at {tmp_path / 'perturbation_by_paraphrasing_test.csv'}"
+    started = []
+    monkeypatch.setattr(cpdagthink.book.build, "execute", lambda *args: started.append(args))
+    for args in (["run", "--condition", "structured", "--backend", "reference", "--split", "perturbation_by_paraphrasing",
+                  "--out", str(tmp_path / "run")],
+                 ["book", "--only", "02", "--backend", "reference", "-p", "ood_split=perturbation_by_paraphrasing"]):
+        shutil.copy(test_csv, tmp_path / "test.csv")
+        assert main(args) == 2
+        err = capsys.readouterr().err
+        assert len(err.splitlines()) == 1 and "could not fetch split 'perturbation_by_paraphrasing'" in err, err
+        assert place in err and "set CORR2CAUSE_CSV" not in err and not started
+    shutil.copy(test_csv, tmp_path / "perturbation_by_paraphrasing_test.csv")  # the test split: not its size
+    assert main(["run", "--condition", "structured", "--backend", "reference", "--split", "perturbation_by_paraphrasing",
+                 "--out", str(tmp_path / "run")]) == 2
+    assert "the 'perturbation_by_paraphrasing' split does not match its fingerprint" in capsys.readouterr().err
+
+
+def test_a_chapter_that_cannot_write_its_runs_says_so_in_one_line(test_csv, tmp_path, monkeypatch, capsys):
+    """The outputs folder cannot be written (here a file stands where a folder should, which even root cannot
+    write into): ``book`` says what ``run`` says, naming the chapter, in one line."""
+    import functools
+
+    import cpdagthink.book.build
+    from cpdagthink.cli import main
+
+    monkeypatch.setenv("CORR2CAUSE_CSV", str(test_csv))
+    monkeypatch.setattr(cpdagthink.book.build, "build", functools.partial(cpdagthink.book.build.build, root=tmp_path))
+    (tmp_path / "outputs").write_text("a file, not a folder")
+    assert main(["book", "--only", "01", "--backend", "reference", "--limit", "2", "--no-build",
+                 "-p", f"out_root={tmp_path / 'outputs' / 'runs'}", "-p", f"cache_dir={tmp_path / 'cache'}"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert re.match(rf"cpdagthink book: error: 01_main_results: cannot create the run folder "
+                    rf"{re.escape(str(tmp_path / 'outputs' / 'runs'))}/\S+: Not a directory", err), err
+    assert not (tmp_path / "book" / "01_main_results.ipynb").exists()
 
 
 README_API_RUN = ["run", "--condition", "structured", "--backend", "openai", "--model", "gpt-5.4-mini",

@@ -28,17 +28,20 @@ from .site import build_html, build_single_file, require_checkout
 def check_parameters(notebooks: list[Path], overrides: dict[str, Any]) -> None:
     """Validate what each notebook will run, its own defaults with the overrides it accepts, as ``run``
     validates its flags (same messages): every value, the backend's options, and that the sample can be
-    drawn as asked. Each distinct sample is drawn once."""
-    from .experiments import setup_from_parameters
+    drawn as asked, on the chapter's OOD split too where it names one (offline, a split not at hand fails here in
+    one line, not in a chapter's kernel). Each distinct sample is drawn once."""
+    from .experiments import ood_setup, setup_from_parameters
 
     drawn = set()
     for notebook in notebooks:
-        setup = setup_from_parameters(chapter_values(notebook, overrides))
-        sample = setup.model_dump_json(include={"split", "data", "limit", "sample_seed", "sample_variables",
-                                                "sample_min_positives"})
-        if sample not in drawn:
-            setup.instances()
-            drawn.add(sample)
+        values = chapter_values(notebook, overrides)
+        setup = setup_from_parameters(values)
+        for each in [setup, *([ood_setup(setup, values["ood_split"])] if values.get("ood_split") else [])]:
+            sample = each.model_dump_json(include={"split", "data", "limit", "sample_seed", "sample_variables",
+                                                   "sample_min_positives"})
+            if sample not in drawn:
+                each.instances()
+                drawn.add(sample)
 
 
 @contextlib.contextmanager
@@ -111,7 +114,9 @@ def execute(notebook: Path, overrides: dict[str, Any], output_dir: Path) -> Path
         except papermill.PapermillExecutionError as error:
             if error.ename == RenderOnlyError.__name__:  # a run to compute first: its one line, not a traceback
                 raise RenderOnlyError(f"{notebook.stem}: {error.evalue}") from None
-            raise
+            if error.ename in _project_errors():  # a folder it cannot write, data it cannot read: one line
+                raise ChapterError(f"{notebook.stem}: {error.evalue} (its notebook as it stopped: {partial})") from None
+            raise  # a bug: its traceback
         _put_in_place(partial, output, cost)
     return output
 
@@ -150,6 +155,23 @@ SUMMARY = "build_summary.md"  # written by render() into book/, included by the 
 
 class PartialBookError(CpdagthinkError):
     """A chapter has no complete execution: the book is not published unless a partial book is asked for."""
+
+
+class ChapterError(CpdagthinkError):
+    """A chapter's kernel raised one of the package's own errors (a message for the user, not a bug)."""
+
+
+def _project_errors() -> set[str]:
+    """The names of the package's error classes (:class:`~cpdagthink.errors.CpdagthinkError` and those below it,
+    as far as they are imported here; the kernel raises them by the same names)."""
+    from ..run import data, runfolder  # noqa: F401 - what a chapter's kernel raises most: their errors, known
+
+    found, todo = set(), [CpdagthinkError]
+    while todo:
+        error = todo.pop()
+        found.add(error.__name__)
+        todo += error.__subclasses__()
+    return found
 
 
 class IncompleteChapterError(CpdagthinkError):
