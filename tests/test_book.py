@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import types
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -705,10 +706,10 @@ def test_a_half_built_book_is_refused_unless_a_partial_book_is_asked_for(tmp_pat
     assert _unescaped(build_summary({}, []).source()) == "No chapter of this book has been executed yet: run `make book`."
 
 
-def _book_in_subprocess(root, test_csv, limit, interrupt_when):
+def _book_in_subprocess(root, test_csv, limit, interrupt_when, kernel_only=False):
     """``cpdagthink book --only 01 --backend reference --limit LIMIT`` into ``root/book``, in a process group of
-    its own, sent SIGINT (a Ctrl-C at the terminal) as soon as ``interrupt_when()`` is true; its exit status and
-    standard error."""
+    its own, sent SIGINT (a Ctrl-C at the terminal) as soon as ``interrupt_when()`` is true (``kernel_only``: to
+    the chapter's kernel alone); its exit status and standard error."""
     import signal
     import subprocess
     import sys
@@ -732,9 +733,33 @@ def _book_in_subprocess(root, test_csv, limit, interrupt_when):
     while not interrupt_when():
         assert time.monotonic() < deadline and book.poll() is None, "the moment to interrupt never came"
         time.sleep(0.05)
-    os.killpg(book.pid, signal.SIGINT)
+    if kernel_only:
+        [kernel] = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _parent(p) == book.pid
+                    and b"ipykernel" in (p / "cmdline").read_bytes()]
+        os.kill(kernel, signal.SIGINT)
+    else:
+        os.killpg(book.pid, signal.SIGINT)
     _, err = book.communicate(timeout=120)
     return book.returncode, err
+
+
+def _parent(proc) -> int | None:
+    """The parent process id of ``/proc/PID`` (None: it has ended meanwhile)."""
+    try:
+        return int((proc / "stat").read_text().rpartition(")")[2].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+@pytest.mark.slow
+def test_ctrl_c_that_reaches_the_chapters_kernel_alone_is_one_line_too(test_csv, tmp_path):
+    """The kernel, not the book's process, takes the interruption (it raises in the running cell): the same line."""
+    _book_root(tmp_path)
+    status, err = _book_in_subprocess(tmp_path, test_csv, 400, lambda: any((tmp_path / "runs").glob("**/records.jsonl")),
+                                      kernel_only=True)
+    assert status == 130 and err.strip().splitlines() == [
+        "cpdagthink book: interrupted; every finished record is kept, run again to resume"], err
+    assert not (tmp_path / "book" / "01_main_results.ipynb").exists()
 
 
 @pytest.mark.slow
@@ -749,6 +774,11 @@ def test_ctrl_c_during_a_chapter_prints_one_clear_line_and_no_kernel_traceback(t
     assert err.strip().splitlines() == [
         "cpdagthink book: interrupted; every finished record is kept, run again to resume"]
     assert (tmp_path / "book" / ".01_main_results.kernel.log").is_file()
+
+
+# How a chapter stopped by Ctrl-C reads: the signal reaches papermill's process, which then marks the cells it never
+# reached "completed", and the kernel (same process group), whose running cell may raise it first.
+STOPPED = r"(\d+ of \d+ code cells never ran|a cell raised KeyboardInterrupt|a cell was left running)"
 
 
 @pytest.mark.slow
@@ -770,8 +800,8 @@ def test_an_interrupted_chapter_is_never_published_and_the_complete_one_it_would
     assert not chapter.exists() and partial.is_file()
     capsys.readouterr()
     assert main(["render"]) == 2  # nothing to publish
-    assert re.search(r"no complete execution of 01_main_results \(its execution did not finish, (\d+) of \1 code cells "
-                     r"never ran\): run `cpdagthink book --only 01` again", capsys.readouterr().err)
+    assert re.search(rf"no complete execution of 01_main_results \(its execution did not finish, {STOPPED}\): run "
+                     r"`cpdagthink book --only 01` again", capsys.readouterr().err)
     assert not (book / "build_summary.md").exists()
 
     build({"backend": "reference", "limit": 4, "out_root": str(tmp_path / "runs"), "cache_dir": str(tmp_path / "cache")},
@@ -785,9 +815,9 @@ def test_an_interrupted_chapter_is_never_published_and_the_complete_one_it_would
     assert main(["render"]) == 0
     assert "01_main_results: its latest execution did not finish" in capsys.readouterr().err
     summary = _unescaped((book / "build_summary.md").read_text())
-    assert re.match(r"\*\*Chapters kept from an earlier execution:\*\* 01_main_results: its latest execution did not "
-                    r"finish, \d+ of \d+ code cells never ran; its page is its previous complete execution \(run "
-                    r"`cpdagthink book --only 01` again to replace it\)", summary)
+    assert re.match(rf"\*\*Chapters kept from an earlier execution:\*\* 01_main_results: its latest execution did not "
+                    rf"finish, {STOPPED}; its page is its previous complete execution \(run `cpdagthink book --only 01` "
+                    r"again to replace it\)", summary)
     assert "limit 4" in summary and "limit 6" not in summary  # the complete chapter's figures, counted
 
 

@@ -114,6 +114,8 @@ def execute(notebook: Path, overrides: dict[str, Any], output_dir: Path) -> Path
         except papermill.PapermillExecutionError as error:
             if error.ename == RenderOnlyError.__name__:  # a run to compute first: its one line, not a traceback
                 raise RenderOnlyError(f"{notebook.stem}: {error.evalue}") from None
+            if error.ename == "KeyboardInterrupt":  # Ctrl-C reached the kernel (same process group) first
+                raise KeyboardInterrupt from None
             if error.ename in _project_errors():  # a folder it cannot write, data it cannot read: one line
                 raise ChapterError(f"{notebook.stem}: {error.evalue} (its notebook as it stopped: {partial})") from None
             raise  # a bug: its traceback
