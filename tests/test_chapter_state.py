@@ -37,3 +37,11 @@ def test_a_second_execution_of_a_chapter_under_way_is_refused_and_its_state_read
                 pass
     assert executing_process(tmp_path, "01_x") is None
     assert read_chapter(tmp_path, "01_x").unfinished.describe() == "its execution did not finish, a cell was left running"
+
+
+def test_an_execution_stopped_before_its_rename_or_mid_write_is_named_as_such(tmp_path):
+    nbformat.write(_notebook(("x = 1", 1, "completed")), tmp_path / ".01_x.partial.ipynb")
+    assert read_chapter(tmp_path, "01_x").unfinished.describe() == (
+        "its execution did not finish, it ended before it replaced the chapter")
+    (tmp_path / ".01_x.partial.ipynb").write_text('{"cells": [')  # torn as papermill saved it
+    assert read_chapter(tmp_path, "01_x").unfinished.reason == "its notebook was left unreadable"

@@ -156,11 +156,11 @@ def attempt(book: Path, name: str) -> Attempt | None:
     partial = partial_path(book, name)
     if not partial.is_file():
         return None
-    try:
-        reason = unfinished_reason(read_notebook(partial))
-    except ValueError:
-        reason = None
-    return Attempt(reason or "its notebook was left unreadable or unsaved")
+    try:  # every cell ran, yet it is there: its process ended between the last cell and the rename
+        reason = unfinished_reason(read_notebook(partial)) or "it ended before it replaced the chapter"
+    except ValueError:  # killed as papermill wrote it
+        reason = "its notebook was left unreadable"
+    return Attempt(reason)
 
 
 @dataclass(frozen=True)
