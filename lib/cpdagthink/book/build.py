@@ -19,7 +19,7 @@ from ..analysis.metrics import counted
 from ..errors import CpdagthinkError
 from ..paths import PROJECT_ROOT
 from . import build_record
-from .chapter_state import (Chapter, chapter_notes, executing, read_chapters, unfinished_reason,
+from .chapter_state import (Chapter, chapter_notes, executing, never_executed, read_chapters, unfinished_reason,
                             write_placeholder)
 from .chapters import ENV_RENDER_ONLY, NOTEBOOKS, RenderOnlyError, chapter_values, notebook_parameters, select_notebooks
 from .site import build_html, build_single_file, require_checkout
@@ -210,16 +210,18 @@ def method_box(records: dict[str, dict[str, Any]]) -> Markdown:
     return quote(Markdown(strong("Does the method work on this model?"), " ", verdict, " ", why, close))
 
 
-def build_summary(records: dict[str, dict[str, Any]], others: Sequence[Chapter] = ()) -> Markdown:
+def build_summary(records: dict[str, dict[str, Any]], others: Sequence[Chapter] = (),
+                  untried: Sequence[str] = ()) -> Markdown:
     """The intro's account of this build: whether every chapter ran with one configuration (or the book is
     mixed), each chapter's configuration, each chapter's key figure beside the paper's, and ``others``: the
     chapters without a complete execution, whose first screen this version cannot read, or whose newer execution
-    did not replace them, each with why (:func:`~cpdagthink.book.chapter_state.chapter_notes`)."""
+    did not replace them, each with why, and ``untried``, the chapters never executed
+    (:func:`~cpdagthink.book.chapter_state.chapter_notes`)."""
     import pandas as pd
 
     from .presentation import markdown_table
 
-    left = chapter_notes(list(others))
+    left = chapter_notes(others, untried)
     if not records:
         return paragraphs(*left) if left else Markdown(
             "No chapter of this book has been executed yet: run ", code("make book"), ".")
@@ -307,8 +309,9 @@ def render(root: Path = PROJECT_ROOT, allow_partial: bool = False) -> Path:
                   f"{chapter.attempt.describe().removeprefix('its execution')}; its page is its previous complete "
                   "execution", file=sys.stderr)
     records = {c.name: c.record for c in chapters if c.record is not None}
-    (book / SUMMARY).write_text(build_summary(records, [c for c in chapters if c.unfinished or c.stale or c.attempt])
-                                .source() + "\n", encoding="utf-8")
+    others = [c for c in chapters if c.unfinished or c.stale or c.attempt]
+    (book / SUMMARY).write_text(build_summary(records, others, never_executed(book, chapters)).source() + "\n",
+                                encoding="utf-8")
     build_record.write_build_record(book, [book / f"{c.name}.ipynb" for c in chapters if not c.unfinished])
     index = build_html(root)
     build_single_file(root)

@@ -20,7 +20,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 from ..analysis.markup import Markdown, code, strong
 from ..errors import CpdagthinkError
@@ -249,6 +249,13 @@ def read_chapters(book: Path) -> list[Chapter]:
     return [read_chapter(book, name) for name in sorted(tried)]
 
 
+def never_executed(book: Path, chapters: list[Chapter]) -> list[str]:
+    """The chapters the table of contents beside ``book`` lists that were never executed nor tried (not among
+    ``chapters``, :func:`read_chapters`'): a book built with ``--only``, or stopped before papermill began."""
+    known = {c.name for c in chapters}
+    return [name for name in toc_chapters(book.parent) or [] if name not in known]
+
+
 def _title(name: str) -> str:
     """The chapter's heading line as its notebook writes it (the project's own Markdown), else its name."""
     source = NOTEBOOKS / f"{name}.ipynb"
@@ -278,10 +285,10 @@ def write_placeholder(book: Path, chapter: Chapter) -> Path:
     return path
 
 
-def chapter_notes(others: list[Chapter]) -> list[Markdown]:
+def chapter_notes(others: Sequence[Chapter], untried: Sequence[str] = ()) -> list[Markdown]:
     """The intro's account of the chapters it does not show whole: those without a complete execution or made by
-    another version (not counted), and those whose page is an earlier complete execution while a newer one did not
-    finish or is under way (counted), each with why and what to do."""
+    another version (not counted), those whose page is an earlier complete execution while a newer one did not
+    finish or is under way (counted), each with why and what to do, and ``untried``, those never executed."""
     def again(name: str) -> Markdown:
         return Markdown("run ", code(f"cpdagthink book --only {name.split('_')[0]}"), " again")
 
@@ -294,5 +301,8 @@ def chapter_notes(others: list[Chapter]) -> list[Markdown]:
                      Markdown("until it ends") if c.attempt.process is not None else
                      Markdown("(", c.attempt.advice(c.name), " to replace it)"))
             for c in others if c.attempt and not c.unfinished]
+    never = [Markdown(strong("Chapters not executed yet:"), " ", ", ".join(untried), "; run ",
+                      code(f"cpdagthink book --only {' '.join(n.split('_')[0] for n in untried)}"))] if untried else []
     return ([Markdown(strong("Chapters not counted here:"), " ", Markdown("; ").join(missing))] if missing else []) + (
-        [Markdown(strong("Chapters kept from an earlier execution:"), " ", Markdown("; ").join(kept))] if kept else [])
+        [Markdown(strong("Chapters kept from an earlier execution:"), " ", Markdown("; ").join(kept))] if kept else []
+    ) + never
