@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import types
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -76,10 +77,12 @@ def test_book_dash_p_reads_values_as_json_or_text(capsys):
 
 
 def _executed(path, configuration, headline=None, injected=True):
-    """A small executed notebook as papermill leaves it: an injected-parameters cell and a first screen."""
+    """A small executed notebook as papermill leaves it: an injected-parameters cell and a first screen, each
+    with the execution count of a cell that ran."""
     nb = nbformat.v4.new_notebook()
-    cells = [nbformat.v4.new_code_cell("limit = 0", metadata={"tags": ["injected-parameters"]})] if injected else []
-    screen = nbformat.v4.new_code_cell("first_screen()")
+    cells = [nbformat.v4.new_code_cell("limit = 0", metadata={"tags": ["injected-parameters"]}, execution_count=1)
+             ] if injected else []
+    screen = nbformat.v4.new_code_cell("first_screen()", execution_count=2)
     screen.outputs = [nbformat.v4.new_output("display_data", data={"text/markdown": "**This run:**"}, metadata={
         "cpdagthink": {"chapter": path.stem, "command": f"cpdagthink book --only {path.stem[:2]}",
                        "configuration": configuration, "headline": headline or {
@@ -655,6 +658,8 @@ def test_render_reads_only_the_chapters_of_the_toc_and_names_a_notebook_it_canno
     _executed(tmp_path / "book" / "07_x.ipynb", {**CONFIG, "instances": 99})  # a stray notebook, in no toc
     summary = _rendered_without_sphinx(tmp_path, monkeypatch)
     assert "\n\n**One configuration for every chapter:**" in summary and "07" not in summary
+    # a chapter of the book never executed (a build with --only, or one stopped before papermill began) is named
+    assert summary.startswith("**Chapters not executed yet:** 04_probes; run `cpdagthink book --only 04`\n\n")
     (tmp_path / "book" / "04_probes.ipynb").write_text("{not json")
     with pytest.raises(ValueError, match=re.escape(str(tmp_path / "book" / "04_probes.ipynb")) + " is not a readable "
                        "notebook .*cpdagthink book --only 04"):
@@ -686,61 +691,98 @@ def _interrupted(path):
 
 
 def test_a_half_built_book_is_refused_unless_a_partial_book_is_asked_for(tmp_path, monkeypatch, capsys):
+    """A chapter executed in place and interrupted (papermill run directly, or an earlier version): its page is
+    never one with results."""
     _book_root(tmp_path, ("01_main_results", "06_failure_gallery"))
     _interrupted(tmp_path / "book" / "01_main_results.ipynb")
     _executed(tmp_path / "book" / "06_failure_gallery.ipynb", CONFIG)
     monkeypatch.setattr("cpdagthink.book.build.render", functools.partial(render, root=tmp_path))
     assert main(["render"]) == 2
     error = capsys.readouterr().err
-    assert ("the execution of 01_main_results did not finish (a cell raised KeyboardInterrupt): run `cpdagthink book "
-            "--only 01` again, or pass --allow-partial") in error
+    assert ("no complete execution of 01_main_results (its execution did not finish, a cell raised KeyboardInterrupt): "
+            "run `cpdagthink book --only 01` again, or pass --allow-partial") in error
     assert not (tmp_path / "book" / "build_summary.md").exists()  # nothing published
-    summary = _rendered_without_sphinx(tmp_path, monkeypatch, allow_partial=True)
-    assert summary.startswith("**Chapters not counted here:** 01 main results: its execution did not finish, "
-                              "a cell raised KeyboardInterrupt; run `cpdagthink book --only 01` again")
-    assert "| 06 failure gallery |" in summary and "| 01 main results |" not in summary
-    cells = nbformat.read(tmp_path / "book" / "01_main_results.ipynb", as_version=4).cells
-    assert _unescaped(cells[1].source).startswith(
-        "**This chapter's execution did not finish** (a cell raised KeyboardInterrupt)")
-    _rendered_without_sphinx(tmp_path, monkeypatch, allow_partial=True)  # rendered again: one note, not two
-    assert sum("did not finish" in c.source for c in nbformat.read(tmp_path / "book" / "01_main_results.ipynb",
-                                                                   as_version=4).cells) == 1
+    for _ in range(2):  # rendered again: the same page, one note
+        summary = _rendered_without_sphinx(tmp_path, monkeypatch, allow_partial=True)
+        assert summary.startswith("**Chapters not counted here:** 01 main results: its execution did not finish, "
+                                  "a cell raised KeyboardInterrupt, so it has no page with results; run `cpdagthink "
+                                  "book --only 01` again")
+        assert "| 06 failure gallery |" in summary and "| 01 main results |" not in summary
+        page = nbformat.read(tmp_path / "book" / "01_main_results.ipynb", as_version=4)
+        assert [c.cell_type for c in page.cells] == ["markdown", "markdown"]  # no result, no code
+        assert _unescaped(page.cells[1].source).startswith(
+            "**This chapter has no results:** its execution did not finish, a cell raised KeyboardInterrupt")
+    kept = nbformat.read(tmp_path / "book" / ".01_main_results.partial.ipynb", as_version=4)  # set aside, not lost
+    assert any(o.get("ename") == "KeyboardInterrupt" for c in kept.cells for o in c.get("outputs", []))
+    assert main(["render"]) == 2  # its page is still no complete execution
     assert _unescaped(build_summary({}, []).source()) == "No chapter of this book has been executed yet: run `make book`."
 
 
-@pytest.mark.slow
-def test_ctrl_c_during_a_chapter_prints_one_clear_line_and_no_kernel_traceback(test_csv, tmp_path):
-    """Ctrl-C (SIGINT to the foreground group) while a chapter's kernel runs: the console gets the command's
-    own line, while the kernel's log (its traceback as its sockets are torn down) goes to a file beside it."""
+def _book_in_subprocess(root, test_csv, limit, interrupt_when, kernel_only=False):
+    """``cpdagthink book --only 01 --backend reference --limit LIMIT`` into ``root/book``, in a process group of
+    its own, sent SIGINT (a Ctrl-C at the terminal) as soon as ``interrupt_when()`` is true (``kernel_only``: to
+    the chapter's kernel alone); its exit status and standard error."""
     import signal
     import subprocess
     import sys
     import textwrap
     import time
 
-    _book_root(tmp_path)
-    script = tmp_path / "book_here.py"
+    script = root / "book_here.py"
     script.write_text(textwrap.dedent(f"""
         import functools, pathlib, sys
         import cpdagthink.book.build as build
-        build.build = functools.partial(build.build, root=pathlib.Path({str(tmp_path)!r}))
+        build.build = functools.partial(build.build, root=pathlib.Path({str(root)!r}))
         from cpdagthink.cli import main
-        sys.exit(main(["book", "--only", "01", "--backend", "reference", "--limit", "400",
-                       "-p", "out_root={tmp_path / 'runs'}", "-p", "cache_dir={tmp_path / 'cache'}"]))
+        sys.exit(main(["book", "--only", "01", "--backend", "reference", "--limit", "{limit}", "--no-build",
+                       "-p", "out_root={root / 'runs'}", "-p", "cache_dir={root / 'cache'}"]))
     """))
     book = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True, env={**os.environ, "CORR2CAUSE_CSV": str(test_csv)},
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert book.stdout.readline().startswith("executing 01_main_results.ipynb")
+    deadline = time.monotonic() + 300
+    while not interrupt_when():
+        assert time.monotonic() < deadline and book.poll() is None, "the moment to interrupt never came"
+        time.sleep(0.05)
+    if kernel_only:
+        [kernel] = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _parent(p) == book.pid
+                    and b"ipykernel" in (p / "cmdline").read_bytes()]
+        os.kill(kernel, signal.SIGINT)
+    else:
+        os.killpg(book.pid, signal.SIGINT)
+    _, err = book.communicate(timeout=120)
+    return book.returncode, err
+
+
+def _parent(proc) -> int | None:
+    """The parent process id of ``/proc/PID`` (None: it has ended meanwhile)."""
+    try:
+        return int((proc / "stat").read_text().rpartition(")")[2].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+@pytest.mark.slow
+def test_ctrl_c_that_reaches_the_chapters_kernel_alone_is_one_line_too(test_csv, tmp_path):
+    """The kernel, not the book's process, takes the interruption (it raises in the running cell): the same line."""
+    _book_root(tmp_path)
+    status, err = _book_in_subprocess(tmp_path, test_csv, 400, lambda: any((tmp_path / "runs").glob("**/records.jsonl")),
+                                      kernel_only=True)
+    assert status == 130 and err.strip().splitlines() == [
+        "cpdagthink book: interrupted; every finished record is kept, run again to resume"], err
+    assert not (tmp_path / "book" / "01_main_results.ipynb").exists()
+
+
+@pytest.mark.slow
+def test_ctrl_c_during_a_chapter_prints_one_clear_line_and_no_kernel_traceback(test_csv, tmp_path):
+    """Ctrl-C (SIGINT to the foreground group) while a chapter's kernel runs: the console gets the command's
+    own line, while the kernel's log (its traceback as its sockets are torn down) goes to a file beside it."""
+    _book_root(tmp_path)
     # Interrupted once the kernel is writing the chapter's first records, not after a fixed wait: on a fast
     # machine the chapter is done within seconds and the signal would reach the jupyter-book step instead.
-    deadline = time.monotonic() + 300
-    while not any((tmp_path / "runs").glob("**/records.jsonl")):
-        assert time.monotonic() < deadline and book.poll() is None, "the chapter wrote no record"
-        time.sleep(0.05)
-    os.killpg(book.pid, signal.SIGINT)
-    _, err = book.communicate(timeout=120)
-    assert book.returncode == 130, err
+    status, err = _book_in_subprocess(tmp_path, test_csv, 400, lambda: any((tmp_path / "runs").glob("**/records.jsonl")))
+    assert status == 130, err
     assert err.strip().splitlines() == [
         "cpdagthink book: interrupted; every finished record is kept, run again to resume"]
     assert (tmp_path / "book" / ".01_main_results.kernel.log").is_file()
@@ -802,3 +844,71 @@ def test_the_intros_box_answers_no_for_a_method_no_better_and_a_book_of_two_mode
                            "in chapter 01, the gain")
     assert "an interval that contains zero and excludes the paper's +13.35 pp." in text
     assert "This book is mixed: its chapters ran with different models" in text
+
+
+# How a chapter stopped by Ctrl-C reads: the signal reaches papermill's process, which then marks the cells it never
+# reached "completed", and the kernel (same process group), whose running cell may raise it first.
+STOPPED = r"(\d+ of \d+ code cells never ran|a cell raised KeyboardInterrupt|a cell was left running)"
+
+
+@pytest.mark.slow
+def test_an_interrupted_chapter_is_never_published_and_the_complete_one_it_would_replace_is_kept(
+        test_csv, tmp_path, monkeypatch, capsys):
+    """``cpdagthink book --only 01`` stopped by Ctrl-C mid-chapter, then ``cpdagthink render``: first with no earlier
+    execution of the chapter, then with a complete one, which the interrupted rebuild leaves in place."""
+    _book_root(tmp_path)
+    book, partial = tmp_path / "book", tmp_path / "book" / ".01_main_results.partial.ipynb"
+    monkeypatch.setenv("CORR2CAUSE_CSV", str(test_csv))
+    monkeypatch.setattr("cpdagthink.book.build.render", functools.partial(render, root=tmp_path))
+    monkeypatch.setattr("cpdagthink.book.build.build_html", lambda root: root / "_build" / "html" / "index.html")
+    monkeypatch.setattr("cpdagthink.book.build.build_single_file", lambda root: None)
+    chapter = book / "01_main_results.ipynb"
+
+    def writing_records():  # of the 400-row sample: mid-chapter (a Ctrl-C as the kernel starts can be swallowed)
+        return any((tmp_path / "runs").glob("*-n400-*/records.jsonl"))
+
+    status, err = _book_in_subprocess(tmp_path, test_csv, 400, writing_records)
+    assert status == 130, err
+    assert not chapter.exists() and partial.is_file()
+    capsys.readouterr()
+    assert main(["render"]) == 2  # nothing to publish
+    assert re.search(rf"no complete execution of 01_main_results \(its execution did not finish, {STOPPED}\): run "
+                     r"`cpdagthink book --only 01` again", capsys.readouterr().err)
+    assert not (book / "build_summary.md").exists()
+
+    build({"backend": "reference", "limit": 4, "out_root": str(tmp_path / "runs"), "cache_dir": str(tmp_path / "cache")},
+          only=["01"], root=tmp_path, render_book=False)
+    complete = chapter.read_bytes()
+    assert not partial.exists()
+    for records in list((tmp_path / "runs").glob("*-n400-*/records.jsonl")):  # the first try's: a fresh start
+        shutil.rmtree(records.parent)
+    status, err = _book_in_subprocess(tmp_path, test_csv, 400, writing_records)  # another sample, stopped
+    assert status == 130, err
+    assert chapter.read_bytes() == complete and partial.is_file()
+    assert main(["render"]) == 0
+    assert "01_main_results: its latest execution did not finish" in capsys.readouterr().err
+    summary = _unescaped((book / "build_summary.md").read_text())
+    assert re.match(rf"\*\*Chapters kept from an earlier execution:\*\* 01 main results: its latest execution did not "
+                    rf"finish, {STOPPED}; its page is its previous complete execution \(run `cpdagthink book --only 01` "
+                    r"again to replace it\)", summary)
+    assert "limit 4" in summary and "limit 400" not in summary  # the complete chapter's figures, counted
+
+
+@pytest.mark.slow
+def test_render_while_a_chapter_executes_says_it_is_under_way_not_stopped(test_csv, tmp_path, monkeypatch, capsys):
+    _book_root(tmp_path)
+    monkeypatch.setattr("cpdagthink.book.build.render", functools.partial(render, root=tmp_path))
+    said = []
+
+    def render_meanwhile():  # once the chapter's kernel writes its first records: mid-chapter
+        if not any((tmp_path / "runs").glob("**/records.jsonl")):
+            return False
+        said.append((main(["render"]), capsys.readouterr().err))
+        return True
+
+    status, err = _book_in_subprocess(tmp_path, test_csv, 0, render_meanwhile)  # the whole split: minutes
+    assert status == 130, err
+    [(code, error)] = said
+    assert code == 2 and "kernel was stopped" not in error
+    assert re.search(r"no complete execution of 01_main_results \(its execution is still under way in process \d+\): "
+                     r"wait for the execution under way to end, or pass --allow-partial", error), error

@@ -46,7 +46,7 @@ LAYERS = (
     Layer("analysis", ("metrics", "markup", "audit", "failures", "probes", "tables", "factorial")),
     Layer("book", ("chapters", "presentation", "figures", "readings", "glue", "verdicts", "results", "bins", "removals",
                    "probing", "graph_audit", "gallery", "experiments", "components", "carriers", "plan", "cost", "explorer", "failure_views", "browser",
-                   "site", "build_record", "intro", "build", "recipes", "reproduce", "reproduce_page", "progress")),
+                   "site", "build_record", "chapter_state", "intro", "build", "recipes", "reproduce", "reproduce_page", "progress")),
     Layer("", ("cli", "__main__", "workflow", "scheduler")),  # the command line and the Snakemake workflow's entry, over everything
 )
 RANK = {module: rank for rank, layer in enumerate(LAYERS) for module in layer.modules}

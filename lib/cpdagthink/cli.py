@@ -505,8 +505,9 @@ def _chapter_options(book: argparse.ArgumentParser) -> None:
 def _allow_partial(parser: argparse.ArgumentParser) -> None:
     """``book`` and ``render``: whether a chapter whose execution did not finish stops the build."""
     parser.add_argument("--allow-partial", action="store_true",
-                        help="publish the book even when a chapter's execution did not finish (its "
-                             "page and the intro say so); without it that stops the build, exit 2")
+                        help="publish the book even when a chapter has no complete execution (its page "
+                             "says so, with no results, and so does the intro); without it that stops the "
+                             "build, exit 2")
 
 
 def _book_options(book: argparse.ArgumentParser) -> None:

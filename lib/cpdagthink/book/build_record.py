@@ -77,15 +77,6 @@ def measure(record: dict[str, Any]) -> Iterator[None]:
         record.update(wall_seconds=round(time.perf_counter() - start, 1), load_end=_load())
 
 
-def stamp(path: Path, record: dict[str, Any]) -> None:
-    """Write ``record`` (:func:`measure`'s) into the metadata of the executed notebook ``path``."""
-    import nbformat
-
-    nb = nbformat.read(path, as_version=4)
-    nb.metadata[METADATA_KEY] = record
-    nbformat.write(nb, path)
-
-
 def execution(nb: Any) -> dict[str, Any]:
     """What an executed notebook records of its execution: :func:`measure`'s record (empty when it was executed
     other than by ``cpdagthink book``) with papermill's start and duration (``papermill_*``) where it has them."""

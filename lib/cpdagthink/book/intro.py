@@ -9,6 +9,7 @@ from typing import Any, Sequence
 
 from ..analysis.markup import Markdown, bullets, code, emphasis, paragraphs, quote, strong
 from ..backends import answers_without_model
+from .chapter_state import Chapter, chapter_notes
 
 
 def _interval_text(h: dict[str, Any]) -> str:
@@ -111,19 +112,18 @@ def _key_figures(records: dict[str, dict[str, Any]]) -> "pd.DataFrame":
     return headlines
 
 
-def build_summary(records: dict[str, dict[str, Any]], others: Sequence[Any] = ()) -> Markdown:
+def build_summary(records: dict[str, dict[str, Any]], others: Sequence[Chapter] = (),
+                  untried: Sequence[str] = ()) -> Markdown:
     """The intro's account of this build: whether every chapter ran with one configuration (or the book is
     mixed), each chapter's configuration, each chapter's key figure beside the paper's, and ``others``: the
-    chapters whose execution did not finish or whose first screen this version cannot read, each with why."""
+    chapters without a complete execution, whose first screen this version cannot read, or whose newer execution
+    did not replace them, each with why, and ``untried``, the chapters never executed
+    (:func:`~cpdagthink.book.chapter_state.chapter_notes`)."""
     import pandas as pd
 
     from .presentation import markdown_table
 
-    left = [Markdown(strong("Chapters not counted here:"), " ", Markdown("; ").join(
-        Markdown(chapter_title(c.name), ": ", "its execution did not finish, " + c.unfinished if c.unfinished else
-                 f"made by another version ({c.stale})", "; run ", code(f"cpdagthink book --only {c.name.split('_')[0]}"),
-                 " again")
-        for c in others))] if others else []
+    left = chapter_notes(others, untried, chapter_title)
     if not records:
         return paragraphs(*left) if left else Markdown(
             "No chapter of this book has been executed yet: run ", code("make book"), ".")
