@@ -659,7 +659,7 @@ def test_render_reads_only_the_chapters_of_the_toc_and_names_a_notebook_it_canno
     summary = _rendered_without_sphinx(tmp_path, monkeypatch)
     assert "\n\n**One configuration for every chapter:**" in summary and "07" not in summary
     # a chapter of the book never executed (a build with --only, or one stopped before papermill began) is named
-    assert summary.startswith("**Chapters not executed yet:** 04_probes; run `cpdagthink book --only 04`\n\n")
+    assert summary.startswith("**Chapters not executed yet:** 04 probes; run `cpdagthink book --only 04`\n\n")
     (tmp_path / "book" / "04_probes.ipynb").write_text("{not json")
     with pytest.raises(ValueError, match=re.escape(str(tmp_path / "book" / "04_probes.ipynb")) + " is not a readable "
                        "notebook .*cpdagthink book --only 04"):

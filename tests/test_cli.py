@@ -70,10 +70,11 @@ def test_book_passes_its_overrides_to_every_notebook(monkeypatch, capsys):
                         render_book=True, allow_partial=False, watch=None: seen.update(
                             overrides, only=only, parameters=parameters, render_only=render_only,
                             render_book=render_book, allow_partial=allow_partial) or "index.html")
-    assert main(["book", "--backend", "openai", "--limit", "0", "--seeds", "0", "1", "--temperature", "0.7",
+    assert main(["book", "--backend", "openai", "--model", "gpt-4.1-mini", "--limit", "0", "--seeds", "0", "1", "--temperature", "0.7",
                  "--max-tokens-turn1", "8192", "--max-tokens-answer", "4096", "--only", "01",
                  "--sample-variables", "5", "6", "--api", "chat"]) == 0
-    assert seen == {"backend": "openai", "limit": 0, "seeds": [0, 1], "temperature": 0.7, "max_tokens_turn1": 8192,
+    assert seen == {"backend": "openai", "model": "gpt-4.1-mini", "limit": 0, "seeds": [0, 1], "temperature": 0.7,
+                    "max_tokens_turn1": 8192,
                     "max_tokens_answer": 4096, "only": ["01"], "sample_variables": [5, 6],
                     "backend_options": {"api": "chat"},
                     "parameters": {}, "render_only": False, "render_book": True, "allow_partial": False}
