@@ -65,15 +65,16 @@ class _Batch:
     model: str | None = None
 
 
-def validation_errors(lines: list[bytes], endpoint: str, size: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def validation_errors(lines: list[bytes], endpoint: str, size: int, max_requests: int = MAX_REQUESTS,
+                      max_bytes: int = MAX_BYTES) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(the service's errors, the parsed lines) for a batch input file of ``size`` bytes on ``endpoint``."""
-    if size > MAX_BYTES:
+    if size > max_bytes:
         return [{"code": "file_too_large", "line": None, "param": None,
-                 "message": f"The batch input file is larger than the {MAX_BYTES} maximum for batches."}], []
-    if len(lines) > MAX_REQUESTS:
+                 "message": f"The batch input file is larger than the {max_bytes} maximum for batches."}], []
+    if len(lines) > max_requests:
         return [{"code": "too_many_requests", "line": None, "param": None,
                  "message": f"The batch input file contains {len(lines)} requests; a batch holds at most "
-                            f"{MAX_REQUESTS}."}], []
+                            f"{max_requests}."}], []
     parsed: list[dict[str, Any]] = []
     errors: list[dict[str, Any]] = []
     seen: set[str] = set()
@@ -126,12 +127,14 @@ class BatchAPIServer:
     """The stand-in on a free loopback port; ``url`` ends in ``/v1``. ``answer(path, body)`` plants every answer.
 
     ``per_second``: lines a batch answers a second once in progress; ``step_s``: how long ``validating``,
-    ``finalizing`` and ``cancelling`` last; ``window_s``: the completion window. ``created`` lists each batch
+    ``finalizing`` and ``cancelling`` last; ``window_s``: the completion window; ``max_requests`` and ``max_bytes``
+    the input file's limits (the service's by default). ``created`` lists each batch
     created, ``uploads`` each input file received, ``direct`` each direct call's path."""
 
     def __init__(self, answer: Answer, *, per_second: float = 1000.0, step_s: float = 0.05, window_s: float = 60.0,
-                 seed: int = 0):
+                 seed: int = 0, max_requests: int = MAX_REQUESTS, max_bytes: int = MAX_BYTES):
         self.answer, self.per_second, self.step_s, self.window_s = answer, per_second, step_s, window_s
+        self.max_requests, self.max_bytes = max_requests, max_bytes
         self.hold = threading.Event()
         self.hold.set()
         self.files: dict[str, dict[str, Any]] = {}
@@ -237,7 +240,8 @@ class BatchAPIServer:
 
     def _validate(self, batch: _Batch, now: float) -> None:
         data = self.contents[batch.input_file_id]
-        errors, lines = validation_errors(data.splitlines(), batch.endpoint, len(data))
+        errors, lines = validation_errors(data.splitlines(), batch.endpoint, len(data), self.max_requests,
+                                          self.max_bytes)
         if errors:
             batch.status, batch.errors = "failed", errors
             batch.stamps["failed_at"] = now

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Sequence
 
 from ..errors import CpdagthinkError
@@ -72,6 +73,10 @@ class Backend(ABC):
     def complete_batch(self, requests: Sequence[Request]) -> list[Completion]:
         """Serve many requests; backends with real batching (vLLM, concurrent APIs) override this."""
         return [self.complete(r) for r in requests]
+
+    def attach_run(self, folder: Path) -> None:
+        """The run about to be made keeps its files in ``folder``: a backend with state of its own that must
+        outlive a session (the batches it submitted and waits for) keeps it there. No-op by default."""
 
     def close(self) -> None:
         """Release the model or connections (no-op by default)."""

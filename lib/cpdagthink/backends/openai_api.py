@@ -25,10 +25,13 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ..method.chat import Completion, Request
+from ..paths import OUTPUTS_ROOT
 from .base import Backend, BackendError, PartialBatchError, Provenance
+from .openai_batch import STATE_FOLDER, BatchRounds, BatchState, BatchStopped, OpenAIBatches, Refused
 from .openai_endpoints import NO_KEY, endpoint_keys, endpoint_urls, public_url, public_url_for_client, redact
 from .openai_payloads import REGEX_MODES, carries_reasoning, chat_kwargs, responses_kwargs, without_reasoning_items
 from .openai_responses import (
@@ -50,6 +53,8 @@ TIMEOUT_REASONING_S = 600.0
 TIMEOUT_CHAT_S = 60.0
 # Characters of a service's error body kept as its message.
 SERVER_MESSAGE_CHARS = 2000
+# Instances per chunk in batch mode: the whole run, so each turn is one round of batch files.
+WHOLE_RUN = 1 << 30
 # The service's refusal of reasoning items it did not issue to this organisation.
 _UNVERIFIABLE = re.compile(r"(?i)encrypted content .* could not be verified|invalid_encrypted_content")
 
@@ -105,6 +110,10 @@ class OpenAIBackend(Backend):
     attempt may take in all; default by profile: 600 for reasoning families, else 60), ``retries``,
     ``max_stored_chars`` (kept per field of an answer); ``revision`` and ``reasoning_parser`` record what the
     server was started with; ``api_key_env`` names the variable whose key is sent (:func:`.openai_endpoints.key_variable`).
+
+    ``batch``: send each turn's requests as batch files (:mod:`.openai_batch`), polled every ``batch_poll_s``
+    seconds; a run is then one chunk (every turn 1, then every turn 2) and never streams an instance's turns.
+    How requests travel, never what they compute: the identity and the cache keys are a direct call's.
     """
 
     name = "openai"
@@ -132,6 +141,8 @@ class OpenAIBackend(Backend):
         send_seed: bool = True,
         api: str | None = None,
         max_stored_chars: int = MAX_STORED_CHARS,
+        batch: bool = False,
+        batch_poll_s: float = 30.0,
     ):
         openai = _openai_module()
         check_settings(regex_mode, timeout, retries, max_stored_chars)
@@ -160,13 +171,35 @@ class OpenAIBackend(Backend):
         self.send_seed = send_seed
         self.max_stored_chars = int(max_stored_chars)
         self.served_model: str | None = None
+        self._batch_mode(bool(batch), float(batch_poll_s), int(retries))
+
+    def _batch_mode(self, batch: bool, poll_s: float, retries: int) -> None:
+        """Set up batch mode (class docstring); its batches are written down under outputs/batches until a run
+        names its folder (:meth:`attach_run`)."""
+        self.batch = batch
+        if batch:
+            # Batch mode works turn by turn over the whole run: one chunk, no instance's turn 2 sent on its own
+            # (a streaming runner must not take this backend: it asks ``streaming``).
+            self.streaming = False
+            if len(self.base_urls) > 1:
+                raise ValueError("batch mode submits to one service: give one base_url")
+            if not poll_s > 0:
+                raise ValueError(f"batch_poll_s must be a positive number of seconds, got {poll_s!r}")
+            self.preferred_chunk_size = WHOLE_RUN
+        self.batches = BatchRounds(OpenAIBatches(self._batch_call, self.base_urls[0]),
+                                   BatchState(OUTPUTS_ROOT / STATE_FOLDER), poll_s=poll_s, retries=retries)
 
     def provenance(self) -> Provenance:
         """The revision asked for (a service resolves its own: each response's ``model`` is recorded as the
         served snapshot) and the API with its public endpoints."""
         where = ", ".join(self.base_urls)
         api = "Responses API" if self.profile.api == "responses" else "Chat Completions API"
-        return Provenance(model_revision=self.revision, api=f"OpenAI-compatible {api} at {where}")
+        through = " through batch files" if self.batch else ""
+        return Provenance(model_revision=self.revision, api=f"OpenAI-compatible {api} at {where}{through}")
+
+    def attach_run(self, folder: Path) -> None:
+        """Batch mode writes down its batches in the run folder (``batches/``), where a rerun finds them."""
+        self.batches.state = BatchState(Path(folder) / STATE_FOLDER)
 
     def identity(self) -> dict[str, Any]:
         """What computes: the model as requests name it to the server, the revision asked for, the API, regex mode,
@@ -271,11 +304,72 @@ class OpenAIBackend(Backend):
                                              "rejected_status": rejection.status_code, "base_url": rejection.url,
                                              "api": self.profile.api})
 
+    def _batch_call(self, send: Callable[[Any], Any]) -> Any:
+        """``send(client)`` of a Batch API call, retried and bounded as any request is."""
+        return self.transport.request(send, lambda response, latency_s, attempt: response)
+
+    def _body(self, request: Request) -> tuple[str, dict[str, Any], dict[str, Any]]:
+        """(endpoint, the request's body as a batch line carries it, note): the direct call's keyword arguments,
+        with what the client would merge into the body (``extra_body``) merged."""
+        if self.profile.api == "responses":
+            kwargs, note = responses_kwargs(request, self.model, profile=self.profile,
+                                            reasoning_effort=self.reasoning_effort)
+            endpoint = "/v1/responses"
+        else:
+            kwargs, note = chat_kwargs(request, self.model, profile=self.profile, regex_mode=self.regex_mode,
+                                       reasoning_effort=self.reasoning_effort, send_seed=self.send_seed)
+            endpoint = "/v1/chat/completions"
+        extra = kwargs.pop("extra_body", None) or {}
+        return endpoint, {**kwargs, **extra}, note
+
+    def _read_line(self, body: Any, note: dict[str, Any], batch_id: str) -> Completion:
+        """A batch output line's body read as the direct call's answer would be (:class:`MalformedAnswer` when
+        it is not one); ``meta["batch"]`` names the batch that served it."""
+        if self.profile.api == "responses":
+            kind, parse = self._openai.types.responses.Response, completion_from_responses
+        else:
+            kind, parse = self._openai.types.chat.ChatCompletion, completion_from_response
+        meta = {**note, "base_url": self.batches.service.where, "batch": batch_id}
+        # as the client reads a direct answer: built without validation (a field a service leaves out stays None)
+        completion = checked(lambda: parse(kind.construct(**body), 0.0, meta))()
+        if completion.meta.get("served_model"):
+            self.served_model = completion.meta["served_model"]
+        return cap_stored(completion, self.max_stored_chars)
+
+    def _answered(self, answer: Completion | Refused | None) -> Completion | None:
+        if not isinstance(answer, Refused):
+            return answer
+        return Completion(text="", meta={"rejected": answer.message, "rejected_status": answer.status_code,
+                                         "base_url": self.batches.service.where, "api": self.profile.api,
+                                         "batch": "not answered"})
+
+    def _complete_in_batches(self, requests: Sequence[Request]) -> list[Completion]:
+        """Batch mode's :meth:`complete_batch`: every request as a line of batch files, ``custom_id`` its cache
+        key; answers in request order. A batch that failed or was cancelled raises :class:`PartialBatchError`
+        with what came back; an interruption carries it as its ``completions``."""
+        identity = self.identity()
+        keys = [r.cache_key(identity) for r in requests]
+        bodies, notes, endpoint = {}, {}, ""
+        for key, request in zip(keys, requests):
+            endpoint, bodies[key], notes[key] = self._body(request)
+        try:
+            answers = self.batches.run(bodies, endpoint, lambda cid, body, batch_id: self._read_line(
+                body, notes[cid], batch_id))
+        except BatchStopped as stopped:
+            raise PartialBatchError(stopped, [self._answered(stopped.answers.get(k)) for k in keys]) from stopped
+        except KeyboardInterrupt as stopped:
+            stopped.completions = [self._answered(getattr(stopped, "answers", {}).get(k)) for k in keys]
+            raise
+        return [self._answered(answers[k]) for k in keys]
+
     def complete_batch(self, requests: Sequence[Request]) -> list[Completion]:
-        """Concurrent requests (at most ``max_concurrency`` in flight), results in request order. A request
+        """In batch mode, :meth:`_complete_in_batches`. Otherwise concurrent requests (at most ``max_concurrency``
+        in flight), results in request order. A request
         the service rejects comes back with ``meta["rejected"]`` (the service's message), not raised. A
         request that fails stops the batch: :class:`PartialBatchError` carries every completion that finished;
         an interruption carries them as its ``completions``."""
+        if self.batch:
+            return self._complete_in_batches(requests)
         try:
             outcomes = self.transport.map(self._complete_or_rejected, requests)
         except KeyboardInterrupt as stopped:

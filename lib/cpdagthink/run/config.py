@@ -235,6 +235,8 @@ class BackendOptions(BaseModel):
     regex_mode: Literal["none", "vllm"] | None = None
     api: Literal["chat", "responses"] | None = None
     token_param: Literal["max_tokens", "max_completion_tokens"] | None = None
+    batch: bool | None = None  # each turn's requests as batch files (transport: the same calls, the same cache)
+    batch_poll_s: float | None = Field(None, gt=0, allow_inf_nan=False)  # seconds between polls of the batches
 
     @model_validator(mode="after")
     def _no_secrets(self) -> "BackendOptions":

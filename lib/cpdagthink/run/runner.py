@@ -47,7 +47,7 @@ from ..paths import PROJECT_ROOT
 from .cache import DEFAULT_CACHE, CallCache, former_identities
 from .config import RunConfig
 from .records import (SCHEMA_VERSION, GitRevision, Hardware, InterventionRecord, RunMetadata, RunRecord, RunSummary,
-                      ToolCallRecord, TurnRecord, json_sha256)
+                      ToolCallRecord, TurnRecord, batched_calls, json_sha256)
 from .runfolder import CONFIG, METADATA, SUMMARY, RunFolder, RunFolderError, difference, read_metadata
 from .spec import rows_sha256, run_identity
 
@@ -309,6 +309,7 @@ def run_condition(
         folder.write_json(METADATA, metadata)
         if config is not None:
             folder.write_json(CONFIG, config)
+        backend.attach_run(folder.path)
         session = _Session(condition, CachedBackend(backend, CallCache(cache_dir)), decoding, intervention,
                            intervention_name, abort_after)
         return _Progress(folder, session, metadata, instances, done, started).run(chunk_size, progress)
@@ -380,7 +381,8 @@ class _Progress:
         metadata = self.metadata.model_copy(update={
             "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "status": summary.status,
             "message": summary.message, "wall_clock_s": summary.wall_clock_s,
-            "model_calls_this_session": summary.model_calls, "served_models": _served_models(records)})
+            "model_calls_this_session": summary.model_calls, "served_models": _served_models(records),
+            "batched_calls": batched_calls(in_folder)})
         self.folder.write_json(METADATA, metadata)
         self.folder.write_json(SUMMARY, summary)
         return summary

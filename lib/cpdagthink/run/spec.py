@@ -24,8 +24,10 @@ from ..method.decoding import Decoding
 __all__ = ["RunSpec", "Sample", "TRANSPORT_OPTIONS", "bounded", "computed_options", "rows_sha256", "run_identity",
            "short_hash"]
 
-# Options that say how to reach a model, not what it computes: they never separate two runs.
-TRANSPORT_OPTIONS = frozenset({"base_url", "timeout", "retries", "max_retries", "max_concurrency", "api_key_env"})
+# Options that say how to reach a model, not what it computes: they never separate two runs. Batch mode is one:
+# a batch line's body is the direct call's, answered by the same model.
+TRANSPORT_OPTIONS = frozenset({"base_url", "timeout", "retries", "max_retries", "max_concurrency", "api_key_env",
+                               "batch", "batch_poll_s"})
 
 
 def computed_options(options: dict[str, Any]) -> dict[str, Any]:
