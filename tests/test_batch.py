@@ -281,3 +281,44 @@ def test_batch_is_a_transport_option_of_the_same_run():
     plain = make_backend("openai", model="gpt-5.4-mini", base_url="http://127.0.0.1:9/v1")
     assert made.identity() == plain.identity() and made.streaming is False
     assert made.preferred_chunk_size > 10**6 > plain.preferred_chunk_size  # a run is one chunk: turn by turn
+
+
+def test_ctrl_c_leaves_the_batches_running_and_the_command_line_cancels_them(answers, test_csv, tmp_path, capsys):
+    import _thread
+    import threading
+
+    from cpdagthink.cli import main
+    from cpdagthink.run.config import RunConfig
+    from cpdagthink.run.runner import run_config
+
+    with BatchAPIServer(answers.answer) as server:
+        server.hold.clear()
+        config = RunConfig(condition="baseline_enhanced", backend="openai", model="gpt-5.4-mini", data=str(test_csv),
+                           backend_options={"base_url": server.url, "batch": True, "batch_poll_s": 0.05,
+                                            "reasoning_effort": "medium"},
+                           limit=4, decoding=DECODING, cache_dir=str(tmp_path / "cache"))
+        out = tmp_path / "run"
+
+        def ctrl_c_once_submitted():
+            while not server.created:
+                time.sleep(0.02)
+            time.sleep(0.3)
+            _thread.interrupt_main()
+
+        threading.Thread(target=ctrl_c_once_submitted, daemon=True).start()
+        with pytest.raises(KeyboardInterrupt):
+            run_config(config, make_backend("openai", **config.backend_arguments()), config.instances(), out,
+                       progress=False)
+        said = capsys.readouterr().err
+        assert "1 batch(es) keep running at the service (batch_000001)" in said
+        assert f"cpdagthink batches --cancel {out}" in said
+        assert main(["batches", str(out)]) == 0 and "batch batch_000001 (/v1/responses): in_progress, 0 of 4 done" \
+            in capsys.readouterr().out
+        assert main(["batches", str(out), "--cancel"]) == 0
+        assert server.batches["batch_000001"].status in ("cancelling", "cancelled")
+        server.hold.set()
+        result = run_config(config, make_backend("openai", **config.backend_arguments()), config.instances(), out,
+                            progress=False)  # a cancel asked from here does not stop the rerun
+        assert len(server.created) == 2 and len(server.batches["batch_000002"].lines) == 4
+    assert len(result.records) == 4 and not any(r.rejected for r in result.records)
+    assert main(["batches", str(tmp_path)]) == 2  # a folder without batches: said so

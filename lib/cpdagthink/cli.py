@@ -1,6 +1,6 @@
 """The ``cpdagthink`` command line: one subcommand per job, each a thin call into the package.
 
-Its one job needs more than the usual length: nine subcommands, each a handler and the function declaring its
+Its one job needs more than the usual length: ten subcommands, each a handler and the function declaring its
 options, so that a flag and the code reading it sit in one file a reader greps.
 """
 
@@ -290,6 +290,37 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 1 if left else 0
 
 
+def cmd_batches(args: argparse.Namespace) -> int:
+    """The batches a run in batch mode wrote down in its folder, as last seen; ``--cancel`` asks the service to
+    cancel those not ended (a rerun then sends again only what they did not answer)."""
+    import time
+
+    from .backends import make_backend
+    from .backends.openai_batch import STATE_FOLDER, BatchState, progress_line
+    from .run.config import RunConfig
+    from .run.runfolder import CONFIG
+
+    folder = Path(args.run)
+    records = BatchState(folder / STATE_FOLDER).records()
+    if not records:
+        raise ValueError(f"{folder} holds no batches ({STATE_FOLDER}/ is empty or missing): was it run with -o batch=true?")
+    now = time.time()
+    for record in records:
+        print(progress_line(record, now))
+    if not args.cancel:
+        return 0
+    config = RunConfig.model_validate_json((folder / CONFIG).read_text(encoding="utf-8"))
+    backend = make_backend(config.backend, **config.backend_arguments())
+    try:
+        backend.attach_run(folder)
+        cancelled = backend.batches.cancel_all()
+    finally:
+        backend.close()
+    print(f"asked the service to cancel {len(cancelled)} batch(es){': ' + ', '.join(cancelled) if cancelled else ''}; "
+          "what they answered is kept, and a rerun sends the rest again")
+    return 0
+
+
 def cmd_render(args: argparse.Namespace) -> int:
     from .book.build import render
 
@@ -483,6 +514,12 @@ def _prompt_options(prompt: argparse.ArgumentParser) -> None:
                         f"(default: {OUTPUTS_ROOT / 'cache'}, or ${ENV_OUTPUTS}/cache)")
 
 
+def _batches_options(batches: argparse.ArgumentParser) -> None:
+    """``batches``: the run folder, and whether to cancel."""
+    batches.add_argument("run", help="a run folder of a run made with -o batch=true")
+    batches.add_argument("--cancel", action="store_true", help="ask the service to cancel every batch not ended")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The command line: one subcommand per job, each with its handler and its own options."""
     parser = argparse.ArgumentParser(prog="cpdagthink", description=__doc__)
@@ -500,6 +537,7 @@ def build_parser() -> argparse.ArgumentParser:
         "schema": (cmd_schema, _schema_options, "print the CausalAnalysis JSON schema or its decoding regex"),
         "prompt": (cmd_prompt, _prompt_options,
                    "print one turn's request (messages, tools, tool choice) as JSON, probed or not"),
+        "batches": (cmd_batches, _batches_options, "list a batch-mode run's batches; --cancel cancels those running"),
     }
     for name, (handler, options, help_text) in commands.items():
         command = sub.add_parser(name, help=help_text)

@@ -102,6 +102,7 @@ class BatchRecord(BaseModel):
     status: str = "submitting"
     counts: dict[str, int] = {}
     message: str | None = None  # why a batch failed
+    cancel_asked: bool = False  # cancelled from here (``cpdagthink batches --cancel``): a rerun goes on without stopping
 
     @property
     def name(self) -> str:
@@ -179,7 +180,8 @@ def progress_line(record: BatchRecord, now: float) -> str:
     """How a batch stands, on one line: status, counts and the time since it was submitted."""
     c = record.counts
     counts = f"{c.get('completed', 0)} of {c.get('total', len(record.custom_ids))} done, {c.get('failed', 0)} failed"
-    return f"batch {record.batch_id} ({record.endpoint}): {record.status}, {counts}, " \
+    name = record.batch_id or f"with input {record.name} (its id not yet known)"
+    return f"batch {name} ({record.endpoint}): {record.status}, {counts}, " \
            f"{_duration(now - record.submitted_at)} since submission"
 
 
@@ -318,7 +320,7 @@ class BatchRounds:
                 self._line(cid, line, record, work, read)
         for cid in set(record.custom_ids) & work.pending.keys() - seen:
             self._error(cid, "the batch returned no line for this request", work)
-        if record.status == "cancelled" and fresh:
+        if record.status == "cancelled" and fresh and not record.cancel_asked:
             left = len(set(record.custom_ids) & work.pending.keys())
             work.stops.append(f"batch {record.batch_id} was cancelled at the service; {left} of its requests were "
                               "not answered: rerun to send them again")
@@ -363,7 +365,7 @@ class BatchRounds:
         for record in self.state.records():
             if record.batch_id and record.status not in TERMINAL:
                 self.service.cancel(record.batch_id)
-                record.status = "cancelling"
+                record.status, record.cancel_asked = "cancelling", True
                 self.state.save(record)
                 cancelled.append(record.batch_id)
         return cancelled
