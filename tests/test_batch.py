@@ -322,3 +322,46 @@ def test_ctrl_c_leaves_the_batches_running_and_the_command_line_cancels_them(ans
         assert len(server.created) == 2 and len(server.batches["batch_000002"].lines) == 4
     assert len(result.records) == 4 and not any(r.rejected for r in result.records)
     assert main(["batches", str(tmp_path)]) == 2  # a folder without batches: said so
+
+
+# ------------------------------------------------------------------------------------------ vllm run-batch
+STANDIN = TESTS / "vllm_run_batch_standin.py"
+QWEN = "Qwen/Qwen3-0.6B"
+
+
+def test_vllm_run_batch_makes_the_records_a_vllm_server_makes(rows, tmp_path, monkeypatch):
+    from vllm_run_batch_standin import answer
+
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS.parent / "lib"), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.setenv("VLLM_STANDIN_ARGS", str(tmp_path / "args.json"))
+    with BatchAPIServer(lambda path, body: answer(path, body, QWEN)) as server:
+        direct = run_condition(CONDITIONS["structured"], make_backend("openai", model=QWEN, base_url=server.url,
+                                                                      regex_mode="vllm"),
+                               rows, tmp_path / "direct", cache_dir=tmp_path / "cache-direct", progress=False)
+    node = make_backend("openai", model=QWEN, regex_mode="vllm", run_batch=f"{sys.executable} {STANDIN} run-batch",
+                        run_batch_args="--max-model-len 16384", batch_poll_s=0.05)
+    batched = run_condition(CONDITIONS["structured"], node, rows, tmp_path / "batched", cache_dir=tmp_path / "cache",
+                            progress=False)
+    assert [comparable(r) for r in batched.records] == [comparable(r) for r in direct.records]
+    assert all(r.prediction == r.oracle_label for r in batched.records)
+    given = json.loads((tmp_path / "args.json").read_text())  # turn 2's process
+    assert given[0] == "run-batch" and given[-6:] == ["--model", QWEN, "--reasoning-parser", "qwen3",
+                                                      "--max-model-len", "16384"]
+    kept = sorted(p.name.split(".", 1)[1] for p in (tmp_path / "batched" / "batches").iterdir())
+    assert kept == ["input.jsonl", "input.jsonl", "json", "json", "log", "log", "output.jsonl", "output.jsonl"]
+    assert node.provenance().api.endswith(f"run-batch --model {QWEN} through batch files")
+    from cpdagthink.backends.vllm_run_batch import VLLMRunBatch
+
+    assert VLLMRunBatch("/env/bin/vllm", QWEN).command == ["/env/bin/vllm", "run-batch"]
+
+
+def test_a_vllm_run_batch_that_crashes_stops_the_run_with_its_log(rows, tmp_path, monkeypatch):
+    from cpdagthink.backends.base import PartialBatchError
+
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS.parent / "lib"), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.setenv("VLLM_STANDIN_EXIT", "3")
+    node = make_backend("openai", model=QWEN, regex_mode="vllm", run_batch=f"{sys.executable} {STANDIN} run-batch",
+                        batch_poll_s=0.05)
+    with pytest.raises(PartialBatchError, match="exited with status 3.*CUDA out of memory"):
+        run_condition(CONDITIONS["structured"], node, rows, tmp_path / "run", cache_dir=tmp_path / "cache",
+                      progress=False)

@@ -33,7 +33,7 @@ LAYERS = (
     Layer("method", ("chat", "decoding", "schema", "prompts", "conditions", "interventions", "validate")),
     Layer("backends", ("base", "profiles", "models", "toolcalls", "jump_forward", "chat_template", "regex_indexes",
                        "state_store", "kept_states", "llama_loading", "local", "transport", "openai_endpoints", "openai_payloads", "openai_responses",
-                       "openai_batch", "openai_api", "vllm_offline", "reference")),
+                       "openai_batch", "vllm_run_batch", "openai_api", "vllm_offline", "reference")),
     Layer("run", ("parameters", "data", "generate", "spec", "config", "records", "runfolder", "cache", "runner",
                   "inspection")),
     Layer("analysis", ("metrics", "markup", "audit", "failures", "probes", "tables")),

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -45,6 +46,7 @@ from .openai_responses import (
 )
 from .profiles import ModelProfile, check_effort, profile_for, with_overrides
 from .transport import MESSAGE_CHARS, Failure, ServiceRejected, Transport, bounded_http_client, status_failure
+from .vllm_run_batch import VLLMRunBatch
 
 INSTALL_HINT = "pip install -e '.[api]'"
 # Seconds one attempt may take when no ``timeout`` is given: a reasoning model at a paper-scale budget
@@ -53,6 +55,8 @@ TIMEOUT_REASONING_S = 600.0
 TIMEOUT_CHAT_S = 60.0
 # Characters of a service's error body kept as its message.
 SERVER_MESSAGE_CHARS = 2000
+# The address the (never used) clients get when ``vllm run-batch`` answers: no request goes over the network.
+NO_SERVER = "http://127.0.0.1:9/v1"
 # Instances per chunk in batch mode: the whole run, so each turn is one round of batch files.
 WHOLE_RUN = 1 << 30
 # The service's refusal of reasoning items it did not issue to this organisation.
@@ -113,7 +117,9 @@ class OpenAIBackend(Backend):
 
     ``batch``: send each turn's requests as batch files (:mod:`.openai_batch`), polled every ``batch_poll_s``
     seconds; a run is then one chunk (every turn 1, then every turn 2) and never streams an instance's turns.
-    How requests travel, never what they compute: the identity and the cache keys are a direct call's.
+    ``run_batch`` (the command, ``vllm run-batch`` or ``vllm``; no ``base_url``) runs each file with ``vllm
+    run-batch`` on this node instead (:mod:`.vllm_run_batch`), with ``run_batch_args`` (engine arguments) last. How requests
+    travel, never what they compute: the identity and the cache keys are a direct call's (to ``vllm serve``).
     """
 
     name = "openai"
@@ -143,11 +149,15 @@ class OpenAIBackend(Backend):
         max_stored_chars: int = MAX_STORED_CHARS,
         batch: bool = False,
         batch_poll_s: float = 30.0,
+        run_batch: str | None = None,
+        run_batch_args: str = "",
     ):
         openai = _openai_module()
         check_settings(regex_mode, timeout, retries, max_stored_chars)
         self.model = model
-        urls = endpoint_urls(base_url)
+        if run_batch is not None and base_url is not None:
+            raise ValueError("run_batch runs vLLM on this node, not at a server: give no base_url with it")
+        urls = endpoint_urls(base_url if run_batch is None else NO_SERVER)
         self.base_urls = [public_url(u) for u in urls]
         self.regex_mode = regex_mode
         self.profile = backend_profile(model, regex_mode, token_param=token_param, thinking_param=thinking_param,
@@ -171,11 +181,13 @@ class OpenAIBackend(Backend):
         self.send_seed = send_seed
         self.max_stored_chars = int(max_stored_chars)
         self.served_model: str | None = None
-        self._batch_mode(bool(batch), float(batch_poll_s), int(retries))
+        self._batch_mode(bool(batch) or run_batch is not None, float(batch_poll_s), int(retries), run_batch,
+                         run_batch_args)
 
-    def _batch_mode(self, batch: bool, poll_s: float, retries: int) -> None:
-        """Set up batch mode (class docstring); its batches are written down under outputs/batches until a run
-        names its folder (:meth:`attach_run`)."""
+    def _batch_mode(self, batch: bool, poll_s: float, retries: int, run_batch: str | None, run_batch_args: str) -> None:
+        """Set up batch mode (class docstring): the Batch API, or ``vllm run-batch`` where ``run_batch`` names the
+        executable; its batches are written down under outputs/batches until a run names its folder
+        (:meth:`attach_run`)."""
         self.batch = batch
         if batch:
             # Batch mode works turn by turn over the whole run: one chunk, no instance's turn 2 sent on its own
@@ -186,13 +198,15 @@ class OpenAIBackend(Backend):
             if not poll_s > 0:
                 raise ValueError(f"batch_poll_s must be a positive number of seconds, got {poll_s!r}")
             self.preferred_chunk_size = WHOLE_RUN
-        self.batches = BatchRounds(OpenAIBatches(self._batch_call, self.base_urls[0]),
-                                   BatchState(OUTPUTS_ROOT / STATE_FOLDER), poll_s=poll_s, retries=retries)
+        service = OpenAIBatches(self._batch_call, self.base_urls[0]) if run_batch is None else VLLMRunBatch(
+            run_batch, self.model, revision=self.revision, reasoning_parser=self.profile.reasoning_parser,
+            extra_args=shlex.split(run_batch_args))
+        self.batches = BatchRounds(service, BatchState(OUTPUTS_ROOT / STATE_FOLDER), poll_s=poll_s, retries=retries)
 
     def provenance(self) -> Provenance:
         """The revision asked for (a service resolves its own: each response's ``model`` is recorded as the
         served snapshot) and the API with its public endpoints."""
-        where = ", ".join(self.base_urls)
+        where = self.batches.service.where if isinstance(self.batches.service, VLLMRunBatch) else ", ".join(self.base_urls)
         api = "Responses API" if self.profile.api == "responses" else "Chat Completions API"
         through = " through batch files" if self.batch else ""
         return Provenance(model_revision=self.revision, api=f"OpenAI-compatible {api} at {where}{through}")

@@ -137,7 +137,21 @@ class BatchState:
         path = self.file(record, kind)
         if not path.is_file():
             return []
-        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        return read_lines(path.read_text())
+
+
+def read_lines(text: str) -> list[dict[str, Any]]:
+    """The JSON objects of a JSONL file's lines; a line that is not one (cut by a kill mid-write) is left out, so
+    its request counts as unanswered."""
+    found = []
+    for line in text.splitlines():
+        try:
+            value = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            found.append(value)
+    return found
 
 
 @dataclass(frozen=True)
@@ -163,7 +177,7 @@ class BatchService(Protocol):
     def find(self, tag: str) -> str | None:
         """The id of a batch submitted with ``tag`` whose id was never written down, if the service has one."""
 
-    def poll(self, batch_id: str) -> Poll:
+    def poll(self, record: BatchRecord, state: BatchState) -> Poll:
         """The batch's state; its output and error files' bytes once it ended."""
 
     def cancel(self, batch_id: str) -> None:
@@ -287,7 +301,7 @@ class BatchRounds:
         while self.running:
             changed = False
             for record in list(self.running):
-                poll = self.service.poll(record.batch_id)
+                poll = self.service.poll(record, self.state)
                 changed |= (poll.status, poll.counts) != (record.status, record.counts)
                 record.status, record.counts, record.message = poll.status, poll.counts or record.counts, poll.message
                 if poll.status in TERMINAL:
@@ -397,8 +411,8 @@ class OpenAIBatches:
             after = page.data[-1].id
         return None
 
-    def poll(self, batch_id: str) -> Poll:
-        batch = self.call(lambda c: c.batches.retrieve(batch_id))
+    def poll(self, record: BatchRecord, state: BatchState) -> Poll:
+        batch = self.call(lambda c: c.batches.retrieve(record.batch_id))
         counts = batch.request_counts.model_dump() if batch.request_counts else {}
         if batch.status not in TERMINAL:
             return Poll(batch.status, counts)

@@ -237,6 +237,8 @@ class BackendOptions(BaseModel):
     token_param: Literal["max_tokens", "max_completion_tokens"] | None = None
     batch: bool | None = None  # each turn's requests as batch files (transport: the same calls, the same cache)
     batch_poll_s: float | None = Field(None, gt=0, allow_inf_nan=False)  # seconds between polls of the batches
+    run_batch: str | None = Field(None, min_length=1)  # the command that runs each batch file here: 'vllm run-batch'
+    run_batch_args: str | None = None  # vLLM engine arguments after run-batch's own (e.g. --max-model-len 16384)
 
     @model_validator(mode="after")
     def _no_secrets(self) -> "BackendOptions":

@@ -27,7 +27,7 @@ __all__ = ["RunSpec", "Sample", "TRANSPORT_OPTIONS", "bounded", "computed_option
 # Options that say how to reach a model, not what it computes: they never separate two runs. Batch mode is one:
 # a batch line's body is the direct call's, answered by the same model.
 TRANSPORT_OPTIONS = frozenset({"base_url", "timeout", "retries", "max_retries", "max_concurrency", "api_key_env",
-                               "batch", "batch_poll_s"})
+                               "batch", "batch_poll_s", "run_batch", "run_batch_args"})
 
 
 def computed_options(options: dict[str, Any]) -> dict[str, Any]:
