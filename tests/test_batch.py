@@ -5,6 +5,7 @@ files split at the service's limits."""
 from __future__ import annotations
 
 import json
+import re
 import os
 import signal
 import subprocess
@@ -365,3 +366,19 @@ def test_a_vllm_run_batch_that_crashes_stops_the_run_with_its_log(rows, tmp_path
     with pytest.raises(PartialBatchError, match="exited with status 3.*CUDA out of memory"):
         run_condition(CONDITIONS["structured"], node, rows, tmp_path / "run", cache_dir=tmp_path / "cache",
                       progress=False)
+
+
+def test_the_documented_command_runs_through_batches(answers, test_csv, tmp_path, capsys):
+    from cpdagthink.cli import main
+
+    with BatchAPIServer(answers.answer) as server:
+        args = ["run", "--condition", "structured", "--backend", "openai", "--model", "gpt-5.4-mini",
+                "--reasoning-effort", "medium", "--max-tokens-turn1", "8192", "--max-tokens-answer", "4096",
+                "--data", str(test_csv), "--limit", "4", "--base-url", server.url, "-o", "batch=true",
+                "-o", "batch_poll_s=0.05", "--out", str(tmp_path / "run"), "--cache", str(tmp_path / "cache")]
+        assert main(args) == 0
+        assert len(server.created) == 2 and not server.direct
+    said = capsys.readouterr()
+    assert "4 of 4 instances" in said.out and "(8 model calls" in said.out
+    assert re.search(r"batch batch_000001 \(/v1/responses\): completed, 4 of 4 done, 0 failed, 0m0\ds since "
+                     "submission", said.err)
