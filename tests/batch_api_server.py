@@ -191,25 +191,22 @@ class BatchAPIServer:
             self.created.append(batch.id)
             return 200, self._view(batch)
 
-    def retrieve(self, batch_id: str) -> tuple[int, dict[str, Any]]:
+    def retrieve(self, batch_id: str, cancel: bool = False) -> tuple[int, dict[str, Any]]:
+        """The batch as it stands now; ``cancel``: what the dashboard's and the API's cancel do (``cancelling``,
+        then ``cancelled``)."""
         with self._lock:
             batch = self.batches.get(batch_id)
             if batch is None:
                 return 404, api_error(f"No batch found with id '{batch_id}'.", None, None)
             self._advance(batch)
-            return 200, self._view(batch)
-
-    def cancel(self, batch_id: str) -> tuple[int, dict[str, Any]]:
-        """What the dashboard's and the API's cancel do: ``cancelling``, then ``cancelled``."""
-        with self._lock:
-            batch = self.batches.get(batch_id)
-            if batch is None:
-                return 404, api_error(f"No batch found with id '{batch_id}'.", None, None)
-            self._advance(batch)
-            if batch.status not in TERMINAL and batch.status != "cancelling":
+            if cancel and batch.status not in TERMINAL and batch.status != "cancelling":
                 batch.status = "cancelling"
                 batch.stamps["cancelling_at"] = time.time()
             return 200, self._view(batch)
+
+    def cancel(self, batch_id: str) -> tuple[int, dict[str, Any]]:
+        """Cancel the batch, as a user does in the dashboard."""
+        return self.retrieve(batch_id, cancel=True)
 
     def listing(self, query: dict[str, str]) -> tuple[int, dict[str, Any]]:
         with self._lock:
