@@ -23,7 +23,7 @@ from cpdagthink.book.build import build, build_summary, chapter_records, hide_in
 from cpdagthink.book.chapters import NOTEBOOKS, notebook_defaults, notebook_parameters, select_notebooks
 from cpdagthink.book.site import CheckoutError, build_html
 from cpdagthink.cli import main
-from cpdagthink.paths import PROJECT_ROOT
+from cpdagthink.paths import NEEDS_CHECKOUT, PROJECT_ROOT
 
 CHAPTERS = ["01_main_results", "02_complexity", "03_ablations", "04_probes", "05_audit", "06_failure_gallery"]
 
@@ -163,15 +163,24 @@ def _html(markdown) -> str:
 
 
 def test_render_without_executed_chapters_says_what_to_run(tmp_path):
+    (tmp_path / "_toc.yml").write_text("root: intro\n")  # a checkout whose book was never executed
     with pytest.raises(ValueError, match="no executed chapter in .*: run `cpdagthink book`"):
         render(tmp_path)
+
+
+def test_render_outside_a_checkout_says_it_needs_one_not_to_run_book(tmp_path):
+    """A package install has no _toc.yml: `cpdagthink book` would need the checkout too, so render says so."""
+    with pytest.raises(CheckoutError) as error:
+        render(tmp_path)
+    assert str(error.value) == f"{tmp_path / '_toc.yml'} is missing: {NEEDS_CHECKOUT}"
+    assert "run `cpdagthink book`" not in str(error.value)
 
 
 def test_book_outside_a_checkout_says_it_needs_one_before_any_work(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr("cpdagthink.book.build.NOTEBOOKS", tmp_path / "notebooks")  # as a wheel installs it
     assert main(["book", "--only", "01", "--backend", "reference"]) == 2
     err = capsys.readouterr().err
-    assert "cpdagthink book needs a checkout of the repository" in err and str(tmp_path / "notebooks") in err
+    assert f"cpdagthink book: error: {tmp_path / 'notebooks'} is missing: {NEEDS_CHECKOUT}\n" == err
     with pytest.raises(CheckoutError, match=re.escape(str(tmp_path / "_toc.yml")) + " is missing"):
         build_html(tmp_path)  # jupyter-book is not started without the table of contents
 

@@ -441,3 +441,77 @@ def test_oracle_on_rows_it_labels_none_of_writes_them_and_ends_well(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "labelled 0/1 rows" in result.stdout and "no score, no row was labelled" in result.stdout
     assert json.loads((tmp_path / "o.jsonl").read_text())["problem"].startswith("unfaithful premise")
+
+
+# ----------------------------------------------------------------------------------------- help that tells the truth
+def _help(capsys, *command: str) -> str:
+    """``cpdagthink [COMMAND] --help`` as printed, its lines joined (argparse wraps at the terminal's width)."""
+    from cpdagthink.cli import main
+
+    with pytest.raises(SystemExit) as done:
+        main([*command, "--help"])
+    assert done.value.code == 0
+    return " ".join(capsys.readouterr().out.split())
+
+
+def test_the_help_opens_with_a_users_summary_and_says_once_what_needs_a_checkout(capsys):
+    from cpdagthink import cli
+    from cpdagthink.paths import CHECKOUT_COMMANDS, NEEDS_CHECKOUT
+
+    top = _help(capsys)
+    summary = top.split("positional arguments:")[0]
+    assert " ".join(cli.DESCRIPTION.split()) in summary and "Corr2Cause" in summary
+    assert " ".join(cli.__doc__.split()[:6]) not in top and "a reader greps" not in top  # the maintainer's docstring
+    assert top.endswith(" ".join(NEEDS_CHECKOUT.split()) + ".")
+    assert top.count("(needs a checkout)") == len(CHECKOUT_COMMANDS) == 3
+    for command in ("book", "plan", "render"):
+        own = _help(capsys, command)
+        assert "(needs a checkout)" in own.split("options:")[0], command  # its description
+        assert own.endswith(" ".join(NEEDS_CHECKOUT.split()) + ".")
+    for command in ("run", "prompt", "oracle"):
+        assert "needs a checkout" not in _help(capsys, command)
+
+
+def test_prompt_help_names_the_backend_prompt_uses_and_run_help_its_own(test_csv, tmp_path, capsys):
+    """`prompt` answers turn 1 with the reference backend unless told otherwise (so a printed turn 2 costs no
+    model), and its help says so; `run`'s default is the local model, and its help says that."""
+    from cpdagthink.backends.reference import ReferenceBackend
+    from cpdagthink.cli import main
+    from cpdagthink.method.conditions import first_request, get_condition, read_emitted
+    from cpdagthink.method.decoding import Decoding
+    from cpdagthink.run.data import read_csv
+
+    assert "--backend BACKEND reference (default here" in _help(capsys, "prompt")
+    assert "--backend BACKEND local (default)" in _help(capsys, "run")
+    assert main(["prompt", "--condition", "structured", "--row", "3", "--turn", "2", "--data", str(test_csv),
+                 "--cache", str(tmp_path / "cache")]) == 0
+    shown = json.loads(capsys.readouterr().out)["messages"]
+    instance = read_csv(test_csv)[3]
+    oracle = read_emitted(ReferenceBackend().complete(first_request(get_condition("structured"), instance, Decoding())))
+    assert any(oracle.analysis.model_dump_json() in str(m.get("content")) for m in shown)  # the oracle's answer
+
+
+def test_a_model_given_to_prompts_default_backend_says_which_backend_runs_it(test_csv):
+    result = run("prompt", "--condition", "structured", "--row", "0", "--model", "smollm2-135m", "--data",
+                 str(test_csv))
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert "backend 'reference' does not take model" in result.stderr
+    assert "name the backend that runs yours, e.g. --backend local" in result.stderr
+
+
+def test_plan_and_render_outside_a_checkout_say_what_they_need(tmp_path, monkeypatch, capsys):
+    """As a package install runs them: no notebooks folder, no _toc.yml (`tests/test_wheel.py` runs them so)."""
+    import functools
+
+    from cpdagthink.book import build
+    from cpdagthink.cli import main
+    from cpdagthink.paths import NEEDS_CHECKOUT
+
+    monkeypatch.setattr("cpdagthink.book.chapters.NOTEBOOKS", tmp_path / "notebooks")
+    monkeypatch.setattr("cpdagthink.book.build.render", functools.partial(build.render, root=tmp_path))
+    for command, missing in ((["plan", "--only", "06"], "notebooks"), (["plan"], "notebooks"),
+                             (["render"], "_toc.yml")):
+        assert main(command) == 2
+        captured = capsys.readouterr()
+        assert captured.err == f"cpdagthink {command[0]}: error: {tmp_path / missing} is missing: {NEEDS_CHECKOUT}\n"
+        assert not captured.out  # no empty plan printed

@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterator
 
 from .causal.instance import Instance
 from .errors import CpdagthinkError
-from .paths import ENV_OUTPUTS, OUTPUTS_ROOT
+from .paths import CHECKOUT_COMMANDS, ENV_OUTPUTS, NEEDS_CHECKOUT, OUTPUTS_ROOT
 from .run.config import RunParameters
 from .run.data import load_split, local_test_csv, read_csv
 from .run.parameters import json_or_text, option_pair
@@ -377,9 +377,14 @@ _SHORTHANDS: tuple[tuple[str, str, dict[str, Any], str], ...] = (
 )
 
 
-def _model_options(parser: argparse.ArgumentParser, budgets: str = "defaults 1024 and 512") -> None:
-    """The flags that choose a model and how it decodes, shared by ``run`` and ``book``."""
-    parser.add_argument("--backend", help="local (default), openai, vllm, reference")
+# ``--backend`` of the commands that run a model by default (``prompt``'s default is the reference backend).
+_BACKENDS_HELP = "local (default), openai, vllm, reference"
+
+
+def _model_options(parser: argparse.ArgumentParser, budgets: str = "defaults 1024 and 512",
+                   backends: str = _BACKENDS_HELP) -> None:
+    """The flags that choose a model and how it decodes, shared by ``run``, ``prompt``, ``book`` and ``plan``."""
+    parser.add_argument("--backend", help=backends)
     parser.add_argument("--model", help="local: qwen2.5-0.5b (default), smollm2-135m or a .gguf path; "
                         "openai/vllm: the model name")
     parser.add_argument("-o", "--backend-option", action=_BackendOption, type=_option_pair, metavar="KEY=VALUE",
@@ -508,7 +513,8 @@ def _prompt_options(prompt: argparse.ArgumentParser) -> None:
                         help="2: turn 1 is answered first (from the call cache when a run made it)")
     prompt.add_argument("--probe", help="a turn-2 probe of a tool condition (scramble_full, drop_premise, ...)")
     prompt.add_argument("--seed", type=int, default=0, help="the run's decoding seed (it also seeds the probe)")
-    _model_options(prompt)  # --backend defaults to reference here
+    _model_options(prompt, backends="reference (default here: the exact oracle, no model loaded), local, openai, "
+                                     "vllm; --model needs the model's backend, e.g. --backend local --model smollm2-135m")
     prompt.add_argument("--no-thinking", action="store_false", dest="thinking", default=None)
     prompt.add_argument("--cache", dest="cache_dir", help="the call cache turn 1 is read from and written to "
                         f"(default: {OUTPUTS_ROOT / 'cache'}, or ${ENV_OUTPUTS}/cache)")
@@ -520,9 +526,15 @@ def _batches_options(batches: argparse.ArgumentParser) -> None:
     batches.add_argument("--cancel", action="store_true", help="ask the service to cancel every batch not ended")
 
 
+DESCRIPTION = ("Run the experiments of 'Externalized CPDAG Summaries Improve LLM Causal Deduction' on "
+               "Corr2Cause: label rows with the exact causal oracle, run a prompting condition with a model, "
+               "print the request a condition sends, and build the book of results.")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    """The command line: one subcommand per job, each with its handler and its own options."""
-    parser = argparse.ArgumentParser(prog="cpdagthink", description=__doc__)
+    """The command line: one subcommand per job, each with its handler and its own options; the commands that
+    need a checkout say so in their help, and the whole command's help says which they are."""
+    parser = argparse.ArgumentParser(prog="cpdagthink", description=DESCRIPTION, epilog=NEEDS_CHECKOUT + ".")
     sub = parser.add_subparsers(dest="command", required=True)
     commands: dict[str, tuple[Callable[[argparse.Namespace], int], Callable[[argparse.ArgumentParser], None], str]] = {
         "oracle": (cmd_oracle, _input_options, "label every row with the exact PC/equivalence-class oracle"),
@@ -533,14 +545,17 @@ def build_parser() -> argparse.ArgumentParser:
         "plan": (cmd_plan, _plan_options, "print every run the book reads (config, run folder, complete, group) as "
                                           "JSON; --group KEY --execute computes one group's runs"),
         "render": (cmd_render, _allow_partial,
-                   "build the Jupyter Book from the notebooks already executed in book/ (runs nothing)"),
+                   "build the Jupyter Book from the notebooks already executed in book/, running nothing"),
         "schema": (cmd_schema, _schema_options, "print the CausalAnalysis JSON schema or its decoding regex"),
         "prompt": (cmd_prompt, _prompt_options,
                    "print one turn's request (messages, tools, tool choice) as JSON, probed or not"),
         "batches": (cmd_batches, _batches_options, "list a batch-mode run's batches; --cancel cancels those running"),
     }
     for name, (handler, options, help_text) in commands.items():
-        command = sub.add_parser(name, help=help_text)
+        if name in CHECKOUT_COMMANDS:
+            help_text += " (needs a checkout)"
+        command = sub.add_parser(name, help=help_text, description=help_text,
+                                 epilog=NEEDS_CHECKOUT + "." if name in CHECKOUT_COMMANDS else None)
         command.set_defaults(handler=handler)
         options(command)
     return parser

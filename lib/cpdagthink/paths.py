@@ -17,6 +17,12 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 # package; an installed wheel has none, and keeps what it writes in the user's cache instead.
 IN_CHECKOUT = (PROJECT_ROOT / "pyproject.toml").is_file()
 USER_CACHE = Path.home() / ".cache" / "cpdagthink"
+# The commands that read the checkout's notebooks and _toc.yml; a package install runs every other one. Said in
+# these words by `cpdagthink --help` and by the error of such a command run without a checkout, nowhere else.
+CHECKOUT_COMMANDS = ("book", "plan", "render")
+NEEDS_CHECKOUT = (f"{', '.join(CHECKOUT_COMMANDS[:-1])} and {CHECKOUT_COMMANDS[-1]} read the book's notebooks and "
+                  "_toc.yml, so they need a checkout of the repository (clone it and run them inside the clone); "
+                  "every other command works from a package install (pip install .)")
 ENV_OUTPUTS = "CPDAGTHINK_OUTPUTS"
 # Run records, caches and generated sets: anchored to the project (or $CPDAGTHINK_OUTPUTS), never to the
 # working directory, so a command run from elsewhere finds the same cache instead of redoing every call.

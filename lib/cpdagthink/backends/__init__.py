@@ -35,6 +35,11 @@ def backend_factory(name: str) -> Callable[..., Backend]:
     return getattr(module, attribute)
 
 
+# What to do when a model is named for a backend that runs none (the reference backend: `prompt`'s default).
+_RUNS_NO_MODEL = (" (it runs no model: name the backend that runs yours, e.g. --backend local for a GGUF on this "
+                  "machine, openai for an OpenAI-compatible endpoint, vllm for vLLM)")
+
+
 def check_options(name: str, options: Mapping[str, Any]) -> dict[str, Any]:
     """``options`` as the backend ``name`` takes them, read against its factory's signature without building
     anything (so configurations check them up front): an option it does not take is refused by name, with the
@@ -47,7 +52,8 @@ def check_options(name: str, options: Mapping[str, Any]) -> dict[str, Any]:
     takes_any = any(p.kind is p.VAR_KEYWORD for p in parameters)
     unknown = sorted(set(options) - set(accepted))
     if unknown and not takes_any:
-        raise ValueError(f"backend {name!r} does not take {', '.join(unknown)}; it takes: {', '.join(accepted) or 'no options'}")
+        raise ValueError(f"backend {name!r} does not take {', '.join(unknown)}; it takes: {', '.join(accepted) or 'no options'}"
+                         + (_RUNS_NO_MODEL if "model" in unknown else ""))
     hints = _annotations(factory)
     return {key: _read(name, key, hints[key], value) if key in hints else value for key, value in options.items()}
 

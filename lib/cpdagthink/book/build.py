@@ -331,6 +331,7 @@ def render(root: Path = PROJECT_ROOT, allow_partial: bool = False) -> Path:
     (:func:`build_record.write_build_record`), then the HTML book and its single-file
     print. A chapter whose execution did not finish (:func:`unfinished_reason`) stops the build with
     :class:`PartialBookError`, unless ``allow_partial``: then its page and the intro say so."""
+    require_checkout(root / "_toc.yml")  # a package install: say so, not "run `cpdagthink book`", which needs one too
     book = root / "book"
     executed = executed_chapters(book)
     if not executed:

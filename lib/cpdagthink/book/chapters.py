@@ -16,6 +16,7 @@ from typing import Any, Mapping
 
 from ..errors import CpdagthinkError
 from ..paths import PROJECT_ROOT
+from .site import require_checkout
 
 NOTEBOOKS = PROJECT_ROOT / "notebooks"
 ENV_RENDER_ONLY = "CPDAGTHINK_RENDER_ONLY"
@@ -33,7 +34,9 @@ def render_only() -> bool:
 
 def select_notebooks(only: list[str] | None = None) -> list[Path]:
     """Every chapter, or those whose names start with an entry of ``only``; an entry that matches no
-    chapter is refused with the list of chapters (a typo must not build an empty book)."""
+    chapter is refused with the list of chapters (a typo must not build an empty book). Without the checkout's
+    notebooks folder (a package install) there is no chapter to list: that is said instead."""
+    require_checkout(NOTEBOOKS)
     notebooks = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
     if not only:
         return notebooks

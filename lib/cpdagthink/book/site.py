@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import CpdagthinkError
-from ..paths import PROJECT_ROOT
+from ..paths import NEEDS_CHECKOUT, PROJECT_ROOT
 
 
 class CheckoutError(CpdagthinkError, FileNotFoundError):
@@ -18,13 +18,12 @@ class CheckoutError(CpdagthinkError, FileNotFoundError):
 
 
 def require_checkout(*paths: Path) -> None:
-    """Stop before any work when one of the book's sources is missing, naming it and what to do; otherwise
-    papermill or jupyter-book would fail on it later, or no chapter would be selected at all."""
+    """Stop before any work when one of the book's sources is missing, naming it and what works where
+    (:data:`~cpdagthink.paths.NEEDS_CHECKOUT`); otherwise papermill or jupyter-book would fail on it later, or no
+    chapter would be selected at all (``plan`` would list none)."""
     missing = [str(path) for path in paths if not path.exists()]
     if missing:
-        raise CheckoutError(f"cpdagthink book needs a checkout of the repository: {', '.join(missing)} is missing "
-                            "(a package install has no notebooks or _toc.yml); clone the repository and run "
-                            "`cpdagthink book` or `make book` inside it")
+        raise CheckoutError(f"{', '.join(missing)} is missing: {NEEDS_CHECKOUT}")
 
 
 def build_html(root: Path = PROJECT_ROOT) -> Path:
