@@ -382,3 +382,17 @@ def test_the_documented_command_runs_through_batches(answers, test_csv, tmp_path
     assert "4 of 4 instances" in said.out and "(8 model calls" in said.out
     assert re.search(r"batch batch_000001 \(/v1/responses\): completed, 4 of 4 done, 0 failed, 0m0\ds since "
                      "submission", said.err)
+
+
+def test_answers_downloaded_but_never_cached_are_read_from_the_run_folder(answers, rows, tmp_path):
+    import shutil
+
+    with BatchAPIServer(answers.answer) as server:
+        first = run_condition(CONDITIONS["structured"], backend(server, batch=True), rows, tmp_path / "run",
+                              decoding=DECODING, cache_dir=tmp_path / "cache", progress=False)
+        shutil.rmtree(tmp_path / "cache")  # as if the process died after downloading, before caching
+        (tmp_path / "run" / "records.jsonl").unlink()
+        again = run_condition(CONDITIONS["structured"], backend(server, batch=True), rows, tmp_path / "run",
+                              decoding=DECODING, cache_dir=tmp_path / "cache", progress=False)
+        assert len(server.created) == 2 and not server.direct  # nothing asked again
+    assert [comparable(r) for r in again.records] == [comparable(r) for r in first.records]
