@@ -280,7 +280,7 @@ def test_batch_is_a_transport_option_of_the_same_run():
         run("batch=sometimes")
     made = make_backend("openai", model="gpt-5.4-mini", base_url="http://127.0.0.1:9/v1", batch=True)
     plain = make_backend("openai", model="gpt-5.4-mini", base_url="http://127.0.0.1:9/v1")
-    assert made.identity() == plain.identity() and made.streaming is False
+    assert made.identity() == plain.identity() and made.streams_requests is False
     assert made.preferred_chunk_size > 10**6 > plain.preferred_chunk_size  # a run is one chunk: turn by turn
 
 

@@ -118,8 +118,9 @@ class OpenAIBackend(Backend):
     ``batch``: send each turn's requests as batch files (:mod:`.openai_batch`), polled every ``batch_poll_s``
     seconds; a run is then one chunk (every turn 1, then every turn 2) and never streams an instance's turns.
     ``run_batch`` (the command, ``vllm run-batch`` or ``vllm``; no ``base_url``) runs each file with ``vllm
-    run-batch`` on this node instead (:mod:`.vllm_run_batch`), with ``run_batch_args`` (engine arguments) last. How requests
-    travel, never what they compute: the identity and the cache keys are a direct call's (to ``vllm serve``).
+    run-batch`` on this node instead (:mod:`.vllm_run_batch`), with ``run_batch_args`` (engine arguments) last.
+    How requests travel, never what they compute: the identity and the cache keys are a direct call's (to ``vllm
+    serve`` for ``run_batch``).
     """
 
     name = "openai"
@@ -191,8 +192,8 @@ class OpenAIBackend(Backend):
         self.batch = batch
         if batch:
             # Batch mode works turn by turn over the whole run: one chunk, no instance's turn 2 sent on its own
-            # (a streaming runner must not take this backend: it asks ``streaming``).
-            self.streaming = False
+            # (the streaming runner, which asks ``streams_requests``, must not take this backend).
+            self.streams_requests = False
             if len(self.base_urls) > 1:
                 raise ValueError("batch mode submits to one service: give one base_url")
             if not poll_s > 0:
@@ -206,7 +207,8 @@ class OpenAIBackend(Backend):
     def provenance(self) -> Provenance:
         """The revision asked for (a service resolves its own: each response's ``model`` is recorded as the
         served snapshot) and the API with its public endpoints."""
-        where = self.batches.service.where if isinstance(self.batches.service, VLLMRunBatch) else ", ".join(self.base_urls)
+        service = self.batches.service
+        where = service.where if isinstance(service, VLLMRunBatch) else ", ".join(self.base_urls)
         api = "Responses API" if self.profile.api == "responses" else "Chat Completions API"
         through = " through batch files" if self.batch else ""
         return Provenance(model_revision=self.revision, api=f"OpenAI-compatible {api} at {where}{through}")
