@@ -140,10 +140,16 @@ def test_a_file_that_fails_validation_stops_the_run_and_is_never_sent_again(answ
 
     with BatchAPIServer(answers.answer, max_bytes=200) as server:  # a service whose limit the file passes
         for attempt in range(2):
-            with pytest.raises(PartialBatchError, match="larger than the 200 maximum"):
+            with pytest.raises(PartialBatchError, match="larger than the 200 maximum") as stopped:
                 run_condition(CONDITIONS["baseline_enhanced"], backend(server, batch=True), rows, tmp_path / "run",
                               decoding=DECODING, cache_dir=tmp_path / "cache", progress=False)
             assert len(server.created) == 1  # the rerun did not send the same file again
+        named = re.search(r"remove (\S+\.json)\)", str(stopped.value)).group(1)
+        Path(named).unlink()  # the user says the cause has gone
+        with pytest.raises(PartialBatchError, match="larger than the 200 maximum"):
+            run_condition(CONDITIONS["baseline_enhanced"], backend(server, batch=True), rows, tmp_path / "run",
+                          decoding=DECODING, cache_dir=tmp_path / "cache", progress=False)
+        assert len(server.created) == 2
     assert server.batches[server.created[0]].status == "failed"
 
 

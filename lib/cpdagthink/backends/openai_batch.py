@@ -281,8 +281,9 @@ class BatchRounds:
             data = b"".join(lines)
             tag = hashlib.sha256(data).hexdigest()
             if tag in failed:
-                work.stops.append(f"this batch file failed validation before and is not sent again until its "
-                                  f"cause changes: {failed[tag].message}")
+                work.stops.append(f"this batch file failed at the service before and is not sent again until its "
+                                  f"cause changes: {failed[tag].message} (to send it as it is, e.g. once a full "
+                                  f"queue has emptied, remove {self.state.folder / failed[tag].name}.json)")
                 continue
             record = BatchRecord(tag=tag, service=self.service.name, endpoint=endpoint, submitted_at=time.time(),
                                  custom_ids=[json.loads(line)["custom_id"] for line in lines])
@@ -324,7 +325,7 @@ class BatchRounds:
         ending seen in this session stops the run: one found ended in the folder was reported when it ended."""
         if record.status == "failed":
             if fresh:
-                work.stops.append(f"batch {record.batch_id} failed validation at the service: {record.message}")
+                work.stops.append(f"batch {record.batch_id} failed at the service: {record.message}")
             return
         seen = set()
         for line in self.state.lines(record, "output") + self.state.lines(record, "errors"):
