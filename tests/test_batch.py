@@ -322,7 +322,10 @@ def test_ctrl_c_leaves_the_batches_running_and_the_command_line_cancels_them(ans
         assert main(["batches", str(out)]) == 0 and "batch batch_000001 (/v1/responses): in_progress, 0 of 4 done" \
             in capsys.readouterr().out
         assert main(["batches", str(out), "--cancel"]) == 0
-        assert server.batches["batch_000001"].status in ("cancelling", "cancelled")
+        assert "batch batch_000001 (/v1/responses): cancelling" in capsys.readouterr().out
+        time.sleep(0.1)
+        assert main(["batches", str(out), "--refresh"]) == 0  # as the service sees it now
+        assert "batch batch_000001 (/v1/responses): cancelled, 0 of 4 done" in capsys.readouterr().out
         server.hold.set()
         result = run_config(config, make_backend("openai", **config.backend_arguments()), config.instances(), out,
                             progress=False)  # a cancel asked from here does not stop the rerun

@@ -291,34 +291,43 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_batches(args: argparse.Namespace) -> int:
-    """The batches a run in batch mode wrote down in its folder, as last seen; ``--cancel`` asks the service to
-    cancel those not ended (a rerun then sends again only what they did not answer)."""
+    """The batches a run in batch mode wrote down in its folder, as last seen (``--refresh``: as the service sees
+    them now); ``--cancel`` asks the service to cancel those not ended (a rerun then sends again only what they
+    did not answer)."""
     import time
 
-    from .backends import make_backend
     from .backends.openai_batch import STATE_FOLDER, BatchState, progress_line
+
+    folder = Path(args.run)
+    state = BatchState(folder / STATE_FOLDER)
+    if not state.records():
+        raise ValueError(f"{folder} holds no batches ({STATE_FOLDER}/ is empty or missing): was it run with -o batch=true?")
+    cancelled = _ask_the_service(folder, args.refresh, args.cancel) if args.refresh or args.cancel else None
+    now = time.time()
+    for record in state.records():
+        print(progress_line(record, now))
+    if cancelled is not None:
+        print(f"asked the service to cancel {len(cancelled)} batch(es){': ' + ', '.join(cancelled) if cancelled else ''}"
+              "; what they answered is kept, and a rerun sends the rest again")
+    return 0
+
+
+def _ask_the_service(folder: Path, refresh: bool, cancel: bool) -> list[str] | None:
+    """Through the backend the run folder's ``config.json`` names: each batch's state now (``refresh``), then
+    cancel those not ended (``cancel``: their ids)."""
+    from .backends import make_backend
     from .run.config import RunConfig
     from .run.runfolder import CONFIG
 
-    folder = Path(args.run)
-    records = BatchState(folder / STATE_FOLDER).records()
-    if not records:
-        raise ValueError(f"{folder} holds no batches ({STATE_FOLDER}/ is empty or missing): was it run with -o batch=true?")
-    now = time.time()
-    for record in records:
-        print(progress_line(record, now))
-    if not args.cancel:
-        return 0
     config = RunConfig.model_validate_json((folder / CONFIG).read_text(encoding="utf-8"))
     backend = make_backend(config.backend, **config.backend_arguments())
     try:
         backend.attach_run(folder)
-        cancelled = backend.batches.cancel_all()
+        if refresh:
+            backend.batches.refresh()
+        return backend.batches.cancel_all() if cancel else None
     finally:
         backend.close()
-    print(f"asked the service to cancel {len(cancelled)} batch(es){': ' + ', '.join(cancelled) if cancelled else ''}; "
-          "what they answered is kept, and a rerun sends the rest again")
-    return 0
 
 
 def cmd_render(args: argparse.Namespace) -> int:
@@ -523,6 +532,7 @@ def _prompt_options(prompt: argparse.ArgumentParser) -> None:
 def _batches_options(batches: argparse.ArgumentParser) -> None:
     """``batches``: the run folder, and whether to cancel."""
     batches.add_argument("run", help="a run folder of a run made with -o batch=true")
+    batches.add_argument("--refresh", action="store_true", help="ask the service how each batch not ended stands now")
     batches.add_argument("--cancel", action="store_true", help="ask the service to cancel every batch not ended")
 
 

@@ -302,14 +302,8 @@ class BatchRounds:
         while self.running:
             changed = False
             for record in list(self.running):
-                poll = self.service.poll(record, self.state)
-                changed |= (poll.status, poll.counts) != (record.status, record.counts)
-                record.status, record.counts, record.message = poll.status, poll.counts or record.counts, poll.message
-                if poll.status in TERMINAL:
-                    self.state.keep(record, "output", poll.output)
-                    self.state.keep(record, "errors", poll.errors)
-                self.state.save(record)
-                if poll.status in TERMINAL:
+                changed |= self._update(record)
+                if record.status in TERMINAL:
                     self.running.remove(record)
                     self.report(progress_line(record, time.time()))
                     yield record
@@ -319,6 +313,25 @@ class BatchRounds:
                     self.report(progress_line(record, said))
             if self.running:
                 time.sleep(self.poll_s)
+
+    def _update(self, record: BatchRecord) -> bool:
+        """Ask the service how ``record`` stands and write it down (with its files once it ended); whether its
+        status or counts changed."""
+        poll = self.service.poll(record, self.state)
+        changed = (poll.status, poll.counts) != (record.status, record.counts)
+        record.status, record.counts, record.message = poll.status, poll.counts or record.counts, poll.message
+        if poll.status in TERMINAL:
+            self.state.keep(record, "output", poll.output)
+            self.state.keep(record, "errors", poll.errors)
+        self.state.save(record)
+        return changed
+
+    def refresh(self) -> None:
+        """Ask the service how each batch of the state folder that had not ended stands now (``cpdagthink batches
+        --refresh``); a run that collects them later reads what ended from the folder."""
+        for record in self.state.records():
+            if record.batch_id and record.status not in TERMINAL:
+                self._update(record)
 
     def _settle(self, record: BatchRecord, work: _Round, read: Callable[..., Any], *, fresh: bool) -> None:
         """Take what an ended batch answered; decide for each other request of it (module docstring). Only an
