@@ -2,7 +2,7 @@
 
 A local reasoning-model API server (``tests/reasoning_api_server.py``: the documented request rules, answers
 from the reference backend) on 127.0.0.1 answers every call after ``--latency`` seconds. A condition runs
-over the test split through :func:`cpdagthink.run.runner.run_condition` with the OpenAI backend at concurrency
+over the test split through :func:`cpdagthink.run.runner.run_config` with the OpenAI backend at concurrency
 ``--concurrency`` and the backend's chunk size, through the Responses API (the profile's choice for gpt-5-mini)
 or chat completions (``--api chat``). Reported: wall time against the ideal, ``calls x latency /
 concurrency``; goal <= 1.15.
@@ -26,7 +26,8 @@ from reasoning_api_server import ReasoningAPIServer  # noqa: E402
 from cpdagthink.backends import make_backend  # noqa: E402
 from cpdagthink.method.conditions import CONDITIONS  # noqa: E402
 from cpdagthink.run.data import load_split  # noqa: E402
-from cpdagthink.run.runner import run_condition  # noqa: E402
+from cpdagthink.run.config import RunConfig  # noqa: E402
+from cpdagthink.run.runner import run_config  # noqa: E402
 
 
 def serve(latency_s: float, pipe) -> None:
@@ -59,8 +60,9 @@ def main() -> None:
                                reasoning_effort="low", api_key_env="CPDAGTHINK_BENCH_NO_KEY", api=args.api)
         chunk = args.chunk_size or backend.preferred_chunk_size
         start = time.perf_counter()
-        result = run_condition(CONDITIONS[args.condition], backend, instances, f"{tmp}/run", cache_dir=f"{tmp}/cache",
-                               chunk_size=chunk, progress=False)
+        config = RunConfig(condition=args.condition, backend="openai", model="gpt-5-mini", cache_dir=f"{tmp}/cache",
+                           chunk_size=chunk)
+        result = run_config(config, backend, instances, f"{tmp}/run", progress=False)
         wall = time.perf_counter() - start
         backend.close()
     ours.send("done")

@@ -1,7 +1,7 @@
 """Check: a built book's local-model calls, each computed again in a fresh context, give its records' outputs.
 
 The book's runs compute each call after whatever the calls before it left in the KV cache and the kept states;
-``backends/kept_states.py`` makes that history irrelevant. This computes the first turn of each row of the
+``backends/local/kept_states.py`` makes that history irrelevant. This computes the first turn of each row of the
 runs named (of the default book's local model) again, rows in reverse order, each from an empty context, and
 compares the output with the record's, after checking that the request is the record's own (its hash).
 

@@ -1,5 +1,5 @@
 """Benchmark: does reusing a prompt's prefix change its logits? Split by split, and for the local backend's
-aligned reuse (``backends/kept_states.py``).
+aligned reuse (``backends/local/kept_states.py``).
 
 One prompt of the book (a row's one-turn baseline, the default model) is evaluated from the start, then again
 in two parts, the first part left in the KV cache and the rest evaluated after it, as a restored prefix is.
@@ -16,7 +16,7 @@ import argparse
 
 import numpy as np
 
-from cpdagthink.backends.kept_states import KeptPrefixes
+from cpdagthink.backends.local.kept_states import KeptPrefixes
 from cpdagthink.backends.local import LocalBackend
 from cpdagthink.method.conditions import CONDITIONS, first_request
 from cpdagthink.method.decoding import Decoding

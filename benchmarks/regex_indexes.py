@@ -15,8 +15,8 @@ import time
 import outlines
 from outlines_core import Index, Vocabulary
 
-from cpdagthink.backends.local import LocalBackend, output_regex
-from cpdagthink.backends.regex_indexes import compile_index, regex_alphabet, token_texts
+from cpdagthink.backends.local.backend import LocalBackend, output_regex
+from cpdagthink.backends.local.regex_indexes import compile_index, regex_alphabet, token_texts
 from cpdagthink.method.conditions import CONDITIONS, first_request
 from cpdagthink.method.decoding import Decoding
 from cpdagthink.run.data import load_split

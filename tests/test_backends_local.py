@@ -102,7 +102,7 @@ def test_registry():
 
 
 def test_fallback_rendering_for_templates_without_tools():
-    from cpdagthink.backends.chat_template import fallback_messages
+    from cpdagthink.backends.local.chat_template import fallback_messages
 
     msgs = chat_messages(
         [

@@ -21,8 +21,8 @@ import pytest
 
 from cpdagthink.backends import make_backend
 from cpdagthink.backends.base import BackendError, RequestRejected
-from cpdagthink.backends.openai_endpoints import public_url, redact
-from cpdagthink.backends.openai_payloads import chat_kwargs
+from cpdagthink.backends.openai_api.endpoints import public_url, redact
+from cpdagthink.backends.openai_api.payloads import chat_kwargs
 from cpdagthink.backends.profiles import profile_for, with_overrides
 from cpdagthink.backends.toolcalls import envelope_regex
 from cpdagthink.backends.transport import ServiceRejected
@@ -30,6 +30,7 @@ from cpdagthink.method.chat import Constraint, Request
 from cpdagthink.method.schema import TOOL_NAME, analysis_regex, tool_definition
 from in_flight import InFlight
 from reasoning_api_server import send_json
+from conftest import configured
 
 SECRET = "sk-test-never-written-0123456789"
 ANSWER_TOOL = {
@@ -319,7 +320,7 @@ def test_each_host_gets_only_the_key_meant_for_it(stub_factory, monkeypatch):
     """The environment's OpenAI key goes to api.openai.com only; a key in a URL goes to that URL only (and wins
     there); a variable named with api_key_env goes to the hosts of that backend; a host with no key gets a
     placeholder that is no secret, so a local server without auth still works."""
-    from cpdagthink.backends.openai_endpoints import NO_KEY, key_for
+    from cpdagthink.backends.openai_api.endpoints import NO_KEY, key_for
 
     monkeypatch.setenv("PROXY_KEY", "sk-proxy-only-4242")
     url_key = "sk-url/key#with?odd@chars"
@@ -394,15 +395,15 @@ def test_ctrl_c_during_a_batch_stops_at_once(silent_server, ctrl_c):
 def test_ctrl_c_stops_a_run_against_a_silent_server_and_keeps_its_folder(silent_server, test_csv, tmp_path, ctrl_c):
     from cpdagthink.method.conditions import CONDITIONS
     from cpdagthink.run.data import read_csv
-    from cpdagthink.run.runner import run_condition
+    from cpdagthink.run.runner import run_config
 
     backend = make_backend("openai", model="gpt-4o", base_url=silent_server, timeout=60)
     rows = read_csv(test_csv)[:12]  # before the timer: under load, reading the CSV alone can take 0.5 s
     ctrl_c.start()
     start = time.perf_counter()
     with pytest.raises(KeyboardInterrupt):
-        run_condition(CONDITIONS["baseline_enhanced"], backend, rows, tmp_path / "run",
-                      cache_dir=tmp_path / "cache", progress=False)
+        run_config(configured("baseline_enhanced", cache_dir=tmp_path / "cache"),
+                   backend, rows, tmp_path / "run", progress=False)
     assert time.perf_counter() - start < 3
     assert json.loads((tmp_path / "run" / "metadata.json").read_text())["status"] == "interrupted"
 
@@ -465,15 +466,16 @@ def test_conditions_run_end_to_end_through_the_reasoning_api(reasoning_server, t
     from cpdagthink.method.conditions import CONDITIONS, Flow
     from cpdagthink.method.decoding import Decoding
     from cpdagthink.run.data import read_csv
-    from cpdagthink.run.runner import run_condition
+    from cpdagthink.run.runner import run_config
 
     condition = CONDITIONS[condition_name]
     backend = make_backend("openai", model="gpt-5-mini", base_url=reasoning_server.url, reasoning_effort="low", api=api)
     check_condition(backend.profile, condition.thinking, model=backend.model)  # nothing to refuse here
     rows = read_csv(test_csv)
     items = [i for i in rows if i.num_variables == 3 and i.label == 1][:2] + [i for i in rows if i.num_variables == 4][:2]
-    result = run_condition(condition, backend, items, tmp_path / "run", decoding=Decoding(max_tokens_turn1=4096),
-                           cache_dir=tmp_path / "cache", chunk_size=3, progress=False)
+    result = run_config(configured(condition.name, cache_dir=tmp_path / "cache",
+                                   decoding=Decoding(max_tokens_turn1=4096), chunk_size=3),
+                        backend, items, tmp_path / "run", progress=False)
     assert reasoning_server.rejected == 0 and len(result.records) == len(items)
     assert all("max_tokens" not in body and "temperature" not in body for body in reasoning_server.requests)
     turns = 1 if condition.flow is Flow.ONE_TURN else 2
@@ -514,7 +516,7 @@ def test_responses_kwargs_payload(test_csv):
     from dataclasses import replace
 
     from cpdagthink.method.chat import Completion, ToolCall
-    from cpdagthink.backends.openai_payloads import responses_kwargs
+    from cpdagthink.backends.openai_api.payloads import responses_kwargs
     from cpdagthink.method.conditions import CONDITIONS, second_request
     from cpdagthink.method.decoding import Decoding
     from cpdagthink.run.data import read_csv
@@ -551,7 +553,7 @@ def test_responses_kwargs_payload(test_csv):
 def test_strict_schema_keeps_the_causal_analysis_exact_and_says_what_it_loosens():
     from reasoning_api_server import strict_problem
 
-    from cpdagthink.backends.openai_payloads import strict_schema
+    from cpdagthink.backends.openai_api.payloads import strict_schema
 
     raw = tool_definition(None)["function"]["parameters"]
     assert strict_problem(raw)  # as pydantic writes it, the service would refuse it
@@ -643,13 +645,13 @@ def test_turn_two_carries_turn_one_reasoning_through_the_responses_api(reasoning
     from cpdagthink.method.conditions import CONDITIONS
     from cpdagthink.method.decoding import Decoding
     from cpdagthink.run.data import read_csv
-    from cpdagthink.run.runner import run_condition
+    from cpdagthink.run.runner import run_config
 
     items = [i for i in read_csv(test_csv) if i.num_variables == 4][:3]
     backend = make_backend("openai", model="gpt-5.4-mini", base_url=reasoning_server.url, reasoning_effort="medium")
-    result = run_condition(CONDITIONS["structured"], backend, items, tmp_path / "run",
-                           decoding=Decoding(max_tokens_turn1=8192, max_tokens_answer=4096),
-                           cache_dir=tmp_path / "cache", progress=False)
+    result = run_config(configured("structured", cache_dir=tmp_path / "cache",
+                                   decoding=Decoding(max_tokens_turn1=8192, max_tokens_answer=4096)),
+                        backend, items, tmp_path / "run", progress=False)
     assert reasoning_server.rejected == 0 and set(reasoning_server.paths) == {"/v1/responses"}
     first, second = reasoning_server.requests[:3], reasoning_server.requests[3:]
     assert all(b["store"] is False and b["include"] == ["reasoning.encrypted_content"] for b in first + second)
@@ -665,21 +667,21 @@ def test_turn_two_carries_turn_one_reasoning_through_the_responses_api(reasoning
         assert record.turns[0].meta["schema_enforced"] is True
     records_text = (tmp_path / "run" / "records.jsonl").read_text()
     assert "encrypted_content" not in records_text  # carried through the cache, never recorded
-    again = run_condition(CONDITIONS["structured"], backend, items, tmp_path / "run2",
-                          decoding=Decoding(max_tokens_turn1=8192, max_tokens_answer=4096),
-                          cache_dir=tmp_path / "cache", progress=False)
+    again = run_config(configured("structured", cache_dir=tmp_path / "cache",
+                                  decoding=Decoding(max_tokens_turn1=8192, max_tokens_answer=4096)),
+                       backend, items, tmp_path / "run2", progress=False)
     assert again.model_calls == 0 and len(reasoning_server.requests) == 6
 
 
 def test_a_refused_turn_one_sends_no_turn_two(reasoning_server, test_csv, tmp_path):
     from cpdagthink.method.conditions import CONDITIONS
     from cpdagthink.run.data import read_csv
-    from cpdagthink.run.runner import run_condition
+    from cpdagthink.run.runner import run_config
 
     items = read_csv(test_csv)[:3]
     backend = make_backend("openai", model="gpt-5.5", base_url=reasoning_server.url, api="chat")
-    result = run_condition(CONDITIONS["structured"], backend, items, tmp_path / "run", cache_dir=tmp_path / "cache",
-                           progress=False, abort_after=0)
+    result = run_config(configured("structured", cache_dir=tmp_path / "cache"),
+                        backend, items, tmp_path / "run", progress=False, abort_after=0)
     assert len(reasoning_server.requests) == 3 and result.model_calls == 3  # turn 1 only
     for record in result.records:
         assert record.rejected and len(record.turns) == 1
@@ -691,12 +693,12 @@ def test_refusals_of_the_responses_api_are_recorded_as_rejected_and_stop_the_run
     from cpdagthink.method.conditions import CONDITIONS
     from cpdagthink.run.data import read_csv
     from cpdagthink.run.runfolder import read_records
-    from cpdagthink.run.runner import RunAborted, run_condition
+    from cpdagthink.run.runner import RunAborted, run_config
 
     backend = make_backend("openai", model="gpt-5-mini", base_url=reasoning_server.url, send_sampling=True)
     with pytest.raises(RunAborted, match="'temperature' is not supported with this model"):
-        run_condition(CONDITIONS["structured"], backend, read_csv(test_csv)[:6], tmp_path / "run",
-                      cache_dir=tmp_path / "cache", progress=False)
+        run_config(configured("structured", cache_dir=tmp_path / "cache"),
+                   backend, read_csv(test_csv)[:6], tmp_path / "run", progress=False)
     records = read_records(tmp_path / "run")
     assert len(records) == 5 and all(r.rejected and r.answer is None for r in records)  # it stops at the fifth
     assert {r.turns[0].meta["api"] for r in records} == {"responses"} and set(reasoning_server.paths) == {"/v1/responses"}
@@ -740,13 +742,13 @@ def test_a_huge_answer_is_stored_capped_and_flagged(test_csv, tmp_path):
     from cpdagthink.method.conditions import CONDITIONS
     from cpdagthink.method.decoding import Decoding
     from cpdagthink.run.data import read_csv
-    from cpdagthink.run.runner import run_condition
+    from cpdagthink.run.runner import run_config
 
     with ReasoningAPIServer(fault="huge", huge_chars=4_000_000) as server:
         backend = make_backend("openai", model="gpt-5-mini", base_url=server.url, max_stored_chars=50_000)
-        result = run_condition(CONDITIONS["baseline_enhanced"], backend, read_csv(test_csv)[:1], tmp_path / "run",
-                               decoding=Decoding(max_tokens_turn1=2_000_000), cache_dir=tmp_path / "cache",
-                               progress=False)
+        result = run_config(configured("baseline_enhanced", cache_dir=tmp_path / "cache",
+                                       decoding=Decoding(max_tokens_turn1=2_000_000)),
+                            backend, read_csv(test_csv)[:1], tmp_path / "run", progress=False)
     [turn] = result.records[0].turns
     assert len(turn.text) == 50_000 and turn.meta["truncated"]["text"] > 4_000_000
     assert len(turn.raw) == 50_000 and turn.meta["truncated"]["raw"] > 4_000_000
@@ -758,11 +760,12 @@ def test_a_huge_answer_is_stored_capped_and_flagged(test_csv, tmp_path):
 def _structured_run(server, items, folder, cache, **options):
     from cpdagthink.method.conditions import CONDITIONS
     from cpdagthink.method.decoding import Decoding
-    from cpdagthink.run.runner import run_condition
+    from cpdagthink.run.runner import run_config
 
     backend = make_backend("openai", model="gpt-5.4-mini", base_url=server.url, reasoning_effort="medium", **options)
-    return run_condition(CONDITIONS["structured"], backend, items, folder, cache_dir=cache, progress=False,
-                         decoding=Decoding(max_tokens_turn1=8192, max_tokens_answer=4096))
+    return run_config(configured("structured", cache_dir=cache,
+                                 decoding=Decoding(max_tokens_turn1=8192, max_tokens_answer=4096)),
+                      backend, items, folder, progress=False)
 
 
 def test_a_huge_reasoning_summary_is_capped_in_the_cache_and_in_what_turn_two_sends(test_csv, tmp_path):
@@ -867,7 +870,7 @@ def test_answers_are_parsed_one_at_a_time():
     """The client builds its response types on first use, and two threads doing that at once can meet a
     half-built type (seen in the throughput benchmark's first chunk; 1 fresh process in 5 with 16 threads
     constructing a Response at once): workers parse through one lock."""
-    from cpdagthink.backends.openai_responses import parsed
+    from cpdagthink.backends.openai_api.responses import parsed
 
     flight = InFlight()
 
@@ -892,18 +895,18 @@ def test_a_request_timing_out_in_a_chunk_keeps_every_finished_one(test_csv, tmp_
     from cpdagthink.run.cache import CallCache
     from cpdagthink.method.conditions import CONDITIONS
     from cpdagthink.run.data import read_csv
-    from cpdagthink.run.runner import run_condition
+    from cpdagthink.run.runner import run_config
 
     items = read_csv(test_csv)[:6]
     slow = items[3].hypothesis
     with ReasoningAPIServer(fault="trickle", fault_when=json.dumps(slow)[1:-1], fault_times=1) as server:
         backend = make_backend("openai", model="gpt-5-mini", base_url=server.url, timeout=2, retries=0)
         with pytest.raises(BackendError, match="did not answer within 2 s"):
-            run_condition(CONDITIONS["baseline_enhanced"], backend, items, tmp_path / "run",
-                          cache_dir=tmp_path / "cache", chunk_size=6, progress=False)
+            run_config(configured("baseline_enhanced", cache_dir=tmp_path / "cache", chunk_size=6),
+                       backend, items, tmp_path / "run", progress=False)
         assert len(list((tmp_path / "cache").rglob("*.json"))) == 5  # every paid answer kept
-        again = run_condition(CONDITIONS["baseline_enhanced"], backend, items, tmp_path / "run",
-                              cache_dir=tmp_path / "cache", chunk_size=6, progress=False)
+        again = run_config(configured("baseline_enhanced", cache_dir=tmp_path / "cache", chunk_size=6),
+                           backend, items, tmp_path / "run", progress=False)
     assert again.model_calls == 1 and len(again.records) == 6 and len(server.requests) == 7
 
 
@@ -1001,12 +1004,12 @@ def test_structured_condition_through_the_server(server_backend, test_csv, tmp_p
     from cpdagthink.method.conditions import CONDITIONS
     from cpdagthink.method.decoding import Decoding
     from cpdagthink.run.data import read_csv
-    from cpdagthink.run.runner import run_condition
+    from cpdagthink.run.runner import run_config
 
     items = [i for i in read_csv(test_csv) if i.num_variables == 3][:2]
     decoding = Decoding(tool_choice=tool_choice, max_tokens_turn1=200, max_tokens_answer=24)
-    result = run_condition(CONDITIONS["structured"], server_backend, items, tmp_path / "run", decoding=decoding,
-                           cache_dir=tmp_path / "cache", chunk_size=2, progress=False)
+    result = run_config(configured("structured", cache_dir=tmp_path / "cache", decoding=decoding, chunk_size=2),
+                        server_backend, items, tmp_path / "run", progress=False)
     assert [r.id for r in result.records] == [i.id for i in items] and result.model_calls == 4
     for record in result.records:
         first = record.turns[0]

@@ -19,11 +19,11 @@ from batch_api_server import BatchAPIServer
 from reasoning_api_server import ReasoningAPIServer
 
 from cpdagthink.backends import make_backend
-from cpdagthink.backends.openai_batch import MAX_BYTES, MAX_REQUESTS, input_line, split_lines
-from cpdagthink.method.conditions import CONDITIONS
+from cpdagthink.backends.openai_api.batches import MAX_BYTES, MAX_REQUESTS, input_line, split_lines
 from cpdagthink.method.decoding import Decoding
 from cpdagthink.run.data import read_csv
-from cpdagthink.run.runner import run_condition
+from cpdagthink.run.runner import run_config
+from conftest import configured
 
 TESTS = Path(__file__).parent
 # What only says how a call travelled: where it went, how many attempts, which batch, how long it took.
@@ -44,6 +44,12 @@ def rows(test_csv):
     return [i for i in found if i.num_variables == 3][:3] + [i for i in found if i.num_variables == 4][:2]
 
 
+def run(condition: str, made, rows, out, *, cache_dir, decoding=Decoding(), progress=False, **options):
+    """``condition`` run on ``rows`` with the backend ``made`` into the folder ``out``."""
+    return run_config(configured(condition, cache_dir=cache_dir, decoding=decoding), made, rows, out,
+                      progress=progress, **options)
+
+
 def backend(server, **options):
     return make_backend("openai", model="gpt-5.4-mini", base_url=server.url, reasoning_effort="medium",
                         batch_poll_s=0.05, **options)
@@ -61,11 +67,11 @@ def comparable(record) -> dict:
 @pytest.mark.parametrize("condition", ["structured", "baseline_enhanced"])
 def test_batches_make_the_records_direct_calls_make(answers, rows, tmp_path, condition):
     with BatchAPIServer(answers.answer) as server:
-        direct = run_condition(CONDITIONS[condition], backend(server), rows, tmp_path / "direct", decoding=DECODING,
-                               cache_dir=tmp_path / "cache-direct", progress=False)
+        direct = run(condition, backend(server), rows, tmp_path / "direct", decoding=DECODING,
+                     cache_dir=tmp_path / "cache-direct", progress=False)
         assert len(server.direct) == result_calls(condition, rows) and not server.created
-        batched = run_condition(CONDITIONS[condition], backend(server, batch=True), rows, tmp_path / "batched",
-                                decoding=DECODING, cache_dir=tmp_path / "cache", progress=False)
+        batched = run(condition, backend(server, batch=True), rows, tmp_path / "batched",
+                      decoding=DECODING, cache_dir=tmp_path / "cache", progress=False)
         assert len(server.direct) == result_calls(condition, rows)  # no direct call in batch mode
         assert len(server.created) == (2 if condition == "structured" else 1)  # one batch per turn
     assert [comparable(r) for r in batched.records] == [comparable(r) for r in direct.records]
@@ -82,18 +88,18 @@ def result_calls(condition: str, rows: list) -> int:
 
 def test_a_rerun_without_batch_serves_every_batched_answer_from_the_cache(answers, rows, tmp_path):
     with BatchAPIServer(answers.answer) as server:
-        run_condition(CONDITIONS["structured"], backend(server, batch=True), rows, tmp_path / "batched",
-                      decoding=DECODING, cache_dir=tmp_path / "cache", progress=False)
-        again = run_condition(CONDITIONS["structured"], backend(server), rows, tmp_path / "direct",
-                              decoding=DECODING, cache_dir=tmp_path / "cache", progress=False)
+        run("structured", backend(server, batch=True), rows, tmp_path / "batched",
+            decoding=DECODING, cache_dir=tmp_path / "cache", progress=False)
+        again = run("structured", backend(server), rows, tmp_path / "direct",
+                    decoding=DECODING, cache_dir=tmp_path / "cache", progress=False)
         assert again.model_calls == 0 and not server.direct and again.cache_hits == 2 * len(rows)
 
 
 # ------------------------------------------------------------------------------------------------ endings
 def test_an_expired_batch_keeps_its_finished_lines_and_sends_only_the_rest(answers, rows, tmp_path):
     with BatchAPIServer(answers.answer, per_second=2, window_s=0.6) as server:
-        result = run_condition(CONDITIONS["baseline_enhanced"], backend(server, batch=True), rows, tmp_path / "run",
-                               decoding=DECODING, cache_dir=tmp_path / "cache", progress=False)
+        result = run("baseline_enhanced", backend(server, batch=True), rows, tmp_path / "run",
+                     decoding=DECODING, cache_dir=tmp_path / "cache", progress=False)
         first, *later = [server.batches[b] for b in server.created]
         assert first.status == "expired" and 0 < len(first.done) < len(rows)
         resent = sum(len(b.lines) for b in later)
@@ -114,9 +120,9 @@ def test_error_lines_are_sent_again_then_recorded_as_not_answered_with_the_reaso
         return planted.answer(path, body)
 
     with ReasoningAPIServer(content_ids=True) as planted, BatchAPIServer(flaky) as server:
-        result = run_condition(CONDITIONS["baseline_enhanced"], backend(server, batch=True, retries=2), rows,
-                               tmp_path / "run", decoding=DECODING, cache_dir=tmp_path / "cache", progress=False,
-                               abort_after=0)
+        result = run("baseline_enhanced", backend(server, batch=True, retries=2), rows,
+                     tmp_path / "run", decoding=DECODING, cache_dir=tmp_path / "cache", progress=False,
+                     abort_after=0)
         assert len(server.created) == 3  # the first round, then two more for the error lines
     by_id = {r.id: r for r in result.records}
     assert by_id[rows[0].id].prediction == by_id[rows[0].id].oracle_label and not by_id[rows[0].id].rejected
@@ -128,8 +134,8 @@ def test_error_lines_are_sent_again_then_recorded_as_not_answered_with_the_reaso
 def test_a_refused_line_is_recorded_at_once_like_a_refused_direct_call(rows, tmp_path):
     with ReasoningAPIServer(content_ids=True) as planted, BatchAPIServer(planted.answer) as server:
         chat = make_backend("openai", model="gpt-5.5", base_url=server.url, api="chat", batch=True, batch_poll_s=0.05)
-        result = run_condition(CONDITIONS["structured"], chat, rows[:2], tmp_path / "run", cache_dir=tmp_path / "c",
-                               progress=False, abort_after=0)
+        result = run("structured", chat, rows[:2], tmp_path / "run", cache_dir=tmp_path / "c",
+                     progress=False, abort_after=0)
         assert len(server.created) == 1  # turn 1 refused: no retry round, no turn 2
     for record in result.records:
         assert record.rejected and "HTTP 400: Function tools with reasoning_effort" in record.turns[0].rejected
@@ -141,14 +147,14 @@ def test_a_file_that_fails_validation_stops_the_run_and_is_never_sent_again(answ
     with BatchAPIServer(answers.answer, max_bytes=200) as server:  # a service whose limit the file passes
         for attempt in range(2):
             with pytest.raises(PartialBatchError, match="larger than the 200 maximum") as stopped:
-                run_condition(CONDITIONS["baseline_enhanced"], backend(server, batch=True), rows, tmp_path / "run",
-                              decoding=DECODING, cache_dir=tmp_path / "cache", progress=False)
+                run("baseline_enhanced", backend(server, batch=True), rows, tmp_path / "run",
+                    decoding=DECODING, cache_dir=tmp_path / "cache", progress=False)
             assert len(server.created) == 1  # the rerun did not send the same file again
         named = re.search(r"remove (\S+\.json)\)", str(stopped.value)).group(1)
         Path(named).unlink()  # the user says the cause has gone
         with pytest.raises(PartialBatchError, match="larger than the 200 maximum"):
-            run_condition(CONDITIONS["baseline_enhanced"], backend(server, batch=True), rows, tmp_path / "run",
-                          decoding=DECODING, cache_dir=tmp_path / "cache", progress=False)
+            run("baseline_enhanced", backend(server, batch=True), rows, tmp_path / "run",
+                decoding=DECODING, cache_dir=tmp_path / "cache", progress=False)
         assert len(server.created) == 2
     assert server.batches[server.created[0]].status == "failed"
 
@@ -167,12 +173,12 @@ def test_a_batch_cancelled_at_the_service_stops_the_run_and_a_rerun_goes_on(answ
 
         threading.Thread(target=cancel_when_submitted, daemon=True).start()
         with pytest.raises(PartialBatchError, match="was cancelled at the service"):
-            run_condition(CONDITIONS["baseline_enhanced"], backend(server, batch=True), rows, tmp_path / "run",
-                          decoding=DECODING, cache_dir=tmp_path / "cache", progress=False)
+            run("baseline_enhanced", backend(server, batch=True), rows, tmp_path / "run",
+                decoding=DECODING, cache_dir=tmp_path / "cache", progress=False)
         answered = len(server.batches[server.created[0]].done)
         assert 0 < answered < len(rows)
-        result = run_condition(CONDITIONS["baseline_enhanced"], backend(server, batch=True), rows, tmp_path / "run",
-                               decoding=DECODING, cache_dir=tmp_path / "cache", progress=False)
+        result = run("baseline_enhanced", backend(server, batch=True), rows, tmp_path / "run",
+                     decoding=DECODING, cache_dir=tmp_path / "cache", progress=False)
         assert len(server.batches[server.created[1]].lines) == len(rows) - answered  # only what was not answered
     assert len(result.records) == len(rows) and not any(r.rejected for r in result.records)
 
@@ -181,16 +187,16 @@ def test_a_batch_cancelled_at_the_service_stops_the_run_and_a_rerun_goes_on(answ
 KILLED_RUN = """
 import sys
 sys.path.insert(0, {tests!r})
+from conftest import configured
 from cpdagthink.backends import make_backend
-from cpdagthink.method.conditions import CONDITIONS
 from cpdagthink.method.decoding import Decoding
 from cpdagthink.run.data import read_csv
-from cpdagthink.run.runner import run_condition
+from cpdagthink.run.runner import run_config
 rows = [r for r in read_csv({csv!r}) if r.id in {ids!r}]
 backend = make_backend("openai", model="gpt-5.4-mini", base_url={url!r}, reasoning_effort="medium", batch=True,
                        batch_poll_s=0.05)
-run_condition(CONDITIONS["structured"], backend, rows, {out!r}, decoding=Decoding(max_tokens_turn1=8192,
-              max_tokens_answer=4096), cache_dir={cache!r}, progress=False)
+decoding = Decoding(max_tokens_turn1=8192, max_tokens_answer=4096)
+run_config(configured("structured", cache_dir={cache!r}, decoding=decoding), backend, rows, {out!r}, progress=False)
 """
 
 
@@ -211,15 +217,15 @@ def test_a_run_killed_while_batches_run_submits_nothing_again(answers, rows, tmp
         record = json.loads(next((tmp_path / "run" / "batches").glob("*.json")).read_text())
         assert record["batch_id"] == server.created[0] and record["status"] != "completed"
         server.hold.set()
-        result = run_condition(CONDITIONS["structured"], backend(server, batch=True), rows, tmp_path / "run",
-                               decoding=DECODING, cache_dir=tmp_path / "cache", progress=False)
+        result = run("structured", backend(server, batch=True), rows, tmp_path / "run",
+                     decoding=DECODING, cache_dir=tmp_path / "cache", progress=False)
         assert len(server.created) == 2  # turn 1's batch collected, not sent again; then turn 2's
         assert server.uploads == [server.batches[b].input_file_id for b in server.created]
     assert len(result.records) == len(rows) and all(r.prediction == r.oracle_label for r in result.records)
 
 
 def test_a_batch_whose_id_never_reached_the_folder_is_found_at_the_service(answers, rows, tmp_path):
-    from cpdagthink.backends.openai_batch import BatchRecord, BatchState
+    from cpdagthink.backends.openai_api.batches import BatchRecord, BatchState
 
     with BatchAPIServer(answers.answer) as server:
         first = backend(server, batch=True)
@@ -266,8 +272,8 @@ def test_a_run_over_the_request_limit_is_sent_as_several_batches(answers, rows, 
     with BatchAPIServer(answers.answer) as server:
         made = backend(server, batch=True)
         made.batches.max_requests = 2
-        result = run_condition(CONDITIONS["baseline_enhanced"], made, rows, tmp_path / "run", decoding=DECODING,
-                               cache_dir=tmp_path / "cache", progress=False)
+        result = run("baseline_enhanced", made, rows, tmp_path / "run", decoding=DECODING,
+                     cache_dir=tmp_path / "cache", progress=False)
         assert [len(server.batches[b].lines) for b in server.created] == [2, 2, 1]
     assert all(r.prediction == r.oracle_label for r in result.records)
 
@@ -345,13 +351,13 @@ def test_vllm_run_batch_makes_the_records_a_vllm_server_makes(rows, tmp_path, mo
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS.parent / "lib"), os.environ.get("PYTHONPATH", "")]))
     monkeypatch.setenv("VLLM_STANDIN_ARGS", str(tmp_path / "args.json"))
     with BatchAPIServer(lambda path, body: answer(path, body, QWEN)) as server:
-        direct = run_condition(CONDITIONS["structured"], make_backend("openai", model=QWEN, base_url=server.url,
-                                                                      regex_mode="vllm"),
-                               rows, tmp_path / "direct", cache_dir=tmp_path / "cache-direct", progress=False)
+        direct = run("structured", make_backend("openai", model=QWEN, base_url=server.url,
+                     regex_mode="vllm"),
+                     rows, tmp_path / "direct", cache_dir=tmp_path / "cache-direct", progress=False)
     node = make_backend("openai", model=QWEN, regex_mode="vllm", run_batch=f"{sys.executable} {STANDIN} run-batch",
                         run_batch_args="--max-model-len 16384", batch_poll_s=0.05)
-    batched = run_condition(CONDITIONS["structured"], node, rows, tmp_path / "batched", cache_dir=tmp_path / "cache",
-                            progress=False)
+    batched = run("structured", node, rows, tmp_path / "batched", cache_dir=tmp_path / "cache",
+                  progress=False)
     assert [comparable(r) for r in batched.records] == [comparable(r) for r in direct.records]
     assert all(r.prediction == r.oracle_label for r in batched.records)
     given = json.loads((tmp_path / "args.json").read_text())  # turn 2's process
@@ -360,7 +366,7 @@ def test_vllm_run_batch_makes_the_records_a_vllm_server_makes(rows, tmp_path, mo
     kept = sorted(p.name.split(".", 1)[1] for p in (tmp_path / "batched" / "batches").iterdir())
     assert kept == ["input.jsonl", "input.jsonl", "json", "json", "log", "log", "output.jsonl", "output.jsonl"]
     assert node.provenance().api.endswith(f"run-batch --model {QWEN} through batch files")
-    from cpdagthink.backends.vllm_run_batch import VLLMRunBatch
+    from cpdagthink.backends.openai_api.run_batch import VLLMRunBatch
 
     assert VLLMRunBatch("/env/bin/vllm", QWEN).command == ["/env/bin/vllm", "run-batch"]
 
@@ -373,8 +379,8 @@ def test_a_vllm_run_batch_that_crashes_stops_the_run_with_its_log(rows, tmp_path
     node = make_backend("openai", model=QWEN, regex_mode="vllm", run_batch=f"{sys.executable} {STANDIN} run-batch",
                         batch_poll_s=0.05)
     with pytest.raises(PartialBatchError, match="exited with status 3.*CUDA out of memory"):
-        run_condition(CONDITIONS["structured"], node, rows, tmp_path / "run", cache_dir=tmp_path / "cache",
-                      progress=False)
+        run("structured", node, rows, tmp_path / "run", cache_dir=tmp_path / "cache",
+            progress=False)
 
 
 def test_the_documented_command_runs_through_batches(answers, test_csv, tmp_path, capsys):
@@ -397,11 +403,11 @@ def test_answers_downloaded_but_never_cached_are_read_from_the_run_folder(answer
     import shutil
 
     with BatchAPIServer(answers.answer) as server:
-        first = run_condition(CONDITIONS["structured"], backend(server, batch=True), rows, tmp_path / "run",
-                              decoding=DECODING, cache_dir=tmp_path / "cache", progress=False)
+        first = run("structured", backend(server, batch=True), rows, tmp_path / "run",
+                    decoding=DECODING, cache_dir=tmp_path / "cache", progress=False)
         shutil.rmtree(tmp_path / "cache")  # as if the process died after downloading, before caching
         (tmp_path / "run" / "records.jsonl").unlink()
-        again = run_condition(CONDITIONS["structured"], backend(server, batch=True), rows, tmp_path / "run",
-                              decoding=DECODING, cache_dir=tmp_path / "cache", progress=False)
+        again = run("structured", backend(server, batch=True), rows, tmp_path / "run",
+                    decoding=DECODING, cache_dir=tmp_path / "cache", progress=False)
         assert len(server.created) == 2 and not server.direct  # nothing asked again
     assert [comparable(r) for r in again.records] == [comparable(r) for r in first.records]

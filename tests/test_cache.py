@@ -9,10 +9,10 @@ import pytest
 
 from cpdagthink.backends.base import Backend, RequestRejected
 from cpdagthink.method.chat import Completion, Request
-from cpdagthink.method.conditions import CONDITIONS
 from cpdagthink.run.cache import CacheError, CallCache, CorruptCacheEntryWarning
 from cpdagthink.run.data import read_csv
-from cpdagthink.run.runner import CachedBackend, run_condition
+from cpdagthink.run.runner import CachedBackend, run_config
+from conftest import configured
 
 KEY = "ab" * 32
 
@@ -116,18 +116,18 @@ def test_a_read_only_cache_is_replayed_and_refuses_only_a_call_it_lacks(test_csv
 
     instances = sample(read_csv(test_csv), 3, seed=0, min_positives=1)
     cache = tmp_path / "cache"
-    made = run_condition(CONDITIONS["structured"], ReferenceBackend(), instances, tmp_path / "one",
-                         cache_dir=cache, progress=False)
+    made = run_config(configured("structured", cache_dir=cache),
+                      ReferenceBackend(), instances, tmp_path / "one", progress=False)
     entries = sorted(cache.rglob("*.json"))
     _read_only(monkeypatch, cache)
     assert not CallCache(cache).writable
-    again = run_condition(CONDITIONS["structured"], ReferenceBackend(), instances, tmp_path / "two",
-                          cache_dir=cache, progress=False)
+    again = run_config(configured("structured", cache_dir=cache),
+                       ReferenceBackend(), instances, tmp_path / "two", progress=False)
     assert again.model_calls == 0 and [r.answer for r in again.records] == [r.answer for r in made.records]
     backend = RejectsUntilFixed()
     with pytest.raises(CacheError, match=f"{cache} is not writable and does not hold every call of this run"):
-        run_condition(CONDITIONS["baseline_enhanced"], backend, instances, tmp_path / "three", cache_dir=cache,
-                      progress=False)
+        run_config(configured("baseline_enhanced", cache_dir=cache),
+                   backend, instances, tmp_path / "three", progress=False)
     assert backend.calls == 0 and sorted(cache.rglob("*.json")) == entries  # nothing paid for, nothing written
 
 
@@ -139,8 +139,8 @@ def test_a_run_with_an_unusable_cache_folder_stops_before_its_first_call(tmp_pat
         "All the statistical relations among these 2 variables are as follows: A correlates with B.\n"
         'Hypothesis: A directly causes B.",0,2,parent\n', encoding="utf-8")
     with pytest.raises(CacheError, match="is a file"):
-        run_condition(CONDITIONS["baseline_enhanced"], backend, read_csv(tmp_path / "one.csv"), tmp_path / "run",
-                      cache_dir=tmp_path / "cache", progress=False)
+        run_config(configured("baseline_enhanced", cache_dir=tmp_path / "cache"),
+                   backend, read_csv(tmp_path / "one.csv"), tmp_path / "run", progress=False)
     assert backend.calls == 0
 
 

@@ -277,7 +277,7 @@ def test_run_sends_each_host_only_its_own_key_and_refuses_a_key_in_a_query_strin
     before anything is written, and the console, config.json and metadata.json hold none of it."""
     from reasoning_api_server import ReasoningAPIServer
 
-    from cpdagthink.backends.openai_api import NO_KEY
+    from cpdagthink.backends.openai_api.endpoints import NO_KEY
     from cpdagthink.cli import main
     from cpdagthink.credentials import ENV_CREDENTIALS
 

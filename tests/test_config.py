@@ -165,7 +165,7 @@ def test_a_small_sample_can_ask_for_more_positives_and_the_banner_says_so(test_c
 
 
 def test_several_seeds_on_the_local_model_take_its_registered_sampling():
-    from cpdagthink.backends.models import MODELS
+    from cpdagthink.backends.local.models import MODELS
 
     config = RunParameters(seeds=[0, 1]).to_config()  # the default local model
     expected = MODELS["qwen2.5-0.5b"].recommended_sampling

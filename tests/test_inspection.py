@@ -10,11 +10,11 @@ import pytest
 from cpdagthink.backends.reference import ReferenceBackend
 from cpdagthink.method.conditions import CONDITIONS
 from cpdagthink.method.decoding import Decoding
-from cpdagthink.method.interventions import PROBES
 from cpdagthink.run.data import read_csv, sample
 from cpdagthink.run.inspection import inspect_request
 from cpdagthink.run.runfolder import read_records
-from cpdagthink.run.runner import run_condition
+from cpdagthink.run.runner import run_config
+from conftest import configured
 
 
 class Unreachable(ReferenceBackend):
@@ -25,9 +25,8 @@ class Unreachable(ReferenceBackend):
 def test_turn2_under_a_probe_is_the_request_the_probed_run_sent(test_csv, tmp_path):
     instances = sample(read_csv(test_csv), 4, seed=5)
     decoding = Decoding(seed=7)
-    run_condition(CONDITIONS["structured"], ReferenceBackend(), instances, tmp_path / "run", decoding=decoding,
-                  cache_dir=tmp_path / "cache", intervention=PROBES["scramble_skeleton"],
-                  intervention_name="scramble_skeleton", progress=False)
+    run_config(configured("structured", cache_dir=tmp_path / "cache", decoding=decoding, probe="scramble_skeleton"),
+               ReferenceBackend(), instances, tmp_path / "run", progress=False)
     for instance, record in zip(instances, read_records(tmp_path / "run")):
         inspected = inspect_request(CONDITIONS["structured"], Unreachable(), instance, 2, decoding=decoding,
                                     probe="scramble_skeleton", cache_dir=tmp_path / "cache")
@@ -65,8 +64,8 @@ def test_a_responses_api_turn_2_is_not_called_another_settings_request(test_csv,
 
     instances = sample(read_csv(test_csv), 2, seed=5)
     decoding = Decoding(seed=7)
-    records = run_condition(CONDITIONS["structured"], ReasoningService(), instances, tmp_path / "run",
-                            decoding=decoding, cache_dir=tmp_path / "cache", progress=False).records
+    records = run_config(configured("structured", cache_dir=tmp_path / "cache", decoding=decoding),
+                         ReasoningService(), instances, tmp_path / "run", progress=False).records
     for record, instance in zip(records, instances):
         assert [r.as_recorded for r in recorded_requests(record, instance, decoding)] == [True, None]
         assert [r.as_recorded for r in recorded_requests(record, instance, Decoding(seed=8))][0] is False

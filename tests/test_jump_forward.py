@@ -10,8 +10,9 @@ import re
 import pytest
 from outlines_core import Index, Vocabulary
 
-from cpdagthink.backends import jump_forward, local, make_backend
-from cpdagthink.backends.jump_forward import DraftLength, IndexWalker, LookupDrafter, admitted_prefix, verified_rows
+from cpdagthink.backends import make_backend
+from cpdagthink.backends.local import backend as local, jump_forward
+from cpdagthink.backends.local.jump_forward import DraftLength, IndexWalker, LookupDrafter, admitted_prefix, verified_rows
 
 EOS = 9
 # A toy vocabulary where some positions admit one token and others several spellings of the same text.
@@ -166,7 +167,7 @@ def test_jump_forward_output_is_token_for_token_plain_constrained_decoding(smol_
     """Greedy output equal to plain decoding's on every build: batches never exceed the measured exact size
     (one token on the stock build, where the loop still skips forced tokens' sampling). The first row is
     prefilled from an empty KV cache, the second after the first's shared prefix."""
-    from cpdagthink.backends.local import output_regex
+    from cpdagthink.backends.local.backend import output_regex
 
     plain, jumping = smol_pair
     forced = 0

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cpdagthink.backends.kept_states import KeptPrefixes
-from cpdagthink.backends.state_store import StateStore
+from cpdagthink.backends.local.kept_states import KeptPrefixes
+from cpdagthink.backends.local.state_store import StateStore
 from cpdagthink.method.chat import Request
 
 pytestmark = pytest.mark.slow

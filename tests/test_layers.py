@@ -22,6 +22,10 @@ import cpdagthink
 PACKAGE = Path(cpdagthink.__file__).parent
 
 
+# The backend families with several files, each a folder of backends/ whose __init__ exports its backend class.
+FAMILIES = ("local", "openai_api")
+
+
 class Layer(NamedTuple):
     folder: str  # "" for the package's top level
     modules: tuple[str, ...]
@@ -31,9 +35,11 @@ LAYERS = (
     Layer("", ("errors", "paths", "files", "credentials")),  # what every layer uses; imports nothing of the package
     Layer("causal", ("premise", "dag", "oracle", "instance")),
     Layer("method", ("chat", "decoding", "schema", "prompts", "conditions", "interventions", "validate")),
-    Layer("backends", ("base", "profiles", "models", "toolcalls", "jump_forward", "chat_template", "regex_indexes",
-                       "state_store", "kept_states", "llama_loading", "local", "transport", "openai_endpoints", "openai_payloads", "openai_responses",
-                       "openai_batch", "vllm_run_batch", "openai_api", "vllm_offline", "reference")),
+    Layer("backends", ("base", "profiles", "toolcalls", "transport", "vllm_offline", "reference",
+                       *FAMILIES, "backend",  # each family folder holds its own backend module
+                       "models", "jump_forward", "chat_template", "regex_indexes", "state_store", "kept_states",
+                       "llama_loading",  # local/
+                       "endpoints", "payloads", "responses", "batches", "run_batch")),  # openai_api/
     Layer("run", ("parameters", "data", "generate", "spec", "config", "records", "runfolder", "cache", "runner",
                   "inspection")),
     Layer("analysis", ("metrics", "markup", "audit", "failures", "probes", "tables")),
@@ -67,7 +73,9 @@ def _leaf(name: str) -> str:
 
 
 def _rank(name: str) -> int:
-    """A module's layer; a folder's ``__init__`` is in the folder's layer."""
+    """A module's layer; a folder's ``__init__`` and ``__main__`` are in the folder's layer."""
+    if "." in name and _leaf(name) == "__main__":
+        return _rank(name.rpartition(".")[0])
     if "." not in name and (PACKAGE / name).is_dir():
         return next(rank for rank, layer in enumerate(LAYERS) if layer.folder == name)
     if _leaf(name) not in RANK:
@@ -302,3 +310,87 @@ def test_every_layer_package_declares_its_api(folder):
     assert sorted(set(declared) - bound - modules) == [], "__all__ names what the package does not hold"
     if not bound:
         assert sorted(declared) == sorted(modules), "__all__ of a folder of modules lists every module"
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_each_family_folder_exports_the_backend_class_its_registry_entry_names(family):
+    """A family with several files is a folder of ``backends/``: its ``__init__`` exports its backend class
+    (and only that), the one its ``BACKENDS`` entry builds, whose module sits in the folder."""
+    from cpdagthink.backends import BACKENDS, Backend, backend_class
+
+    assert (PACKAGE / "backends" / family / "__init__.py").is_file()
+    package = __import__(f"cpdagthink.backends.{family}", fromlist=["__all__"])
+    [exported] = package.__all__
+    entries = [name for name, entry in BACKENDS.items() if entry == f".{family}:{exported}"]
+    assert len(entries) == 1, f"no single BACKENDS entry names .{family}:{exported}"
+    cls = backend_class(entries[0])
+    assert issubclass(cls, Backend) and cls.__module__ == f"cpdagthink.backends.{family}.backend"
+
+
+def _named_backend(node: ast.expr) -> bool:
+    """Whether an expression reads a backend's name: ``backend``, ``config.backend``, ``row["backend"]``."""
+    if isinstance(node, ast.Name):
+        return "backend" in node.id.lower()
+    if isinstance(node, ast.Attribute):
+        return "backend" in node.attr.lower()
+    if isinstance(node, ast.Subscript):
+        return isinstance(node.slice, ast.Constant) and node.slice.value == "backend"
+    return False
+
+
+def _literal_names(node: ast.expr, constants: set[str] = frozenset()) -> bool:
+    """A string literal, a literal tuple, list, set or dict (its keys) holding one, ``frozenset`` of one, or
+    the name of a module constant bound to one (``constants``)."""
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, str)
+    if isinstance(node, ast.Name):
+        return node.id in constants
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and len(node.args) == 1:
+        return node.func.id in ("frozenset", "set", "tuple") and _literal_names(node.args[0])
+    elements = node.keys if isinstance(node, ast.Dict) else getattr(node, "elts", None)
+    return isinstance(node, (ast.Tuple, ast.List, ast.Set, ast.Dict)) and any(
+        e is not None and _literal_names(e) for e in elements)
+
+
+def _name_switches(source: str) -> list[str]:
+    """Where ``source`` compares a backend's name with a string literal (``== "local"``, ``in ("openai",
+    "vllm")``, ``in _API_BACKENDS`` bound to such a literal) or looks it up in a table keyed by literals: a
+    fact of a backend family switched on outside the family, which its class should answer."""
+    tree = ast.parse(source)
+    constants = {t.id for node in tree.body if isinstance(node, ast.Assign) and _literal_names(node.value)
+                 for t in node.targets if isinstance(t, ast.Name)}
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            if any((_named_backend(a) and _literal_names(b, constants)) or (_named_backend(b) and _literal_names(a, constants))
+                   for a, b in zip(sides, sides[1:])):
+                found.append(f"line {node.lineno}: {ast.unparse(node)}")
+        elif isinstance(node, ast.Subscript) and _named_backend(node.slice) and _literal_names(node.value, constants):
+            found.append(f"line {node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_no_module_outside_backends_switches_on_a_backend_name():
+    """What a family must say of itself (job sizing, sampling, a model's title, the conditions it refuses)
+    is a class-level answer of its backend (``backends/base.py``), read through the registry; a module
+    outside ``backends/`` never compares a backend's name with a literal."""
+    switches = [f"{name}: {found}" for name, path in _modules().items() if _folder(name) != "backends"
+                for found in _name_switches(path.read_text(encoding="utf-8"))]
+    assert switches == []
+
+
+def test_a_switch_on_a_backend_name_is_found():
+    source = ('if config.backend == "local":\n    pass\n'
+              'sized = backend in ("openai", "vllm")\n'
+              'titled = "reference" != setup.backend\n'
+              'row = record["backend"] == "local"\n'
+              '_API = frozenset({"openai"})\n'
+              '_SIZED_BY = {"vllm": "gpu"}\n'
+              'api = config.backend in _API\n'
+              'sized = _SIZED_BY[config.backend]\n'
+              'fine = config.backend in BACKENDS and config.model == "qwen" and TABLE[config.backend]\n')
+    assert _name_switches(source) == [
+        "line 1: config.backend == 'local'", "line 3: backend in ('openai', 'vllm')",
+        "line 4: 'reference' != setup.backend", "line 5: record['backend'] == 'local'",
+        "line 8: config.backend in _API", "line 9: _SIZED_BY[config.backend]"]

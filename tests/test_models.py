@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from cpdagthink.backends import models
+from cpdagthink.backends.local import models
 from cpdagthink.backends.base import BackendError
-from cpdagthink.backends.models import MODELS, file_sha256, resolve_model, verify_sha256
+from cpdagthink.backends.local.models import MODELS, file_sha256, resolve_model, verify_sha256
 
 
 def test_smollm2_resolves_to_the_pinned_file(tmp_path, monkeypatch):
@@ -93,7 +93,7 @@ def test_a_pinned_hash_is_checked_in_full_by_each_process_whatever_the_sidecar_s
     record = json.loads(sidecar.read_text())  # the sidecar as if the bytes had changed under it unseen
     record.update({k: getattr(stat, f"st_{k}") for k in ("size", "mtime_ns", "ino", "ctime_ns")})
     sidecar.write_text(json.dumps(record))
-    check = ("import sys; from cpdagthink.backends.models import verify_sha256\n"
+    check = ("import sys; from cpdagthink.backends.local.models import verify_sha256\n"
              "try: verify_sha256(sys.argv[1], sys.argv[2], cache_dir=sys.argv[3])\n"
              "except Exception as error: print(error); sys.exit(3)")
     result = subprocess.run([sys.executable, "-c", check, str(fake), good, str(tmp_path)], capture_output=True,
@@ -160,7 +160,7 @@ def test_qwen_concatenation_reproduces_the_pin_and_repairs_corruption(tmp_path):
 
 def test_default_cache_dir_is_under_outputs(monkeypatch):
     monkeypatch.delenv("CPDAGTHINK_MODEL_CACHE", raising=False)
-    assert models.default_cache_dir() == Path(models.__file__).resolve().parents[3] / "outputs" / "models"
+    assert models.default_cache_dir() == Path(models.__file__).resolve().parents[4] / "outputs" / "models"
     monkeypatch.setenv("CPDAGTHINK_MODEL_CACHE", "/tmp/somewhere")
     assert models.default_cache_dir() == Path("/tmp/somewhere")
 

@@ -10,7 +10,8 @@ from cpdagthink.method.conditions import CONDITIONS, Flow, first_request, variab
 from cpdagthink.method.decoding import Decoding
 from cpdagthink.method.schema import instance_model
 from cpdagthink.run.data import read_csv
-from cpdagthink.run.runner import run_condition
+from cpdagthink.run.runner import run_config
+from conftest import configured
 
 pytestmark = pytest.mark.slow
 
@@ -43,13 +44,13 @@ def cache(tmp_path_factory):
 def runs(smollm2, small_items, cache, tmp_path_factory):
     """Every condition once, in declaration order (structured first), sharing one call cache."""
     out = tmp_path_factory.mktemp("runs")
-    return {name: run_condition(condition, smollm2, small_items, out / name, decoding=DECODING, cache_dir=cache,
-                                progress=False)
+    return {name: run_config(configured(condition.name, cache_dir=cache, decoding=DECODING),
+                             smollm2, small_items, out / name, progress=False)
             for name, condition in CONDITIONS.items()}
 
 
 def test_every_condition_end_to_end(runs, small_items):
-    from cpdagthink.backends.local import output_regex
+    from cpdagthink.backends.local.backend import output_regex
 
     for name, result in runs.items():
         condition = CONDITIONS[name]
@@ -67,8 +68,8 @@ def test_every_condition_end_to_end(runs, small_items):
 
 
 def test_second_run_is_all_cache_hits(runs, smollm2, small_items, cache, tmp_path):
-    again = run_condition(CONDITIONS["structured"], smollm2, small_items, tmp_path / "again", decoding=DECODING,
-                          cache_dir=cache, progress=False)
+    again = run_config(configured("structured", cache_dir=cache, decoding=DECODING),
+                       smollm2, small_items, tmp_path / "again", progress=False)
     assert runs["structured"].model_calls == 4 and again.model_calls == 0
     assert all(t.cache_hit for r in again.records for t in r.turns)
     assert [r.answer for r in again.records] == [r.answer for r in runs["structured"].records]
@@ -83,8 +84,8 @@ def test_interrupted_local_run_resumes_without_duplicates(smollm2, small_items, 
 
     condition, decoding = CONDITIONS["baseline_enhanced"], Decoding(max_tokens_turn1=8, max_tokens_answer=8)
     with pytest.raises(Killed):
-        run_condition(condition, DiesAfter(smollm2, 1), small_items, tmp_path / "r", decoding=decoding,
-                      cache_dir=tmp_path / "c", chunk_size=1, progress=False)
-    resumed = run_condition(condition, smollm2, small_items, tmp_path / "r", decoding=decoding,
-                            cache_dir=tmp_path / "c", chunk_size=1, progress=False)
+        run_config(configured(condition.name, cache_dir=tmp_path / "c", decoding=decoding, chunk_size=1),
+                   DiesAfter(smollm2, 1), small_items, tmp_path / "r", progress=False)
+    resumed = run_config(configured(condition.name, cache_dir=tmp_path / "c", decoding=decoding, chunk_size=1),
+                         smollm2, small_items, tmp_path / "r", progress=False)
     assert [r.id for r in resumed.records] == [i.id for i in small_items] and resumed.model_calls == 1

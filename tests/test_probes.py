@@ -9,7 +9,8 @@ from cpdagthink.backends.reference import ReferenceBackend
 from cpdagthink.method.conditions import CONDITIONS
 from cpdagthink.method.interventions import PROBES
 from cpdagthink.run.data import read_csv, sample
-from cpdagthink.run.runner import run_condition
+from cpdagthink.run.runner import run_config
+from conftest import configured
 
 
 @pytest.fixture(scope="module")
@@ -17,10 +18,11 @@ def probe_runs(test_csv, tmp_path_factory):
     items = sample(read_csv(test_csv), 15, seed=0)
     root = tmp_path_factory.mktemp("probes")
     condition = CONDITIONS["structured"]
-    base = run_condition(condition, ReferenceBackend(), items, root / "base", cache_dir=root / "cache", progress=False)
+    base = run_config(configured(condition.name, cache_dir=root / "cache"),
+                      ReferenceBackend(), items, root / "base", progress=False)
     runs = {
-        name: run_condition(condition, ReferenceBackend(), items, root / name, cache_dir=root / "cache",
-                            intervention=probe, intervention_name=name, progress=False).records
+        name: run_config(configured(condition.name, cache_dir=root / "cache", probe=name),
+                         ReferenceBackend(), items, root / name, progress=False).records
         for name, probe in PROBES.items()
     }
     return items, base.records, runs

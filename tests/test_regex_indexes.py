@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from outlines_core import Index, Vocabulary
 
-from cpdagthink.backends.regex_indexes import RegexIndexes, compile_index, regex_alphabet
+from cpdagthink.backends.local.regex_indexes import RegexIndexes, compile_index, regex_alphabet
 
 EOS = 99
 # ASCII, a JSON-ish mix, and UTF-8 tokens: whole two-byte characters, a character split across two tokens
@@ -52,7 +52,7 @@ def test_the_turn1_regex_index_on_a_real_vocabulary_is_the_full_index(smol):
     """SmolLM2's 49 152 tokens and the schema-derived tool-call regex of a three-variable instance."""
     import outlines
 
-    from cpdagthink.backends.regex_indexes import token_texts
+    from cpdagthink.backends.local.regex_indexes import token_texts
     from cpdagthink.backends.toolcalls import envelope_regex
     from cpdagthink.method.schema import analysis_regex
 

@@ -102,8 +102,7 @@ class _Answering(ReferenceBackend):
 def made(test_csv, tmp_path, monkeypatch):
     """A finished run of ``structured`` on 4 rows through an API configuration (base URL, timeout, retries)."""
     from cpdagthink.book import experiments as ex
-    from cpdagthink.method.conditions import get_condition
-    from cpdagthink.run.runner import run_condition
+    from cpdagthink.run.runner import run_config
 
     monkeypatch.setenv("CORR2CAUSE_CSV", str(test_csv))
     setup = ex.setup_from_parameters({"backend": "openai", "model": "gpt-4o", "backend_options": {
@@ -112,8 +111,7 @@ def made(test_csv, tmp_path, monkeypatch):
     config = setup.for_run("structured", 0)
     instances = config.instances()
     folder = config.folder(instances)
-    run_condition(get_condition("structured"), _Answering(), instances, folder, decoding=config.decoding,
-                  cache_dir=config.cache_dir, config=config, progress=False)
+    run_config(config, _Answering(), instances, folder, progress=False)
     return config, instances, folder
 
 
@@ -183,8 +181,7 @@ def test_transport_options_and_the_sample_description_do_not_separate_runs(made)
 
 
 def test_an_unfinished_session_or_stale_metadata_leaves_a_run_incomplete(made, tmp_path):
-    from cpdagthink.method.conditions import get_condition
-    from cpdagthink.run.runner import run_condition
+    from cpdagthink.run.runner import run_config
 
     config, instances, folder = made
 
@@ -199,8 +196,8 @@ def test_an_unfinished_session_or_stale_metadata_leaves_a_run_incomplete(made, t
 
     other = tmp_path / "interrupted"
     with pytest.raises(KeyboardInterrupt):
-        run_condition(get_condition("structured"), Interrupted(), instances, other, decoding=config.decoding,
-                      cache_dir=tmp_path / "cache2", config=config, chunk_size=1, progress=False)
+        run_config(config.model_copy(update={"cache_dir": str(tmp_path / "cache2"), "chunk_size": 1}), Interrupted(),
+                   instances, other, progress=False)
     assert completeness(other, config, instances).missing == \
         "its last session did not finish (status 'interrupted': stopped)"
     summary = json.loads((folder / "summary.json").read_text())
@@ -231,9 +228,8 @@ def _as_written_before_the_run_identity(folder):
 
 
 def test_a_folder_written_before_the_run_identity_is_read_whole_and_resumed_without_a_call(made, tmp_path):
-    from cpdagthink.method.conditions import get_condition
     from cpdagthink.run.runfolder import read_metadata
-    from cpdagthink.run.runner import run_condition
+    from cpdagthink.run.runner import run_config
 
     config, instances, folder = made
     before = read_metadata(folder)
@@ -243,8 +239,7 @@ def test_a_folder_written_before_the_run_identity_is_read_whole_and_resumed_with
     assert is_complete(folder, config, instances)
     lines = (folder / RECORDS).read_text().splitlines(keepends=True)
     (folder / RECORDS).write_text("".join(lines[:-1]))  # a run stopped before its last row
-    resumed = run_condition(get_condition("structured"), _Answering(), instances, folder, decoding=config.decoding,
-                            cache_dir=config.cache_dir, config=config, progress=False)
+    resumed = run_config(config, _Answering(), instances, folder, progress=False)
     assert resumed.model_calls == 0 and resumed.cache_hits == 2
     assert read_metadata(folder).run == config.spec.identity() and is_complete(folder, config, instances)
 

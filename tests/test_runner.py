@@ -15,8 +15,8 @@ from cpdagthink.method.decoding import Decoding
 from cpdagthink.run.data import read_csv, sample
 from cpdagthink.run.records import GitRevision
 from cpdagthink.run.runfolder import read_records
-from cpdagthink.run.runner import RunMismatchError, run_condition
-from conftest import committed_checkout
+from cpdagthink.run.runner import RunMismatchError, run_config
+from conftest import committed_checkout, configured
 
 
 class Killed(RuntimeError):
@@ -80,13 +80,15 @@ def items(test_csv):
 
 def test_records_cache_and_rerun_makes_no_calls(items, tmp_path):
     condition = CONDITIONS["structured"]
-    first = run_condition(condition, ReferenceBackend(), items, tmp_path / "run", cache_dir=tmp_path / "cache", progress=False)
+    first = run_config(configured(condition.name, cache_dir=tmp_path / "cache"),
+                       ReferenceBackend(), items, tmp_path / "run", progress=False)
     assert first.model_calls == 24 and len(first.records) == 12
     record = first.records[0]
     assert record.emitted.variables and record.emitted_error is None and record.tool_flow
     assert record.answer in ("YES", "NO") and not record.unparsed and not record.rejected
     assert all(r.prediction == r.oracle_label for r in first.records)
-    again = run_condition(condition, ReferenceBackend(), items, tmp_path / "run2", cache_dir=tmp_path / "cache", progress=False)
+    again = run_config(configured(condition.name, cache_dir=tmp_path / "cache"),
+                       ReferenceBackend(), items, tmp_path / "run2", progress=False)
     assert again.model_calls == 0 and all(t.cache_hit for r in again.records for t in r.turns)
     assert again.summary.cache_hits == 24 and again.summary.status == "finished"
     meta = json.loads((tmp_path / "run" / "metadata.json").read_text())
@@ -97,29 +99,31 @@ def test_records_cache_and_rerun_makes_no_calls(items, tmp_path):
 def test_killed_run_resumes_with_exactly_one_record_each(items, tmp_path):
     condition = CONDITIONS["twoturn_prose_pc"]
     with pytest.raises(Killed):
-        run_condition(condition, DiesAfter(ReferenceBackend(), 13), items, tmp_path / "run", cache_dir=tmp_path / "c",
-                      chunk_size=2, progress=False)
+        run_config(configured(condition.name, cache_dir=tmp_path / "c", chunk_size=2),
+                   DiesAfter(ReferenceBackend(), 13), items, tmp_path / "run", progress=False)
     partial = read_records(tmp_path / "run")
     assert 0 < len(partial) < len(items)
     with (tmp_path / "run" / "records.jsonl").open("a") as handle:
         handle.write('{"id": "torn')  # a write cut off by the kill
-    resumed = run_condition(condition, ReferenceBackend(), items, tmp_path / "run", cache_dir=tmp_path / "c",
-                            chunk_size=2, progress=False)
+    resumed = run_config(configured(condition.name, cache_dir=tmp_path / "c", chunk_size=2),
+                         ReferenceBackend(), items, tmp_path / "run", progress=False)
     ids = [r.id for r in resumed.records]
     assert sorted(ids) == sorted(i.id for i in items) and len(ids) == len(set(ids))
 
 
 def test_a_folder_of_another_configuration_is_not_resumed(items, tmp_path):
     condition = CONDITIONS["baseline_enhanced"]
-    run_condition(condition, ReferenceBackend(), items[:3], tmp_path / "run", cache_dir=tmp_path / "c", progress=False)
+    run_config(configured(condition.name, cache_dir=tmp_path / "c"),
+               ReferenceBackend(), items[:3], tmp_path / "run", progress=False)
     with pytest.raises(RunMismatchError, match=r"different run \(run.decoding.max_tokens_turn1"):
-        run_condition(condition, ReferenceBackend(), items, tmp_path / "run", cache_dir=tmp_path / "c",
-                      decoding=Decoding(max_tokens_turn1=64), progress=False)
+        run_config(configured(condition.name, cache_dir=tmp_path / "c", decoding=Decoding(max_tokens_turn1=64)),
+                   ReferenceBackend(), items, tmp_path / "run", progress=False)
     with pytest.raises(RunMismatchError, match=r"different run \(run.condition"):
-        run_condition(CONDITIONS["singleturn_structured"], ReferenceBackend(), items, tmp_path / "run",
-                      cache_dir=tmp_path / "c", progress=False)
+        run_config(configured("singleturn_structured", cache_dir=tmp_path / "c"),
+                   ReferenceBackend(), items, tmp_path / "run", progress=False)
     assert len(read_records(tmp_path / "run")) == 3  # nothing was appended
-    resumed = run_condition(condition, ReferenceBackend(), items, tmp_path / "run", cache_dir=tmp_path / "c", progress=False)
+    resumed = run_config(configured(condition.name, cache_dir=tmp_path / "c"),
+                         ReferenceBackend(), items, tmp_path / "run", progress=False)
     assert len(resumed.records) == len(items)
 
 
@@ -152,18 +156,18 @@ def test_a_rejected_request_is_recorded_and_the_run_goes_on(items, tmp_path):
     condition = CONDITIONS["baseline_enhanced"]
     victim = items[3]
     marker = f"{victim.premise}\n\nHypothesis: {victim.hypothesis}"
-    result = run_condition(condition, RejectsOne(ReferenceBackend(), marker), items,
-                           tmp_path / "run", cache_dir=tmp_path / "c", chunk_size=4, progress=False)
+    result = run_config(configured(condition.name, cache_dir=tmp_path / "c", chunk_size=4),
+                        RejectsOne(ReferenceBackend(), marker), items, tmp_path / "run", progress=False)
     by_id = {r.id: r for r in result.records}
     assert len(by_id) == len(items)
     assert "n_ctx" in by_id[victim.id].turns[0].rejected and by_id[victim.id].rejected
     assert by_id[victim.id].prediction is None and not by_id[victim.id].unparsed
     assert sum(r.rejected for r in result.records) == 1 and result.summary.rejected == 1
-    again = run_condition(condition, ReferenceBackend(), items, tmp_path / "again", cache_dir=tmp_path / "c",
-                          progress=False)
+    again = run_config(configured(condition.name, cache_dir=tmp_path / "c"),
+                       ReferenceBackend(), items, tmp_path / "again", progress=False)
     assert again.model_calls == 1  # only the rejected call was not cached
-    retried = run_condition(condition, ReferenceBackend(), items, tmp_path / "run", cache_dir=tmp_path / "c",
-                            progress=False)
+    retried = run_config(configured(condition.name, cache_dir=tmp_path / "c"),
+                         ReferenceBackend(), items, tmp_path / "run", progress=False)
     assert retried.model_calls == 0 and retried.summary.rejected == 0  # the rejected instance is asked again
     assert len(read_records(tmp_path / "run")) == len(items)
 
@@ -183,10 +187,12 @@ def test_a_folder_made_from_other_data_of_the_same_name_is_refused(test_csv, tmp
     a, b = read_csv(tmp_path / "dataA" / "mydata.csv"), read_csv(tmp_path / "dataB" / "mydata.csv")
     assert [i.id for i in a] == [i.id for i in b]
     condition = CONDITIONS["baseline_enhanced"]
-    run_condition(condition, ReferenceBackend(), a, tmp_path / "run", cache_dir=tmp_path / "c", progress=False)
+    run_config(configured(condition.name, cache_dir=tmp_path / "c"),
+               ReferenceBackend(), a, tmp_path / "run", progress=False)
     before = (tmp_path / "run" / "metadata.json").read_text()
     with pytest.raises(RunMismatchError, match="other data"):
-        run_condition(condition, ReferenceBackend(), b, tmp_path / "run", cache_dir=tmp_path / "c", progress=False)
+        run_config(configured(condition.name, cache_dir=tmp_path / "c"),
+                   ReferenceBackend(), b, tmp_path / "run", progress=False)
     assert (tmp_path / "run" / "metadata.json").read_text() == before  # only rewritten when it matches
 
 
@@ -206,8 +212,8 @@ def test_a_run_whose_first_requests_are_all_refused_stops_with_the_service_messa
     from cpdagthink.run.runner import RunAborted
 
     with pytest.raises(RunAborted, match="Unsupported parameter: 'max_tokens'"):
-        run_condition(CONDITIONS["baseline_enhanced"], Refuses(), items, tmp_path / "run", cache_dir=tmp_path / "c",
-                      chunk_size=1, progress=False, abort_after=3)
+        run_config(configured("baseline_enhanced", cache_dir=tmp_path / "c", chunk_size=1),
+                   Refuses(), items, tmp_path / "run", progress=False, abort_after=3)
     records = read_records(tmp_path / "run")
     assert len(records) == 3 and all(r.rejected and r.prediction is None for r in records)
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["status"] == "aborted"
@@ -216,8 +222,8 @@ def test_a_run_whose_first_requests_are_all_refused_stops_with_the_service_messa
 
 def test_ctrl_c_keeps_every_finished_record_and_says_so(items, tmp_path):
     with pytest.raises(KeyboardInterrupt):
-        run_condition(CONDITIONS["baseline_enhanced"], DiesAfter(ReferenceBackend(), 5, KeyboardInterrupt), items, tmp_path / "run",
-                      cache_dir=tmp_path / "c", chunk_size=1, progress=False)
+        run_config(configured("baseline_enhanced", cache_dir=tmp_path / "c", chunk_size=1),
+                   DiesAfter(ReferenceBackend(), 5, KeyboardInterrupt), items, tmp_path / "run", progress=False)
     assert len(read_records(tmp_path / "run")) == 5
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["status"] == "interrupted" and summary["records"] == summary["asked_records"] == 5
@@ -227,8 +233,8 @@ def test_ctrl_c_keeps_every_finished_record_and_says_so(items, tmp_path):
 def test_a_premise_that_cannot_be_posed_is_recorded_and_the_run_goes_on(items, tmp_path):
     broken = items[0].model_copy(update={"premise": "Premise: Suppose there is a closed system of 2 variables, A "
                                          "and B. All the statements are about them. A correlates with Q."})
-    result = run_condition(CONDITIONS["structured"], ReferenceBackend(), [broken, *items[1:4]], tmp_path / "run",
-                           cache_dir=tmp_path / "c", progress=False)
+    result = run_config(configured("structured", cache_dir=tmp_path / "c"),
+                        ReferenceBackend(), [broken, *items[1:4]], tmp_path / "run", progress=False)
     by_id = {r.id: r for r in result.records}
     assert by_id[broken.id].problem and by_id[broken.id].prediction is None and not by_id[broken.id].turns
     assert sum(r.problem is not None for r in result.records) == 1 and result.summary.problems == 1
@@ -240,8 +246,8 @@ def test_a_concurrent_run_into_the_same_folder_fails_at_once(items, tmp_path):
 
     with RunFolder(tmp_path / "run").locked():
         with pytest.raises(RunLockedError, match="another run"):
-            run_condition(CONDITIONS["baseline_enhanced"], ReferenceBackend(), items, tmp_path / "run",
-                          cache_dir=tmp_path / "c", progress=False)
+            run_config(configured("baseline_enhanced", cache_dir=tmp_path / "c"),
+                       ReferenceBackend(), items, tmp_path / "run", progress=False)
     assert read_records(tmp_path / "run") == []
 
 
@@ -263,8 +269,8 @@ def test_a_premise_no_dag_satisfies_is_recorded_on_its_row_and_the_run_goes_on(t
         writer.writeheader()
         writer.writerows(rows)
     instances = read_csv(tmp_path / "crafted.csv")
-    result = run_condition(CONDITIONS["structured"], ReferenceBackend(), instances, tmp_path / "run",
-                           cache_dir=tmp_path / "c", progress=False)
+    result = run_config(configured("structured", cache_dir=tmp_path / "c"),
+                        ReferenceBackend(), instances, tmp_path / "run", progress=False)
     crafted = next(r for r in result.records if r.id == instances[1].id)
     assert "no DAG has exactly the stated independencies" in crafted.problem
     assert crafted.oracle_label is None and not crafted.turns and crafted.prediction is None
@@ -287,20 +293,23 @@ class Built(Backend):
 
 def test_a_folder_of_another_backend_names_the_field_and_both_values(items, tmp_path):
     condition = CONDITIONS["baseline_enhanced"]
-    run_condition(condition, Built("a"), items[:2], tmp_path / "run", cache_dir=tmp_path / "c", progress=False)
+    run_config(configured(condition.name, cache_dir=tmp_path / "c"),
+               Built("a"), items[:2], tmp_path / "run", progress=False)
     with pytest.raises(RunMismatchError, match=r'different backend \(backend.build: "b" asked, "a" in the folder\)'):
-        run_condition(condition, Built("b"), items[:2], tmp_path / "run", cache_dir=tmp_path / "c", progress=False)
+        run_config(configured(condition.name, cache_dir=tmp_path / "c"),
+                   Built("b"), items[:2], tmp_path / "run", progress=False)
     with pytest.raises(RunMismatchError, match=r"different run \(run.decoding.max_tokens_turn1: 64 asked, 1024 in the "
                                                r"folder\)"):
-        run_condition(condition, Built("a"), items[:2], tmp_path / "run",
-                      cache_dir=tmp_path / "c", decoding=Decoding(max_tokens_turn1=64), progress=False)
+        run_config(configured(condition.name, cache_dir=tmp_path / "c", decoding=Decoding(max_tokens_turn1=64)),
+                   Built("a"), items[:2], tmp_path / "run", progress=False)
 
 
 def test_a_rerun_of_a_subset_writes_a_summary_of_the_whole_folder(items, tmp_path):
     condition = CONDITIONS["baseline_enhanced"]
-    run_condition(condition, ReferenceBackend(), items[:10], tmp_path / "run", cache_dir=tmp_path / "c", progress=False)
-    subset = run_condition(condition, ReferenceBackend(), items[:3], tmp_path / "run", cache_dir=tmp_path / "c",
-                           progress=False)
+    run_config(configured(condition.name, cache_dir=tmp_path / "c"),
+               ReferenceBackend(), items[:10], tmp_path / "run", progress=False)
+    subset = run_config(configured(condition.name, cache_dir=tmp_path / "c"),
+                        ReferenceBackend(), items[:3], tmp_path / "run", progress=False)
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["records"] == summary["answered"] == 10 and len(read_records(tmp_path / "run")) == 10
     assert summary["asked"] == summary["asked_records"] == 3 and summary["status"] == "finished"
@@ -312,8 +321,8 @@ def test_a_run_ended_by_a_backend_error_says_so_with_its_message(items, tmp_path
 
     timed_out = BackendError("http://127.0.0.1:9/v1: no answer within 3 s (timeout), after 4 retries")
     with pytest.raises(BackendError):
-        run_condition(CONDITIONS["baseline_enhanced"], DiesAfter(ReferenceBackend(), 4, timed_out), items,
-                      tmp_path / "run", cache_dir=tmp_path / "c", chunk_size=1, progress=False)
+        run_config(configured("baseline_enhanced", cache_dir=tmp_path / "c", chunk_size=1),
+                   DiesAfter(ReferenceBackend(), 4, timed_out), items, tmp_path / "run", progress=False)
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["status"] == "error" and summary["records"] == 4
     assert summary["message"] == "BackendError: http://127.0.0.1:9/v1: no answer within 3 s (timeout), after 4 retries"
@@ -334,8 +343,8 @@ class SaysYes(Backend):
 def test_a_hypothesis_the_oracle_cannot_read_is_posed_all_the_same(items, tmp_path, condition):
     """Such a row is posed to every condition like any other; only its oracle label is missing."""
     odd = items[0].model_copy(update={"hypothesis": "A is a close friend of B."})
-    result = run_condition(CONDITIONS[condition], SaysYes(), [odd, *items[1:3]], tmp_path / "run",
-                           cache_dir=tmp_path / "c", progress=False)
+    result = run_config(configured(condition, cache_dir=tmp_path / "c"),
+                        SaysYes(), [odd, *items[1:3]], tmp_path / "run", progress=False)
     record = result.records[0]
     assert record.problem is None and record.turns and record.answer == "YES" and record.oracle_label is None
     assert all(r.oracle_label in (0, 1) for r in result.records[1:]) and result.summary.problems == 0
@@ -348,8 +357,8 @@ APP_J = ("model_revision", "tokenizer_revision", "model_package", "api", "served
 def test_metadata_carries_the_app_j_fields(items, tmp_path):
     import os
 
-    run_condition(CONDITIONS["baseline_enhanced"], ReferenceBackend(), items[:2], tmp_path / "run",
-                  cache_dir=tmp_path / "c", progress=False)
+    run_config(configured("baseline_enhanced", cache_dir=tmp_path / "c"),
+               ReferenceBackend(), items[:2], tmp_path / "run", progress=False)
     meta = json.loads((tmp_path / "run" / "metadata.json").read_text())
     assert set(APP_J) <= set(meta)
     assert meta["hardware"]["cpu_cores"] == os.cpu_count() and isinstance(meta["hardware"]["gpus"], list)
@@ -387,8 +396,8 @@ def test_the_git_revision_names_the_commit_and_whether_tracked_files_changed(tmp
 def test_metadata_records_the_backends_provenance(items, tmp_path):
     from cpdagthink.run.records import RunMetadata
 
-    run_condition(CONDITIONS["structured"], WithProvenance(), items[:2], tmp_path / "run", cache_dir=tmp_path / "c",
-                  progress=False)
+    run_config(configured("structured", cache_dir=tmp_path / "c"),
+               WithProvenance(), items[:2], tmp_path / "run", progress=False)
     meta = RunMetadata.model_validate_json((tmp_path / "run" / "metadata.json").read_text())
     assert meta.model_revision == meta.tokenizer_revision == "sha256:" + "ab" * 32
     assert meta.model_package == "some-gguf==1.0" and meta.status == "finished"
@@ -402,8 +411,9 @@ def test_an_api_runs_metadata_names_the_api_and_the_served_snapshot(items, tmp_p
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-secret")
     with ReasoningAPIServer() as server:
         backend = make_backend("openai", model="gpt-5.4-mini", base_url=server.url, reasoning_effort="medium")
-        run_condition(CONDITIONS["baseline_enhanced"], backend, items[:2], tmp_path / "run", cache_dir=tmp_path / "c",
-                      decoding=Decoding(temperature=1.0, max_tokens_turn1=2048, max_tokens_answer=1024), progress=False)
+        run_config(configured("baseline_enhanced", cache_dir=tmp_path / "c",
+                              decoding=Decoding(temperature=1.0, max_tokens_turn1=2048, max_tokens_answer=1024)),
+                   backend, items[:2], tmp_path / "run", progress=False)
     text = (tmp_path / "run" / "metadata.json").read_text()
     meta = json.loads(text)
     assert meta["served_models"] == ["gpt-5.4-mini-2025-08-07"]  # the response's `model`, not the name asked for
@@ -417,8 +427,8 @@ def test_a_local_runs_metadata_names_the_gguf_file_and_its_package(tmp_path):
 
     backend = make_backend("local", model="smollm2-135m", n_ctx=2048)
     try:
-        run_condition(CONDITIONS["baseline_enhanced"], backend, [], tmp_path / "run", cache_dir=tmp_path / "c",
-                      progress=False)
+        run_config(configured("baseline_enhanced", cache_dir=tmp_path / "c"),
+                   backend, [], tmp_path / "run", progress=False)
     finally:
         backend.close()
     meta = json.loads((tmp_path / "run" / "metadata.json").read_text())
@@ -439,6 +449,24 @@ def test_run_config_runs_one_configured_run_into_the_folder_it_names(test_csv, t
     assert [r.intervention.name for r in result.records] == ["drop_premise"] * 3
     assert all(not r.intervention.include_premise for r in result.records)
     assert json.loads((result.out_dir / "config.json").read_text())["probe"] == "drop_premise"
+
+
+def test_run_config_is_the_one_door_and_a_probe_function_needs_the_name_its_records_carry(items, tmp_path):
+    """Every run is a configured one (its identity is its spec's): the runner offers no other way to run, and
+    an intervention handed in without the probe's name in the config is refused before anything is written."""
+    from cpdagthink.method.interventions import PROBES
+    from cpdagthink.run import runner
+
+    assert [name for name in vars(runner) if name.startswith("run_")] == ["run_config"]
+    with pytest.raises(ValueError, match="needs its probe's name"):
+        runner.run_config(configured(cache_dir=tmp_path / "cache"), ReferenceBackend(), items, tmp_path / "run",
+                          intervention=PROBES["drop_premise"], progress=False)
+    assert not (tmp_path / "run").exists()
+    done = runner.run_config(configured(cache_dir=tmp_path / "cache", probe="drop_premise"), ReferenceBackend(),
+                             items[:2], tmp_path / "run", progress=False)
+    assert [r.intervention.name for r in done.records] == ["drop_premise"] * 2
+    assert json.loads((tmp_path / "run" / "metadata.json").read_text())["run"] == configured(
+        cache_dir=tmp_path / "other", probe="drop_premise").spec.identity()
 
 
 # ----------------------------------------------------------------------------- one run, one identity (an API)

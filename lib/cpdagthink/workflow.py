@@ -20,7 +20,6 @@ run always run what they need, and a second pass runs nothing.
 from __future__ import annotations
 
 import fcntl
-import inspect
 import json
 import os
 import shlex
@@ -37,12 +36,6 @@ from .run.parameters import json_or_text
 
 MARKERS = OUTPUTS_ROOT / "plan"
 _GRID_LOCK = "cpdagthink-grid.lock"  # in .snakemake/: held by every main Snakemake of this workflow while it lives
-
-# The backend option that sizes a job, and the Snakemake resource it becomes: vLLM's tensor-parallel GPUs,
-# llama.cpp's CPU threads; an API job holds one of the profile's ``api_slots`` (each sends up to its
-# backend's ``max_concurrency`` requests at a time).
-_SIZED_BY = {"vllm": ("gpu", "tensor_parallel_size"), "local": ("threads", "n_threads")}
-_API_BACKENDS = frozenset({"openai"})
 
 
 class WorkflowConfigError(CpdagthinkError, ValueError):
@@ -242,18 +235,14 @@ def group_limits(config: Mapping[str, Any], backends: set[str]) -> dict[str, dic
 
 
 def job_resources(config: Any) -> dict[str, int]:
-    """``threads``, ``gpu`` and ``api_slots`` of a job running ``config`` (a :class:`cpdagthink.run.config.RunConfig`): the
-    option that sizes its backend, as given or as the backend's own default."""
-    from .backends import backend_factory
+    """``threads``, ``gpu`` and ``api_slots`` of a job running ``config`` (a :class:`cpdagthink.run.config.RunConfig`),
+    as its backend's family answers (:meth:`cpdagthink.backends.base.Backend.job_resources`: vLLM's
+    tensor-parallel GPUs, llama.cpp's CPU threads, one of the profile's ``api_slots`` for a service, each
+    sending up to its backend's ``max_concurrency`` requests at a time)."""
+    from .backends import backend_class
 
-    resources = {"threads": 1, "gpu": 0, "api_slots": 0}
-    if config.backend in _SIZED_BY:
-        resource, option = _SIZED_BY[config.backend]
-        default = inspect.signature(backend_factory(config.backend)).parameters[option].default
-        resources[resource] = int(config.backend_arguments().get(option, default))
-    elif config.backend in _API_BACKENDS:
-        resources["api_slots"] = 1
-    return resources
+    return {"threads": 1, "gpu": 0, "api_slots": 0,
+            **backend_class(config.backend).job_resources(config.backend_arguments())}
 
 
 def _runs(planned: list[Any]) -> Runs:

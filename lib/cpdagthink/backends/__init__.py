@@ -3,6 +3,8 @@
 ``make_backend("local" | "openai" | "vllm" | "reference", **options)`` builds one; the heavy libraries are imported only
 when that backend is built. To register another backend, add one entry to :data:`BACKENDS` (an import path
 ``"module:attribute"`` relative to this package or absolute, or any callable returning a :class:`Backend`).
+What the rest of the package must know of a backend before building it (how a grid job is sized, its model's
+title, its recommended sampling, the conditions it refuses) it asks the class, :func:`backend_class`.
 """
 
 from __future__ import annotations
@@ -38,6 +40,14 @@ def backend_factory(name: str) -> Callable[..., Backend]:
 # What to do when a model is named for a backend that runs none (the reference backend: `prompt`'s default).
 _RUNS_NO_MODEL = (" (it runs no model: name the backend that runs yours, e.g. --backend local for a GGUF on this "
                   "machine, openai for an OpenAI-compatible endpoint, vllm for vLLM)")
+
+
+def backend_class(name: str) -> type[Backend]:
+    """The :class:`Backend` class registered under ``name``, whose class-level answers (``sized_by``,
+    :meth:`Backend.model_title`, ...) describe its family without building it; :class:`Backend` itself (every
+    default answer) for a factory that is not a class."""
+    factory = backend_factory(name)
+    return factory if inspect.isclass(factory) and issubclass(factory, Backend) else Backend
 
 
 def check_options(name: str, options: Mapping[str, Any]) -> dict[str, Any]:
@@ -96,6 +106,7 @@ __all__ = [
     "Constraint",
     "Request",
     "ToolCall",
+    "backend_class",
     "backend_factory",
     "check_options",
     "make_backend",

@@ -5,13 +5,17 @@
 
 from __future__ import annotations
 
+import inspect
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Sequence
 
 from ..errors import CpdagthinkError
 from ..method.chat import Completion, Request
+
+if TYPE_CHECKING:
+    from .profiles import RecommendedSampling
 
 
 class BackendError(CpdagthinkError, RuntimeError):
@@ -50,11 +54,54 @@ class Backend(ABC):
     Capabilities are typed attributes, so the runner never reads them out of ``identity()``:
     ``thinking_supported`` (False: the runner sends ``thinking=False`` so one request is one cache entry),
     ``preferred_chunk_size`` (instances per batched call when a run does not choose one).
+
+    What the run configuration, the book and the workflow must know of a family before anything is built
+    is answered by the class, so no module outside ``backends/`` switches on a backend's name: ``sized_by``
+    and ``api_slots`` (:meth:`job_resources`), :meth:`model_title`, :meth:`recommended_sampling`,
+    :meth:`sends_sampling` and :meth:`check_condition`. They are read through the registry
+    (:func:`cpdagthink.backends.backend_class`), so they must import no heavy library (the model's own one
+    is imported when the backend is built).
     """
 
     name: str = "backend"
     thinking_supported: bool = False
     preferred_chunk_size: int = 1
+    # (the scheduler resource a job of this backend holds, the option of this class that sizes it), e.g.
+    # ("threads", "n_threads"); None: a job holds one thread.
+    sized_by: ClassVar[tuple[str, str] | None] = None
+    api_slots: ClassVar[int] = 0  # a job's share of the profile's ``api_slots`` (1 for a service called over HTTP)
+
+    @classmethod
+    def job_resources(cls, options: Mapping[str, Any]) -> dict[str, int]:
+        """The scheduler resources one job of this backend holds with ``options`` (its ``sized_by`` option as
+        given, or as this class's default)."""
+        resources = {"api_slots": cls.api_slots} if cls.api_slots else {}
+        if cls.sized_by:
+            resource, option = cls.sized_by
+            resources[resource] = int(options.get(option, inspect.signature(cls).parameters[option].default))
+        return resources
+
+    @classmethod
+    def model_title(cls, model: str | None) -> str:
+        """The model a run of this backend runs, by its resolved name as a page names it (never ``default``)."""
+        return str(model)
+
+    @classmethod
+    def recommended_sampling(cls, model: str | None, thinking: bool) -> RecommendedSampling | None:
+        """The publisher's recommended sampling for ``model`` in the thinking (or non-thinking) mode; None
+        where this family records none."""
+        return None
+
+    @classmethod
+    def sends_sampling(cls, model: str | None) -> bool:
+        """False where the service takes no sampling parameters for ``model`` and applies its own
+        (temperature 1, top_p 1: the OpenAI reasoning models)."""
+        return True
+
+    @classmethod
+    def check_condition(cls, model: str | None, thinking: bool, options: Mapping[str, Any]) -> None:
+        """Refuse early (a ``ValueError``) a run this family cannot serve: ``thinking`` off where ``model``
+        cannot switch reasoning off, an option its model family does not take. Nothing by default."""
 
     @abstractmethod
     def identity(self) -> dict[str, Any]:

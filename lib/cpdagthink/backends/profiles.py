@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Literal
+from typing import Any, Literal, Mapping
 
 from ..errors import CpdagthinkError
 
@@ -269,3 +269,22 @@ def check_condition(profile: ModelProfile, thinking: bool, *, model: str = "", e
     raise ProfileError(f"no known way to switch thinking off for {name}: no profile matches it. Pass "
                        "thinking_param=chat_template_kwargs (vLLM chat templates with enable_thinking) or "
                        "thinking_param=reasoning_effort with a family that has an off value")
+
+
+class ProfiledFamily:
+    """The family answers (:class:`~cpdagthink.backends.base.Backend`) of a backend whose models are read
+    through :data:`PROFILES`, the OpenAI-compatible services and vLLM: mixed in before ``Backend``. A run
+    with no model named has no profile to read, so it is checked and sampled as any backend's."""
+
+    @classmethod
+    def recommended_sampling(cls, model: str | None, thinking: bool) -> RecommendedSampling | None:
+        return recommended_sampling(model, thinking) if model else None
+
+    @classmethod
+    def sends_sampling(cls, model: str | None) -> bool:
+        return profile_for(model).sampling if model else True
+
+    @classmethod
+    def check_condition(cls, model: str | None, thinking: bool, options: Mapping[str, Any]) -> None:
+        if model:
+            check_condition(profile_for(model), thinking, model=model, effort=options.get("reasoning_effort"))

@@ -32,6 +32,10 @@ class ReferenceBackend(Backend):
 
     name = "reference"
 
+    @classmethod
+    def model_title(cls, model: str | None) -> str:
+        return "the symbolic reference agent, which reads the exact oracle's CPDAG"
+
     def identity(self) -> dict[str, Any]:
         return {"backend": "reference", "model": "pc-oracle", "revision": "exact"}
 

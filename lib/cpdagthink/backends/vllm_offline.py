@@ -35,7 +35,7 @@ from typing import Any, Sequence
 
 from ..method.chat import Completion, Request
 from .base import Backend, BackendError, Provenance
-from .profiles import ModelProfile, profile_for, with_overrides
+from .profiles import ModelProfile, ProfiledFamily, profile_for, with_overrides
 from .toolcalls import (MISTRAL_OPEN, OPEN, chat_messages, completion_from_text, envelope_regex,
                         render_unparsed_calls, split_reasoning)
 
@@ -158,11 +158,12 @@ def import_vllm() -> Any:
     return vllm
 
 
-class VLLMBackend(Backend):
+class VLLMBackend(ProfiledFamily, Backend):
     """A Hugging Face model under offline vLLM (tensor parallel over ``tensor_parallel_size`` GPUs)."""
 
     name = "vllm"
     preferred_chunk_size = 64  # one batched generate() per turn over a chunk
+    sized_by = ("gpu", "tensor_parallel_size")  # a grid job holds its tensor-parallel GPUs
 
     def __init__(
         self,

@@ -33,9 +33,12 @@ def setup_from_parameters(namespace: Mapping[str, Any]) -> RunSet:
     return RunParameters(**known).to_config()
 
 
+REFERENCE_AGENT = "reference"  # the backend of a chapter's reference agent's rows (the upper bound)
+
+
 def reference_of(setup: RunSet) -> RunSet:
     """The same sample and seeds answered by the symbolic reference agent (the upper-bound row)."""
-    return RunSet.model_validate({**setup.model_dump(), "backend": "reference", "model": None,
+    return RunSet.model_validate({**setup.model_dump(), "backend": REFERENCE_AGENT, "model": None,
                                      "backend_options": {}})
 
 
@@ -110,17 +113,11 @@ def run_grid(setup: RunSet, conditions: Iterable[str], seeds: Iterable[int],
 
 def model_name(setup: RunSet) -> str:
     """The model a setup runs, by its resolved name (never ``default``): the local registry's title for a
-    short name, the file name of a ``.gguf`` path, the symbolic agent for the reference backend."""
-    if setup.backend == "reference":
-        return "the symbolic reference agent, which reads the exact oracle's CPDAG"
-    if setup.backend == "local":
-        from pathlib import Path
+    short name, the file name of a ``.gguf`` path, the symbolic agent for the reference backend: as the
+    backend's family titles it (:meth:`cpdagthink.backends.base.Backend.model_title`)."""
+    from ..backends import backend_class
 
-        from ..backends.models import DEFAULT_MODEL, MODELS
-
-        spec = MODELS.get(setup.model or DEFAULT_MODEL)
-        return spec.title if spec else Path(str(setup.model)).name
-    return str(setup.model)
+    return backend_class(setup.backend).model_title(setup.model)
 
 
 def configuration(setup: RunSet, instances: Sequence[Instance], seeds: Sequence[int],

@@ -58,7 +58,7 @@ def main_results_runs(setup: RunSet, values: Mapping[str, Any]) -> list[Declared
     """Chapter 01: every condition at every seed and, unless the setup is the reference agent already, the
     reference agent's rows on the same sample (key ``reference agent``)."""
     runs = _grid("runs", setup, _list(values, "conditions"), setup.seeds)
-    if values.get("include_reference") and setup.backend != "reference":
+    if values.get("include_reference") and setup.backend != ex.REFERENCE_AGENT:
         reference = ex.reference_of(setup)
         runs += [Declared("runs", (REFERENCE, s), reference.for_run(TARGET, s)) for s in setup.seeds]
     return runs
@@ -101,7 +101,7 @@ def probe_runs(setup: RunSet, values: Mapping[str, Any]) -> list[Declared]:
     ``reference``, unless the setup is the reference agent already) for the reference agent."""
     probes = _list(values, "probes")
     runs = _probed("runs", setup, probes, setup.seeds)
-    if values.get("include_reference") and setup.backend != "reference":
+    if values.get("include_reference") and setup.backend != ex.REFERENCE_AGENT:
         runs += _probed("reference", ex.reference_of(setup), probes, setup.seeds)
     return runs
 

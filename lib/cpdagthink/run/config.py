@@ -11,7 +11,7 @@ the chunk size, the folders) is how it is reached and kept.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Literal, Self, Sequence
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Self, Sequence
 
 from pydantic import (
     AfterValidator,
@@ -31,6 +31,9 @@ from ..method.decoding import Decoding, Sampling
 from ..paths import OUTPUTS_ROOT
 from .parameters import coerce_list, coerce_options
 from .spec import RunSpec, Sample, computed_options
+
+if TYPE_CHECKING:
+    from ..backends import Backend
 
 
 def _distinct_seeds(seeds: Sequence[int]) -> Sequence[int]:
@@ -95,16 +98,12 @@ class _Choices(BaseModel):
 
             if CONDITIONS[self.condition].flow is not Flow.TOOL:
                 raise ValueError(f"probe {self.probe!r} replaces a tool call's object; {self.condition!r} makes none")
-        from ..backends import BACKENDS, check_options
+        from ..backends import BACKENDS, backend_class, check_options
 
         if self.backend not in BACKENDS:
             raise ValueError(f"unknown backend {self.backend!r}; choose one of {', '.join(sorted(BACKENDS))}")
         check_options(self.backend, self.backend_arguments())  # a flag the backend does not take fails here
-        if self.backend in _PROFILED_BACKENDS and self.model:
-            from ..backends.profiles import check_condition, profile_for
-
-            check_condition(profile_for(self.model), self.thinks(), model=self.model,
-                            effort=self.backend_options.get("reasoning_effort"))
+        backend_class(self.backend).check_condition(self.model, self.thinks(), self.backend_options)
         return self
 
     def thinks(self, condition: str | None = None) -> bool:
@@ -352,32 +351,22 @@ class RunParameters(BaseModel):
                          seeds=tuple(self.seeds), decoding=decoding, chunk_size=self.chunk_size, **folders)
 
 
-_PROFILED_BACKENDS = ("openai", "vllm")
-
-
 def recommended_sampling(backend: str, model: str | None, thinking: bool = True) -> Sampling | None:
-    """The publisher's recommended sampling for a model, where the local registry or the model profiles know
-    it (their ``source`` says where it was read); None where nothing is recorded."""
-    if backend == "local":
-        from ..backends.models import DEFAULT_MODEL, MODELS
-
-        spec = MODELS.get(model or DEFAULT_MODEL)  # a .gguf path has no registry entry
-        found = spec.recommended_sampling if spec else None
-    elif backend in _PROFILED_BACKENDS and model:
-        from ..backends.profiles import recommended_sampling as profiled
-
-        found = profiled(model, thinking)
-    else:
-        return None
+    """The publisher's recommended sampling for a model, where its backend's family records it (the local
+    registry, the model profiles; their ``source`` says where it was read); None where nothing is recorded."""
+    found = _family(backend).recommended_sampling(model, thinking)
     return None if found is None else Sampling(**{k: getattr(found, k) for k in Sampling.model_fields})
 
 
 def service_sampling(backend: str, model: str | None) -> Sampling | None:
     """For a model whose service takes no sampling parameters (OpenAI reasoning models), the sampling it
     applies itself: temperature 1, top_p 1. None where sampling parameters are sent."""
-    if backend in _PROFILED_BACKENDS and model:
-        from ..backends.profiles import profile_for
+    return None if _family(backend).sends_sampling(model) else Sampling(temperature=1.0)
 
-        if not profile_for(model).sampling:
-            return Sampling(temperature=1.0)
-    return None
+
+def _family(backend: str) -> type[Backend]:
+    """The class that answers for ``backend``'s family; the base class's defaults for a name no entry of
+    ``BACKENDS`` has (:class:`RunConfig` refuses it, with the choices)."""
+    from ..backends import BACKENDS, Backend, backend_class
+
+    return backend_class(backend) if backend in BACKENDS else Backend

@@ -33,7 +33,6 @@ from ..method.conditions import (
     Flow,
     Intervention,
     Turn2Input,
-    describe,
     first_request,
     get_condition,
     intervene,
@@ -44,12 +43,12 @@ from ..method.conditions import (
 from ..method.decoding import Decoding
 from ..method.interventions import get_probe
 from ..paths import PROJECT_ROOT
-from .cache import DEFAULT_CACHE, CallCache, former_identities
+from .cache import CallCache, former_identities
 from .config import RunConfig
 from .records import (SCHEMA_VERSION, GitRevision, Hardware, InterventionRecord, RunMetadata, RunRecord, RunSummary,
                       ToolCallRecord, TurnRecord, batched_calls, json_sha256)
 from .runfolder import CONFIG, METADATA, SUMMARY, RunFolder, RunFolderError, difference, read_metadata
-from .spec import rows_sha256, run_identity
+from .spec import rows_sha256
 
 ABORT_AFTER_REJECTIONS = 5
 # The frameworks App. J names (torch, transformers, vLLM, llama.cpp) and what this package runs on; read from
@@ -265,56 +264,6 @@ def _metadata(run: dict[str, Any], backend: Backend, instances: list[Instance], 
     )
 
 
-def run_condition(
-    condition: Condition,
-    backend: Backend,
-    instances: Iterable[Instance],
-    out_dir: str | Path,
-    *,
-    decoding: Decoding = Decoding(),
-    cache_dir: str | Path = DEFAULT_CACHE,
-    chunk_size: int | None = None,
-    intervention: Intervention | None = None,
-    intervention_name: str | None = None,
-    progress: bool = True,
-    config: RunConfig | None = None,
-    abort_after: int = ABORT_AFTER_REJECTIONS,
-) -> RunResult:
-    """Run ``condition`` on ``instances`` with ``backend``; append one :class:`RunRecord` per instance to
-    ``out_dir/records.jsonl``, describe the run in ``metadata.json`` (and ``config.json`` when ``config``
-    is given: the run is then its :attr:`~RunConfig.spec`) and its outcome in ``summary.json``.
-
-    Raises :class:`RunMismatchError` for a folder of another run or other data, :class:`RunLockedError`
-    while another run writes into the folder, and :class:`RunAborted` when the first ``abort_after``
-    requests of this session were all refused by the service.
-    """
-    if intervention is not None and intervention_name is None:
-        raise ValueError("an intervention needs its name (intervention_name), which every record carries")
-    chunk_size = chunk_size or backend.preferred_chunk_size
-    if chunk_size < 1:
-        raise ValueError(f"chunk_size must be at least 1, got {chunk_size}")
-    instances = list(instances)
-    run = (config.spec.identity() if config is not None  # a run started without a spec: its backend as it names itself
-           else run_identity(describe(condition), intervention_name, backend.identity().get("backend", backend.name),
-                             None, {}, decoding))
-    folder = RunFolder(out_dir)
-    with folder.locked():
-        done = folder.load_records()
-        started = time.time()
-        metadata = _metadata(run, backend, instances, done, started)
-        _check_resumable(folder, metadata, done, instances)
-        if any(r.rejected for r in done):  # a request the service refused is asked again
-            done = [r for r in done if not r.rejected]
-            folder.rewrite_records(done)
-        folder.write_json(METADATA, metadata)
-        if config is not None:
-            folder.write_json(CONFIG, config)
-        backend.attach_run(folder.path)
-        session = _Session(condition, CachedBackend(backend, CallCache(cache_dir)), decoding, intervention,
-                           intervention_name, abort_after)
-        return _Progress(folder, session, metadata, instances, done, started).run(chunk_size, progress)
-
-
 @dataclass
 class _Progress:
     """A session's work on its folder: the records it holds, those it adds, and what it writes when it ends."""
@@ -389,17 +338,42 @@ class _Progress:
 
 
 def run_config(config: RunConfig, backend: Backend, instances: Iterable[Instance], out: str | Path | None = None, *,
-               intervention: Intervention | None = None, progress: bool = True) -> RunResult:
-    """Run one configured run on ``instances`` with ``backend``: the one entry of every front door. Its
-    condition, probe (from :data:`~cpdagthink.method.interventions.PROBES`, unless ``intervention`` gives the
-    function), decoding, cache and chunk size come from ``config``, which the folder keeps as ``config.json``;
-    ``out`` defaults to the folder ``config`` names (:meth:`RunConfig.folder`)."""
+               intervention: Intervention | None = None, progress: bool = True,
+               abort_after: int = ABORT_AFTER_REJECTIONS) -> RunResult:
+    """Run one configured run on ``instances`` with ``backend``: the one entry of every front door, and the only
+    way to run. Its condition, probe (from :data:`~cpdagthink.method.interventions.PROBES`, unless
+    ``intervention`` gives the function), decoding, cache and chunk size come from ``config``, which the folder
+    keeps as ``config.json``, and the run is its :attr:`~RunConfig.spec`; ``out`` defaults to the folder
+    ``config`` names (:meth:`RunConfig.folder`). One :class:`RunRecord` per instance is appended to
+    ``records.jsonl``, ``metadata.json`` describes the run and ``summary.json`` its outcome.
+
+    Raises :class:`RunMismatchError` for a folder of another run or other data, :class:`RunLockedError`
+    while another run writes into the folder, and :class:`RunAborted` when the first ``abort_after``
+    requests of this session were all refused by the service.
+    """
     instances = list(instances)
     if intervention is None and config.probe is not None:
         intervention = get_probe(config.probe)
-    return run_condition(get_condition(config.condition), backend, instances, out or config.folder(instances),
-                         decoding=config.decoding, cache_dir=config.cache_dir, chunk_size=config.chunk_size,
-                         intervention=intervention, intervention_name=config.probe, progress=progress, config=config)
+    if intervention is not None and config.probe is None:
+        raise ValueError("an intervention needs its probe's name (config.probe), which every record carries")
+    chunk_size = config.chunk_size or backend.preferred_chunk_size
+    if chunk_size < 1:
+        raise ValueError(f"chunk_size must be at least 1, got {chunk_size}")
+    folder = RunFolder(out or config.folder(instances))
+    with folder.locked():
+        done = folder.load_records()
+        started = time.time()
+        metadata = _metadata(config.spec.identity(), backend, instances, done, started)
+        _check_resumable(folder, metadata, done, instances)
+        if any(r.rejected for r in done):  # a request the service refused is asked again
+            done = [r for r in done if not r.rejected]
+            folder.rewrite_records(done)
+        folder.write_json(METADATA, metadata)
+        folder.write_json(CONFIG, config)
+        backend.attach_run(folder.path)
+        session = _Session(get_condition(config.condition), CachedBackend(backend, CallCache(config.cache_dir)),
+                           config.decoding, intervention, config.probe, abort_after)
+        return _Progress(folder, session, metadata, instances, done, started).run(chunk_size, progress)
 
 
 class RunAborted(BackendError):

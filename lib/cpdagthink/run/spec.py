@@ -57,8 +57,8 @@ def rows_sha256(instances: Sequence[Instance]) -> str:
 def run_identity(condition: dict[str, Any], probe: str | None, backend: str, model: str | None,
                  options: dict[str, Any], decoding: Decoding) -> dict[str, Any]:
     """A run's identity as JSON: the condition as described (its prompt files' hashes included), the probe, the
-    backend and model, the computed backend options and the decoding. :meth:`RunSpec.identity` for a spec; the
-    runner's own for a run started without one."""
+    backend and model, the computed backend options and the decoding. :meth:`RunSpec.identity` for a spec; a
+    ``metadata.json`` written before runs had one is read into it (:mod:`.records`)."""
     return json.loads(json.dumps({"condition": condition, "probe": probe, "backend": backend, "model": model,
                                   "options": computed_options(options), "decoding": decoding.model_dump(mode="json")},
                                  sort_keys=True))

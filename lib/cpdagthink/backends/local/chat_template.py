@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..method.chat import Request
-from .base import BackendError
-from .toolcalls import chat_messages, envelope_text, render_unparsed_calls
+from ...method.chat import Request
+from ..base import BackendError
+from ..toolcalls import chat_messages, envelope_text, render_unparsed_calls
 
 # Appended to the system message when the chat template cannot render tools itself (same text as Qwen2.5's).
 TOOLS_PREAMBLE = (

@@ -35,9 +35,9 @@ from typing import Any, Callable, Iterator, Protocol, Sequence
 
 from pydantic import BaseModel
 
-from ..files import write_atomic
-from .base import BackendError
-from .openai_responses import MalformedAnswer
+from ...files import write_atomic
+from ..base import BackendError
+from .responses import MalformedAnswer
 
 MAX_REQUESTS = 50_000  # requests in one batch input file (the service's limit)
 MAX_BYTES = 200_000_000  # bytes of one batch input file: under the service's 200 MB however a MB is counted

@@ -29,10 +29,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..files import write_atomic
-from ..paths import IN_CHECKOUT, PROJECT_ROOT, USER_CACHE
-from .base import BackendError
-from .profiles import RecommendedSampling
+from ...files import write_atomic
+from ...paths import IN_CHECKOUT, PROJECT_ROOT, USER_CACHE
+from ..base import BackendError
+from ..profiles import RecommendedSampling
 
 DEFAULT_MODEL = "qwen2.5-0.5b"
 _CHUNK = 1 << 20

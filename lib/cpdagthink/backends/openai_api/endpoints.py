@@ -15,8 +15,8 @@ import re
 from typing import Sequence
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
-from ..credentials import check_url, is_secret_query_key, with_credentials
-from .base import BackendError
+from ...credentials import check_url, is_secret_query_key, with_credentials
+from ..base import BackendError
 
 OPENAI_URL = "https://api.openai.com/v1"
 OPENAI_HOST = "api.openai.com"

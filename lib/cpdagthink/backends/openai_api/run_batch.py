@@ -1,4 +1,4 @@
-"""``vllm run-batch`` as a batch service (:class:`~.openai_batch.BatchService`): the Batch API's input file run by
+"""``vllm run-batch`` as a batch service (:class:`~.batches.BatchService`): the Batch API's input file run by
 vLLM on the node where the job runs, without a server or a port.
 
 ``vllm run-batch -i INPUT -o OUTPUT --model M`` reads the same JSONL lines the OpenAI Batch API reads and writes
@@ -17,7 +17,7 @@ import subprocess
 from pathlib import Path
 from typing import Sequence
 
-from .openai_batch import BatchRecord, BatchState, Poll, read_lines
+from .batches import BatchRecord, BatchState, Poll, read_lines
 
 LOG_CHARS = 2000  # of a failed process's log, in its message
 

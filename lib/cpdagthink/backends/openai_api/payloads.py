@@ -27,9 +27,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Sequence
 
-from ..method.chat import Request
-from .profiles import ModelProfile, profile_for
-from .toolcalls import chat_messages, envelope_regex
+from ...method.chat import Request
+from ..profiles import ModelProfile, profile_for
+from ..toolcalls import chat_messages, envelope_regex
 
 REGEX_MODES = ("none", "vllm")
 # The keywords a ``strict`` function schema may use (the service's structured-outputs subset).

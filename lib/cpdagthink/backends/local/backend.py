@@ -44,8 +44,8 @@ from typing import Any
 
 import numpy as np
 
-from ..method.chat import Completion, Request
-from .base import Backend, BackendError, Provenance, RequestRejected
+from ...method.chat import Completion, Request
+from ..base import Backend, BackendError, Provenance, RequestRejected
 from .jump_forward import (
     INVARIANCE_CONTEXT,
     INVARIANCE_ROWS,
@@ -57,12 +57,13 @@ from .jump_forward import (
     write_invariance,
 )
 from .chat_template import CHATML, TOOLS_POSTAMBLE, TOOLS_PREAMBLE, ChatTemplate
+from ..profiles import RecommendedSampling
 from .models import DEFAULT_MODEL, MODELS, default_cache_dir, resolve_model
 from .kept_states import KeptPrefixes
 from .state_store import StateStore
 from .llama_loading import default_extra_buffers, llama_model_params, load_model
 from .regex_indexes import RegexIndexes, compile_index, token_texts
-from .toolcalls import THINK_CLOSE, THINK_OPEN, completion_from_text, envelope_regex
+from ..toolcalls import THINK_CLOSE, THINK_OPEN, completion_from_text, envelope_regex
 
 INSTALL_HINT = "pip install -e '.[local]'  (llama-cpp-python[server]==0.3.36, outlines[llamacpp]==1.3.3, numba)"
 
@@ -155,6 +156,19 @@ class LocalBackend(Backend):
     """
 
     name = "local"
+    sized_by = ("threads", "n_threads")  # a grid job holds the CPU threads llama.cpp computes on
+
+    @classmethod
+    def model_title(cls, model: str | None) -> str:
+        """The registry's title for a short name, the file name of a ``.gguf`` path."""
+        spec = MODELS.get(model or DEFAULT_MODEL)
+        return spec.title if spec else Path(str(model)).name
+
+    @classmethod
+    def recommended_sampling(cls, model: str | None, thinking: bool) -> RecommendedSampling | None:
+        """The registry's record for a short name (a ``.gguf`` path has none)."""
+        spec = MODELS.get(model or DEFAULT_MODEL)
+        return spec.recommended_sampling if spec else None
 
     def __init__(
         self,
@@ -450,6 +464,3 @@ def _import_llama_cpp() -> Any:
         raise BackendError(f"llama-cpp-python is not installed ({exc}); install with: {INSTALL_HINT}") from exc
     return llama_cpp
 
-
-if __name__ == "__main__":
-    serve()

@@ -30,9 +30,9 @@ from typing import Any
 
 import numpy as np
 
-from ..files import write_atomic
-from ..method.chat import Request
-from .base import BackendError
+from ...files import write_atomic
+from ...method.chat import Request
+from ..base import BackendError
 
 
 class IndexWalker:

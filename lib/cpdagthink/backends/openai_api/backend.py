@@ -1,14 +1,14 @@
 """OpenAI-compatible APIs: chat completions (the OpenAI API, a vLLM server, ``llama_cpp.server``) and the
 OpenAI Responses API (reasoning models), as one backend over four parts:
 
-* :mod:`.openai_payloads` builds each request's payload from the model profile (:mod:`.profiles`): which API
+* :mod:`.payloads` builds each request's payload from the model profile (:mod:`..profiles`): which API
   (``responses`` for the GPT-5 family and the o-series, chat completions for everything else; the ``api``
   option overrides), the token and sampling parameters, the reasoning control, tools and constraints;
   ``meta["api"]`` says which API served.
-* :mod:`.openai_responses` reads each answer into a :class:`Completion` and caps what is stored
+* :mod:`.responses` reads each answer into a :class:`Completion` and caps what is stored
   (``max_stored_chars`` per field).
-* :mod:`.openai_endpoints` gives each endpoint its own key and keeps keys out of every record.
-* :mod:`.transport` sends the attempts: round-robin over ``base_url``, at most ``max_concurrency`` in flight,
+* :mod:`.endpoints` gives each endpoint its own key and keeps keys out of every record.
+* :mod:`..transport` sends the attempts: round-robin over ``base_url``, at most ``max_concurrency`` in flight,
   each attempt within ``timeout``, retried as :meth:`OpenAIBackend.classify` says: 408/409/425/429/5xx,
   connection errors and an HTTP 200 whose body is not a well-formed answer are retried ``retries`` times; a
   request that times out is not (a server that did not answer once will not answer faster the second time,
@@ -29,13 +29,13 @@ import shlex
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from ..method.chat import Completion, Request
-from ..paths import OUTPUTS_ROOT
-from .base import Backend, BackendError, PartialBatchError, Provenance
-from .openai_batch import STATE_FOLDER, BatchRounds, BatchState, BatchStopped, OpenAIBatches, Refused
-from .openai_endpoints import NO_KEY, endpoint_keys, endpoint_urls, public_url, public_url_for_client, redact
-from .openai_payloads import REGEX_MODES, carries_reasoning, chat_kwargs, responses_kwargs, without_reasoning_items
-from .openai_responses import (
+from ...method.chat import Completion, Request
+from ...paths import OUTPUTS_ROOT
+from ..base import Backend, BackendError, PartialBatchError, Provenance
+from .batches import STATE_FOLDER, BatchRounds, BatchState, BatchStopped, OpenAIBatches, Refused
+from .endpoints import NO_KEY, endpoint_keys, endpoint_urls, public_url, public_url_for_client, redact
+from .payloads import REGEX_MODES, carries_reasoning, chat_kwargs, responses_kwargs, without_reasoning_items
+from .responses import (
     MAX_STORED_CHARS,
     MalformedAnswer,
     cap_stored,
@@ -44,9 +44,9 @@ from .openai_responses import (
     completion_from_responses,
     parsed,
 )
-from .profiles import ModelProfile, check_effort, profile_for, with_overrides
-from .transport import MESSAGE_CHARS, Failure, ServiceRejected, Transport, bounded_http_client, status_failure
-from .vllm_run_batch import VLLMRunBatch
+from ..profiles import ModelProfile, ProfiledFamily, check_effort, profile_for, with_overrides
+from ..transport import MESSAGE_CHARS, Failure, ServiceRejected, Transport, bounded_http_client, status_failure
+from .run_batch import VLLMRunBatch
 
 INSTALL_HINT = "pip install -e '.[api]'"
 # Seconds one attempt may take when no ``timeout`` is given: a reasoning model at a paper-scale budget
@@ -103,7 +103,7 @@ def _retry_after(exc: Exception) -> float | None:
         return None
 
 
-class OpenAIBackend(Backend):
+class OpenAIBackend(ProfiledFamily, Backend):
     """Chat completions or the Responses API over HTTP. ``base_url``: None (api.openai.com), one URL, or a
     list (round-robin).
 
@@ -113,18 +113,19 @@ class OpenAIBackend(Backend):
     ``send_sampling`` (send temperature/top_p even where the profile says not to), ``timeout`` (seconds one
     attempt may take in all; default by profile: 600 for reasoning families, else 60), ``retries``,
     ``max_stored_chars`` (kept per field of an answer); ``revision`` and ``reasoning_parser`` record what the
-    server was started with; ``api_key_env`` names the variable whose key is sent (:func:`.openai_endpoints.key_variable`).
+    server was started with; ``api_key_env`` names the variable whose key is sent (:func:`.endpoints.key_variable`).
 
-    ``batch``: send each turn's requests as batch files (:mod:`.openai_batch`), polled every ``batch_poll_s``
+    ``batch``: send each turn's requests as batch files (:mod:`.batches`), polled every ``batch_poll_s``
     seconds; a run is then one chunk (every turn 1, then every turn 2) and never streams an instance's turns.
     ``run_batch`` (the command, ``vllm run-batch`` or ``vllm``; no ``base_url``) runs each file with ``vllm
-    run-batch`` on this node instead (:mod:`.vllm_run_batch`), with ``run_batch_args`` (engine arguments) last.
+    run-batch`` on this node instead (:mod:`.run_batch`), with ``run_batch_args`` (engine arguments) last.
     How requests travel, never what they compute: the identity and the cache keys are a direct call's (to ``vllm
     serve`` for ``run_batch``).
     """
 
     name = "openai"
     preferred_chunk_size = 64
+    api_slots = 1  # a grid job holds one of the profile's api_slots, sending up to max_concurrency at a time
 
     def __init__(
         self,
@@ -243,7 +244,7 @@ class OpenAIBackend(Backend):
         return self.transport.attempts
 
     def classify(self, exc: Exception, url: str) -> Failure | None:
-        """What a failed attempt at ``url`` means (:mod:`.transport`): a timeout is fatal, an HTTP error status
+        """What a failed attempt at ``url`` means (:mod:`..transport`): a timeout is fatal, an HTTP error status
         counts by its code, a connection error or an answer that is not well formed is retried; None for
         any other exception."""
         o = self._openai

@@ -9,7 +9,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from .base import BackendError
+from ..base import BackendError
 
 __all__ = ["cpu_has_amx", "default_extra_buffers", "llama_model_params", "load_model"]
 

@@ -22,9 +22,9 @@ import json
 import threading
 from typing import Any, Callable, TypeVar
 
-from ..method.chat import Completion, ToolCall
-from .base import BackendError
-from .toolcalls import parse_tool_calls, split_reasoning
+from ...method.chat import Completion, ToolCall
+from ..base import BackendError
+from ..toolcalls import parse_tool_calls, split_reasoning
 
 # Characters kept per stored field of an answer (text, reasoning, raw output, a call's arguments): about 64k
 # tokens, above any budget the paper uses, and far below what a runaway or hostile server can send.
