@@ -411,3 +411,17 @@ def test_answers_downloaded_but_never_cached_are_read_from_the_run_folder(answer
                     decoding=DECODING, cache_dir=tmp_path / "cache", progress=False)
         assert len(server.created) == 2 and not server.direct  # nothing asked again
     assert [comparable(r) for r in again.records] == [comparable(r) for r in first.records]
+
+
+def test_a_grid_job_running_vllm_run_batch_holds_its_gpus_not_an_api_slot():
+    from cpdagthink.run.config import RunConfig
+    from cpdagthink.workflow import job_resources
+
+    def resources(**options):
+        return job_resources(RunConfig(backend="openai", model=QWEN, backend_options={"regex_mode": "vllm", **options}))
+
+    assert resources(base_url="http://gpu1:8000/v1") == {"threads": 1, "gpu": 0, "api_slots": 1}
+    assert resources(base_url="http://gpu1:8000/v1", batch=True)["api_slots"] == 1  # batches share the org's queue
+    assert resources(run_batch="vllm run-batch") == {"threads": 1, "gpu": 1, "api_slots": 0}
+    assert resources(run_batch="vllm", run_batch_args="--max-model-len 32768 -tp 4")["gpu"] == 4
+    assert resources(run_batch="vllm", run_batch_args="--tensor-parallel-size=2")["gpu"] == 2

@@ -27,7 +27,7 @@ import json
 import re
 import shlex
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from ...method.chat import Completion, Request
 from ...paths import OUTPUTS_ROOT
@@ -46,7 +46,7 @@ from .responses import (
 )
 from ..profiles import ModelProfile, ProfiledFamily, check_effort, profile_for, with_overrides
 from ..transport import MESSAGE_CHARS, Failure, ServiceRejected, Transport, bounded_http_client, status_failure
-from .run_batch import VLLMRunBatch
+from .run_batch import VLLMRunBatch, run_batch_gpus
 
 INSTALL_HINT = "pip install -e '.[api]'"
 # Seconds one attempt may take when no ``timeout`` is given: a reasoning model at a paper-scale budget
@@ -126,6 +126,14 @@ class OpenAIBackend(ProfiledFamily, Backend):
     name = "openai"
     preferred_chunk_size = 64
     api_slots = 1  # a grid job holds one of the profile's api_slots, sending up to max_concurrency at a time
+
+    @classmethod
+    def job_resources(cls, options: Mapping[str, Any]) -> dict[str, int]:
+        """One of the profile's ``api_slots``; with ``run_batch``, vLLM runs inside the job instead: the GPUs of
+        its tensor-parallel size (``--tensor-parallel-size``/``-tp`` in ``run_batch_args``, else 1), no slot."""
+        if not options.get("run_batch"):
+            return super().job_resources(options)
+        return {"gpu": run_batch_gpus(str(options.get("run_batch_args") or ""))}
 
     def __init__(
         self,

@@ -96,3 +96,14 @@ def _counts(output: Path, total: int | None) -> dict[str, int]:
     lines = read_lines(output.read_text()) if output.is_file() else []
     ok = sum(1 for line in lines if (line.get("response") or {}).get("status_code") == 200)
     return {"total": total if total is not None else len(lines), "completed": ok, "failed": len(lines) - ok}
+
+
+def run_batch_gpus(engine_args: str) -> int:
+    """The GPUs a ``vllm run-batch`` with ``engine_args`` uses: its tensor-parallel size (1 when not given)."""
+    words = shlex.split(engine_args)
+    for i, word in enumerate(words):
+        if word.startswith("--tensor-parallel-size="):
+            return int(word.partition("=")[2])
+        if word in ("--tensor-parallel-size", "-tp") and i + 1 < len(words):
+            return int(words[i + 1])
+    return 1
