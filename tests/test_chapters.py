@@ -69,3 +69,16 @@ def test_the_printed_reproduce_command_runs_as_printed_from_a_fresh_shell_offlin
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     page = (checkout / "book" / "06_failure_gallery.ipynb").read_text()
     assert "Reproduce this page" in page and str(shared / "test.csv") not in page
+
+
+def test_a_parameter_scoped_to_a_chapter_reaches_that_chapter_only():
+    from cpdagthink.book.chapters import for_chapter
+    from cpdagthink.cli import book_papermill_parameters
+
+    assert for_chapter(NOTEBOOKS / "01_main_results.ipynb", {"seeds": [0], "01:seeds": [0, 1, 2]}) == {"seeds": [0, 1, 2]}
+    assert for_chapter(NOTEBOOKS / "04_probes.ipynb", {"seeds": [0], "01:seeds": [0, 1, 2]}) == {"seeds": [0]}
+    given = book_papermill_parameters(["--seeds", "0", "--temperature", "0.7", "-p", "01:seeds=[0,1,2]",
+                                       "--only", "01", "04"])
+    assert given["01_main_results"]["seeds"] == [0, 1, 2] and given["04_probes"]["seeds"] == [0]
+    with pytest.raises(ValueError, match="'04:conditions'"):  # chapter 04 declares no conditions
+        book_papermill_parameters(["-p", "04:conditions=[\"structured\"]", "--only", "01", "04"])

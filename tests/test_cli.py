@@ -515,3 +515,16 @@ def test_plan_and_render_outside_a_checkout_say_what_they_need(tmp_path, monkeyp
         captured = capsys.readouterr()
         assert captured.err == f"cpdagthink {command[0]}: error: {tmp_path / missing} is missing: {NEEDS_CHECKOUT}\n"
         assert not captured.out  # no empty plan printed
+
+
+def test_a_named_budget_set_reaches_run_and_the_book_and_an_explicit_budget_wins():
+    from cpdagthink.cli import _parameters, book_papermill_parameters, build_parser
+
+    given = book_papermill_parameters(["--budgets", "paper", "--max-tokens-answer", "7", "--only", "01"])
+    assert {k: given["01_main_results"][k] for k in ("max_tokens_turn1", "max_tokens_answer")} == \
+        {"max_tokens_turn1": 16384, "max_tokens_answer": 7}
+    default = book_papermill_parameters(["--only", "01"])["01_main_results"]
+    assert "max_tokens_turn1" not in default  # the notebook's own default, the same set
+    args = build_parser().parse_args(["run", "--condition", "structured", "--budgets", "paper"])
+    assert _parameters(args).to_config().decoding.max_tokens_turn1 == 16384
+    assert run("run", "--condition", "structured", "--budgets", "huge").returncode == 2

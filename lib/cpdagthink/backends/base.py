@@ -103,6 +103,14 @@ class Backend(ABC):
         """Refuse early (a ``ValueError``) a run this family cannot serve: ``thinking`` off where ``model``
         cannot switch reasoning off, an option its model family does not take. Nothing by default."""
 
+    tools: ClassVar[bool] = True  # a class-level answer: the backend passes tools and tool messages (chapter 07's design)
+
+    @classmethod
+    def applies_regex(cls, options: Mapping[str, Any]) -> bool:
+        """A class-level answer, read without building the backend: whether a request's regex constraint is
+        applied to decoding under these options (a design point that needs it is refused where it is not)."""
+        return True
+
     @abstractmethod
     def identity(self) -> dict[str, Any]:
         """What computes: backend, model, revision or file hash, build, decoder and profile, the fixed settings

@@ -27,6 +27,7 @@ from pydantic import (
 
 from ..causal.instance import Instance
 from ..credentials import is_secret_query_key, strip_credentials
+from ..method.budgets import DEFAULT as DEFAULT_BUDGETS
 from ..method.decoding import Decoding, Sampling
 from ..paths import OUTPUTS_ROOT
 from .parameters import coerce_list, coerce_options
@@ -98,6 +99,9 @@ class _Choices(BaseModel):
 
             if CONDITIONS[self.condition].flow is not Flow.TOOL:
                 raise ValueError(f"probe {self.probe!r} replaces a tool call's object; {self.condition!r} makes none")
+            if CONDITIONS[self.condition].repair:
+                raise ValueError(f"probe {self.probe!r} and {self.condition!r}'s repair round would both replace the "
+                                 "object turn 2 shows: run the probe on a condition without one")
         from ..backends import BACKENDS, backend_class, check_options
 
         if self.backend not in BACKENDS:
@@ -282,8 +286,8 @@ class RunParameters(BaseModel):
     sample_min_positives: NonNegativeInt = 1
     seeds: Annotated[list[int], _Listed, _Seeds] = Field(default_factory=lambda: [0], min_length=1)
     tool_choice: Literal["auto", "forced"] = "auto"
-    max_tokens_turn1: PositiveInt = 1024
-    max_tokens_answer: PositiveInt = 512
+    max_tokens_turn1: PositiveInt = DEFAULT_BUDGETS.turn1
+    max_tokens_answer: PositiveInt = DEFAULT_BUDGETS.answer
     thinking: bool = True
     sampling: Literal["auto", "greedy", "recommended"] = "auto"
     temperature: float | None = Field(None, ge=0.0, le=5.0)

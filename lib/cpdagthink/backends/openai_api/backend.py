@@ -135,6 +135,12 @@ class OpenAIBackend(ProfiledFamily, Backend):
             return super().job_resources(options)
         return {"gpu": run_batch_gpus(str(options.get("run_batch_args") or ""))}
 
+    @classmethod
+    def applies_regex(cls, options: Mapping[str, Any]) -> bool:
+        """A generic OpenAI-compatible server applies no regex; a vLLM server does, given it with
+        ``regex_mode="vllm"`` (its ``structured_outputs``)."""
+        return options.get("regex_mode") == "vllm"
+
     def __init__(
         self,
         model: str,
