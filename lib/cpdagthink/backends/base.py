@@ -70,6 +70,7 @@ class Backend(ABC):
     # ("threads", "n_threads"); None: a job holds one thread.
     sized_by: ClassVar[tuple[str, str] | None] = None
     api_slots: ClassVar[int] = 0  # a job's share of the profile's ``api_slots`` (1 for a service called over HTTP)
+    offers_batches: ClassVar[bool] = False  # takes ``batch=true``: a run's calls as batch files, at the batch price
 
     @classmethod
     def job_resources(cls, options: Mapping[str, Any]) -> dict[str, int]:

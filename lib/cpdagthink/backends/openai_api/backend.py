@@ -126,6 +126,7 @@ class OpenAIBackend(ProfiledFamily, Backend):
     name = "openai"
     preferred_chunk_size = 64
     api_slots = 1  # a grid job holds one of the profile's api_slots, sending up to max_concurrency at a time
+    offers_batches = True  # -o batch=true: the Batch API (:mod:`.batches`)
 
     @classmethod
     def job_resources(cls, options: Mapping[str, Any]) -> dict[str, int]:
