@@ -6,6 +6,7 @@ notebooks is what `make book` runs (and `benchmarks/book.py` times).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import re
@@ -102,20 +103,22 @@ def test_render_reads_each_chapters_configuration_and_marks_a_mixed_book(tmp_pat
     records = chapter_records(book)
     assert list(records) == ["01_main_results", "04_probes"]
     one = _html(build_summary(records))
-    assert one.startswith("<blockquote>\n<p><strong>Does the method work on this model?</strong> No chapter's key")
+    assert one.startswith("<blockquote>\n<p><strong>Does Structured Thinking beat BaselineEnhanced on this model?"
+                          "</strong> No claim about LLMs: chapter 01 ran the symbolic reference agent")
     assert "<p><strong>One configuration for every chapter:</strong> symbolic reference agent" in one
-    # text cells are shown literally, commands as code
-    assert ("<td>01_main_results</td>\n<td>the gain</td>\n<td>+1 [-40, +45]</td>\n<td>+13.35</td>\n"
+    # text cells are shown literally, commands as code, chapters by their names
+    assert ("<td>01 main results</td>\n<td>the gain</td>\n<td>+1 [-40, +45]</td>\n<td>+13.35</td>\n"
             "<td>This build cannot test the paper's claim</td>") in one
-    assert "<li>04_probes: <code>cpdagthink book --only 04</code></li>" in one
+    assert "<li>04 probes: <code>cpdagthink book --only 04</code></li>" in one
     several = _html(build_summary({"01_main_results": {**records["01_main_results"], "configuration": {
         **records["01_main_results"]["configuration"], "seeds": [0, 1, 2]}}}))
-    assert "seeds 0, 1, 2, token budgets" in several and "[0" not in several  # prose, not a Python list
+    assert "seeds 0, 1, 2, no token budgets or decoding (the reference agent computes" in several
+    assert "[0" not in several and "greedy" not in several  # prose, not a Python list; the agent has no decoding
     _executed(book / "04_probes.ipynb", {**CONFIG, "instances": 20})
     assert "Each chapter's configuration" not in one  # one configuration: said once, not per chapter
     mixed = _html(build_summary(chapter_records(book)))
     assert "</blockquote>\n<p><strong>This book is mixed:</strong>" in mixed
-    assert ("<td>04_probes</td>\n<td>symbolic reference agent</td>\n<td>test split</td>\n"
+    assert ("<td>04 probes</td>\n<td>symbolic reference agent</td>\n<td>test split</td>\n"
             "<td>20 (2 positive, 2 negative)</td>") in mixed
     hide_injected_parameters(book / "01_main_results.ipynb")
     cell = nbformat.read(book / "01_main_results.ipynb", as_version=4).cells[0]
@@ -131,16 +134,20 @@ def test_the_intros_box_says_why_this_builds_numbers_look_as_they_do_from_the_re
     headline = {"figure": "the gain", "paper": 13.35, "value": -66.67, "ci_low": -100.0, "ci_high": 0.0,
                 "verdict": "This build cannot test the paper's claim: ...", "paper_key": "main_delta", "degenerate": True,
                 "causes": [constant, "BaselineEnhanced finished 1 of its 4 answers (3 cut off at the token budget)"]}
-    _executed(book / "01_main_results.ipynb", CONFIG, headline)
-    _executed(book / "04_probes.ipynb", CONFIG, headline | {"causes": [constant]})
-    _executed(book / "05_audit.ipynb", CONFIG, headline | {"degenerate": False, "causes": [
+    llm = {**CONFIG, "backend": "openai", "model": "m"}
+    _executed(book / "01_main_results.ipynb", llm, headline)
+    _executed(book / "04_probes.ipynb", llm, headline | {"causes": [constant]})
+    _executed(book / "05_audit.ipynb", llm, headline | {"degenerate": False, "causes": [
         "4 of 4 parsed Structured Thinking objects show the violation <b>“edge both directed and undirected”</b>"]})
     box = build_summary(chapter_records(book))
     text = str(box)
-    assert text.startswith("Does the method work on this model? Not on this build's evidence: the key figure of 2 "
-                           "chapters (01, 04) is what degenerate answers produce, not a finding. Its records show: "
-                           "Structured Thinking answered NO on every one of its 4 rows (chapter 01, 04); BaselineEnhanced")
-    assert "edge both directed and undirected”</b> (chapter 05). So this build shows the pipeline running" in text
+    assert text.startswith("Does Structured Thinking beat BaselineEnhanced on this model? Not on this build's evidence. "
+                           "This build cannot test the paper's claim: ... Each other chapter, for its own question: "
+                           "chapter 04 (the gain, -66.7 pp (95% CI [-100.0, +0.0])): this build cannot test the paper's "
+                           "claim; chapter 05")
+    assert ("Their records show: Structured Thinking answered NO on every one of its 4 rows (chapter 01, 04); "
+            "BaselineEnhanced") in text
+    assert "edge both directed and undirected”</b> (chapter 05)." in text
     html = _html(box)
     assert html.startswith("<blockquote>") and "<b>" not in html and "&lt;b&gt;" in html
 
@@ -242,6 +249,7 @@ def test_book_builds_with_tables_and_figures(test_csv, tmp_path, monkeypatch):
         assert "<table" in page, name
         assert "sample of 12 instances" in page, name
         assert "Traceback" not in page and "nan" not in re.sub(r"<[^>]+>", " ", page).split(), name
+        assert not re.search(r">\s*\d+\.0{6}\s*<", page), name  # a seed or a count never prints as 0.000000
         check_results_before_code(name, page)
         check_captions(name, page)
         check_tables_fit(name, page)
@@ -253,10 +261,11 @@ def test_book_builds_with_tables_and_figures(test_csv, tmp_path, monkeypatch):
     assert "<strong>18</strong> rows" in html["05_audit"]
     assert "alarm7 Structured Thinking:" in html["02_complexity"]  # the reading's line, not the code that writes it
     assert "On <code" in html["02_complexity"] and "generated:paraphrase" in html["02_complexity"]
-    assert re.search(r"swap_valid_cpdag</span></code> [+-]\d", html["04_probes"])
-    appendix = (pages / "paper_figures.html").read_text()
-    for key in paper()["key"]:
-        assert f">{key}<" in appendix, key
+    assert re.search(r"swap to another valid CPDAG [+-]\d", html["04_probes"])  # a probe by its display name
+    appendix = (pages / "paper_figures.html").read_text()  # a table to read: figures in words, not the CSV's keys
+    figures = paper()
+    assert all(f">{metric}<" in appendix for metric in figures["metric"]) and ">main_delta<" not in appendix
+    assert ">13.35<" in appendix and ">2.4e-06<" in appendix  # the paper's own precision
 
 
 def check_results_before_code(name: str, page: str) -> None:
@@ -659,7 +668,7 @@ def test_a_chapter_from_another_version_is_listed_as_such_not_a_crash(tmp_path, 
     old = {k: v for k, v in CONFIG.items() if k != "decoding"}
     _executed(tmp_path / "book" / "04_probes.ipynb", old)
     summary = _rendered_without_sphinx(tmp_path, monkeypatch)
-    assert summary.startswith("**Chapters not counted here:** 04_probes: made by another version (its first "
+    assert summary.startswith("**Chapters not counted here:** 04 probes: made by another version (its first "
                               "screen's 'configuration' lacks 'decoding'); run `cpdagthink book --only 04` again")
     assert "**One configuration for every chapter:**" in summary  # the readable chapter is still reported
 
@@ -687,9 +696,9 @@ def test_a_half_built_book_is_refused_unless_a_partial_book_is_asked_for(tmp_pat
             "--only 01` again, or pass --allow-partial") in error
     assert not (tmp_path / "book" / "build_summary.md").exists()  # nothing published
     summary = _rendered_without_sphinx(tmp_path, monkeypatch, allow_partial=True)
-    assert summary.startswith("**Chapters not counted here:** 01_main_results: its execution did not finish, "
+    assert summary.startswith("**Chapters not counted here:** 01 main results: its execution did not finish, "
                               "a cell raised KeyboardInterrupt; run `cpdagthink book --only 01` again")
-    assert "| 06_failure_gallery |" in summary and "| 01_main_results |" not in summary
+    assert "| 06 failure gallery |" in summary and "| 01 main results |" not in summary
     cells = nbformat.read(tmp_path / "book" / "01_main_results.ipynb", as_version=4).cells
     assert _unescaped(cells[1].source).startswith(
         "**This chapter's execution did not finish** (a cell raised KeyboardInterrupt)")
@@ -735,3 +744,61 @@ def test_ctrl_c_during_a_chapter_prints_one_clear_line_and_no_kernel_traceback(t
     assert err.strip().splitlines() == [
         "cpdagthink book: interrupted; every finished record is kept, run again to resume"]
     assert (tmp_path / "book" / ".01_main_results.kernel.log").is_file()
+
+
+def _known_book(tmp_path, structured: float, baseline: float, gallery_model: str | None = None):
+    """A book of chapters 01 and 06 on 400-row runs of known answers (tests/known_answers.py): chapter 01's first
+    screen records the headline its reading computes; the gallery reads the primary seed of the same runs."""
+    from cpdagthink.analysis import tables
+    from cpdagthink.book import readings
+    from cpdagthink.causal.instance import Instance
+    from known_answers import GOLD, records, right_on
+
+    runs = {("structured", 0): records("structured", right_on(structured, 1)),
+            ("baseline_enhanced", 0): records("baseline_enhanced", right_on(baseline, 2))}
+    rows = [Instance(id=f"r{i}", premise="", hypothesis="", label=g, num_variables=5, template="t", split="test",
+                     source="test") for i, g in enumerate(GOLD)]
+    paired = tables.paired_frame(runs, "structured", ["baseline_enhanced"], n_resamples=1000)
+    headline = readings.main_results(tables.scores_frame(runs), paired, rows, [0], runs).headline
+    headline = dataclasses.replace(headline, answered_by="openai")
+    config = {**CONFIG, "backend": "openai", "model": "Qwen/Qwen3.5-27B", "instances": 400, "positives": 200,
+              "negatives": 200, "sample": "whole split", "seeds": [0, 1, 2]}
+    book = tmp_path / "book"
+    book.mkdir()
+    _executed(book / "01_main_results.ipynb", config, headline.record())
+    gallery = {**config, "seeds": [0], "model": gallery_model or config["model"]}
+    _executed(book / "06_failure_gallery.ipynb", gallery, {
+        "figure": "errors localised", "paper": 32.0, "value": 50.0, "ci_low": None, "ci_high": None, "unit": "",
+        "verdict": "This chapter describes rather than tests: it localises 50 errors.", "paper_key": "gallery_cases",
+        "causes": [], "degenerate": False})
+    return build_summary(chapter_records(book)), headline
+
+
+def test_the_intros_box_answers_yes_from_chapter_01s_interval_on_a_book_built_by_one_command(tmp_path):
+    """92% against 75% right on 400 rows: the box says yes with the gain and its interval; the gallery reading the
+    primary seed of the same runs by design does not make the book mixed."""
+    box, headline = _known_book(tmp_path, 0.92, 0.75)
+    text = str(box)
+    assert text.startswith("Does Structured Thinking beat BaselineEnhanced on this model? Yes, on this build's "
+                           f"evidence: in chapter 01, the gain of Structured Thinking over BaselineEnhanced is "
+                           f"{headline.value:+.1f} pp (95% CI [{headline.ci_low:+.1f}, {headline.ci_high:+.1f}]), an "
+                           "interval wholly above zero.")
+    assert "chapter 06 (errors localised): this chapter describes rather than tests" in text
+    assert "This book is mixed" not in text
+    reference = {"figure": "the drop under the full scramble", "paper": 25.0, "value": 1.0, "ci_low": 0.0,
+                 "ci_high": 2.0, "verdict": "This build makes no claim about LLMs: the symbolic reference agent ...",
+                 "paper_key": "probe_full_drop", "causes": [], "degenerate": False, "answered_by": "reference"}
+    _executed(tmp_path / "book" / "04_probes.ipynb", {**CONFIG, "backend": "reference"}, reference)
+    assert ("chapter 04 (the drop under the full scramble, +1.0 pp (95% CI [+0.0, +2.0])): this build makes no "
+            "claim about LLMs") in str(build_summary(chapter_records(tmp_path / "book")))
+    assert "One configuration for every chapter: Qwen/Qwen3.5-27B (backend openai), test split, whole split, seeds " \
+           "0, 1, 2 (chapter 06 reads 0)," in text
+
+
+def test_the_intros_box_answers_no_for_a_method_no_better_and_a_book_of_two_models_is_mixed(tmp_path):
+    box, headline = _known_book(tmp_path, 0.80, 0.80, gallery_model="another/model-9B")
+    text = str(box)
+    assert text.startswith("Does Structured Thinking beat BaselineEnhanced on this model? Not by the paper's margin: "
+                           "in chapter 01, the gain")
+    assert "an interval that contains zero and excludes the paper's +13.35 pp." in text
+    assert "This book is mixed: its chapters ran with different models" in text

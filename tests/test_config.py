@@ -312,3 +312,11 @@ def test_thinking_off_conditions_sample_at_the_non_thinking_recommendation():
     assert chosen.for_run("no_thinking").decoding.temperature == 0.6  # a chosen sampling is kept
     local = RunParameters(seeds=[0, 1]).to_config()  # one recommendation only: the same for every condition
     assert sampled(local.for_run("no_thinking")) == sampled(local.for_run("structured"))
+
+
+@pytest.mark.parametrize("option", ["max_concurrency=-3", "retries=1e9", "backoff_base=1e9", "base_url=",
+                                    "base_url=file:///etc/passwd"])
+def test_an_api_option_out_of_range_is_refused_by_name_and_never_stored(option, tmp_path):
+    """What `-o` gives reaches config.json only when the backend's signature takes it as it is."""
+    with pytest.raises(ValidationError, match=f"backend 'openai' option {option.partition('=')[0]}:"):
+        RunParameters(backend="openai", model="m", backend_options=option).to_config()

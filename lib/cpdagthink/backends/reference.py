@@ -46,6 +46,8 @@ class ReferenceBackend(Backend):
     """The oracle behind the backend interface."""
 
     name = "reference"
+    builds_cheaply = True
+    symbolic = True
 
     @classmethod
     def model_title(cls, model: str | None) -> str:

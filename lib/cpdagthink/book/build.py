@@ -15,13 +15,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, ContextManager, Iterator, Sequence
 
-from ..analysis.markup import Markdown, bullets, code, emphasis, paragraphs, quote, strong
-from ..analysis.metrics import counted
+from ..analysis.markup import Markdown, code, strong
 from ..errors import CpdagthinkError
 from ..paths import PROJECT_ROOT
 from . import build_record
 from .chapters import (ENV_RENDER_ONLY, METADATA_KEY, NOTEBOOKS, RenderOnlyError, chapter_values, for_chapter,
                        notebook_parameters, scoped_name, select_notebooks)
+from .intro import build_summary
+from .presentation import markdown_table, paper_appendix
 from .site import build_html, build_single_file, require_checkout
 
 
@@ -126,6 +127,7 @@ def hide_injected_parameters(path: Path) -> None:
 
 
 SUMMARY = "build_summary.md"  # written by render() into book/, included by the intro
+PAPER_TABLE = "paper_figures_table.md"  # written by render() into book/, included by the paper-figures appendix
 UNFINISHED_TAG = "cpdagthink-unfinished"  # the note render() puts atop a chapter whose execution did not finish
 # What the intro reads from each chapter's first screen (readings.first_screen writes them).
 RECORD_KEYS = {"command": (), "headline": ("figure", "paper", "value", "ci_low", "ci_high", "verdict", "causes",
@@ -231,90 +233,6 @@ def chapter_records(book: Path) -> dict[str, dict[str, Any]]:
     return {c.name: c.record for c in chapters if c.record is not None}
 
 
-def method_box(records: dict[str, dict[str, Any]]) -> Markdown:
-    """The intro's "does the method work on this model?" box, from the chapters' first-screen records: which
-    key figures are what degenerate answers produce (:func:`readings.answer_causes`), and the causes their
-    records name (constant answers, cut-offs, malformed graphs), each with the chapters that found it."""
-    chapters: dict[str, list[str]] = {}
-    for name, record in records.items():
-        for cause in record["headline"]["causes"]:
-            chapters.setdefault(cause, []).append(name.split("_")[0])
-    degenerate = [name.split("_")[0] for name, record in records.items() if record["headline"]["degenerate"]]
-    if degenerate:
-        verdict = (f"Not on this build's evidence: the key figure of {counted(len(degenerate), 'chapter')} "
-                   f"({', '.join(degenerate)}) is what degenerate answers produce, not a finding.")
-    else:
-        verdict = ("No chapter's key figure rests on degenerate answers; whether its interval can see the paper's "
-                   "effect is each chapter's verdict, below.")
-    why = ("Its records show: " + "; ".join(f"{cause} (chapter {', '.join(found)})" for cause, found in chapters.items())
-           + "." if chapters else "Its records show no constant answers, cut-offs or malformed graphs behind the key figures.")
-    close = (" So this build shows the pipeline running end to end on this model, not whether the method works on "
-             "it: that needs answers that finish within the budget, vary from row to row and differ between the "
-             "conditions compared." if degenerate else "")
-    return quote(Markdown(strong("Does the method work on this model?"), " ", verdict, " ", why, close))
-
-
-def build_summary(records: dict[str, dict[str, Any]], others: Sequence[Chapter] = ()) -> Markdown:
-    """The intro's account of this build: whether every chapter ran with one configuration (or the book is
-    mixed), each chapter's configuration, each chapter's key figure beside the paper's, and ``others``: the
-    chapters whose execution did not finish or whose first screen this version cannot read, each with why."""
-    import pandas as pd
-
-    from .presentation import markdown_table
-
-    left = [Markdown(strong("Chapters not counted here:"), " ", Markdown("; ").join(
-        Markdown(c.name, ": ", "its execution did not finish, " + c.unfinished if c.unfinished else
-                 f"made by another version ({c.stale})", "; run ", code(f"cpdagthink book --only {c.name.split('_')[0]}"),
-                 " again")
-        for c in others))] if others else []
-    if not records:
-        return paragraphs(*left) if left else Markdown(
-            "No chapter of this book has been executed yet: run ", code("make book"), ".")
-    shared = ("backend", "model", "data", "sample", "instances", "positives", "seeds", "budgets", "decoding",
-              "tool choice")
-    configs = {name: {k: r["configuration"][k] for k in shared} for name, r in records.items()}
-    mixed = len({repr(c) for c in configs.values()}) > 1
-    first = next(iter(configs.values()))
-    head = (Markdown(strong("This book is mixed:"), " its chapters ran with different configurations (table below); "
-                     "numbers of two chapters compare only where their rows agree. Rebuild every chapter with one "
-                     "command to unmix it.")
-            if mixed else
-            Markdown(strong("One configuration for every chapter:"),
-                     f" {first['model']} (backend {first['backend']}), {first['data']}, {first['sample']}, seeds "
-                     f"{', '.join(map(str, first['seeds']))}, token budgets {first['budgets']} (turn 1 + answer), "
-                     f"{first['decoding']}."))
-
-    def number(value: float, unit: str) -> str:
-        return f"{value:+.3g}" if unit == "pp" else f"{value:.3g}"  # gains and drops signed, scores not
-
-    def figure(h: dict[str, Any]) -> str:
-        if h["value"] is None:
-            return "not computed"
-        unit = h.get("unit", "pp")
-        ci = "" if h["ci_low"] is None else f" [{number(h['ci_low'], unit)}, {number(h['ci_high'], unit)}]"
-        return number(h["value"], unit) + ci
-
-    headlines = pd.DataFrame([{"chapter": name, "key figure": r["headline"]["figure"],
-                               "this build (95% CI)": figure(r["headline"]),
-                               # the paper's figure as the paper prints it
-                               "paper": f"{r['headline']['paper']:{'+' if r['headline'].get('unit', 'pp') == 'pp' else ''}g}",
-                               "verdict": r["headline"]["verdict"].split(":")[0]}
-                              for name, r in records.items()])
-    rows = [{"chapter": name, "model": c["model"], "data": c["data"],
-             "sample": f"{r['configuration']['instances']} ({r['configuration']['positives']} positive, "
-                       f"{r['configuration']['negatives']} negative)",
-             "seeds": ", ".join(map(str, c["seeds"])), "budgets": c["budgets"], "decoding": c["decoding"]}
-            for (name, c), r in zip(configs.items(), records.values())]
-    commands = bullets(Markdown(name, ": ", code(r["command"])) for name, r in records.items())
-    return paragraphs(
-        *left, method_box(records), head,
-        emphasis("Key figures, this build beside the paper's (pp; the paper's figures are from ",
-                 code("data/paper_reported.csv"), ", measured on Qwen3.5-27B and the full splits)."),
-        markdown_table(headlines),
-        *([emphasis("Each chapter's configuration."), markdown_table(pd.DataFrame(rows))] if mixed else []),
-        "Each chapter re-executes with:", commands)
-
-
 def _refuse_unfinished(chapters: Sequence[Chapter]) -> None:
     """Raise :class:`PartialBookError` naming the ``chapters`` whose execution did not finish, if any."""
     unfinished = [c for c in chapters if c.unfinished]
@@ -347,6 +265,7 @@ def render(root: Path = PROJECT_ROOT, allow_partial: bool = False) -> Path:
     records = {c.name: c.record for c in chapters if c.record is not None and not c.unfinished}
     others = [c for c in chapters if c.unfinished or c.stale]
     (book / SUMMARY).write_text(build_summary(records, others).source() + "\n", encoding="utf-8")
+    (book / PAPER_TABLE).write_text(markdown_table(paper_appendix()).source() + "\n", encoding="utf-8")
     build_record.write_build_record(book, executed)
     index = build_html(root)
     build_single_file(root)

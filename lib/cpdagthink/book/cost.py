@@ -19,12 +19,9 @@ from ..backends import backend_class
 from ..run.config import RunConfig
 from ..run.estimate import CHARS_PER_TOKEN, Measured, Pending, earlier_runs, measured, pending
 from .plan import PlannedRun, Samples
-
-DEFAULT_CONCURRENCY = {"openai": 5}  # the backend's own default; one call at a time is assumed elsewhere
 # The Batch API's price as a share of the direct one (OpenAI's batch pricing: half), for a backend that offers
 # batch files (``-o batch=true``).
 BATCH_SHARE = 0.5
-
 
 @dataclass(frozen=True)
 class Pricing:
@@ -84,13 +81,12 @@ def run_cost(run: PlannedRun, instances: Sequence, pricing: Pricing, planned: se
     prompt, from_records = _prompt_tokens(p, m)
     expected = _expected(p, m, config.decoding.max_tokens_answer)
     price = None
-    if pricing.input_per_m is not None and pricing.output_per_m is not None and config.backend != "reference":
+    if pricing.input_per_m is not None and pricing.output_per_m is not None and not backend_class(config.backend).symbolic:
         paid = prompt * pricing.input_per_m
         price = ((paid + (expected or 0) * pricing.output_per_m) / 1e6, (paid + p.ceiling * pricing.output_per_m) / 1e6)
     latency, source = ((pricing.latency_s, "given") if pricing.latency_s is not None else
                        (m.latency_s, "measured") if m.latency_s is not None else (None, "unknown"))
-    concurrency = (pricing.concurrency or config.backend_options.get("max_concurrency")
-                   or DEFAULT_CONCURRENCY.get(config.backend, 1))
+    concurrency = pricing.concurrency or backend_class(config.backend).calls_in_flight(config.backend_options)
     wall = None if latency is None else math.ceil(p.calls / int(concurrency)) * latency
     if config.backend_options.get("batch"):  # its batches end within the service's window, whatever the latency
         wall = None
@@ -138,7 +134,7 @@ def total_line(costs: Sequence[RunCost]) -> str:
         return None if any(v is None for v in values) else sum(values)
 
     expected = whole([c.expected for c in costs])
-    priced = [c for c in costs if c.run.config.backend != "reference"]
+    priced = [c for c in costs if not backend_class(c.run.config.backend).symbolic]
     price, batch = _summed([c.price for c in priced]), _summed([c.batch_price or c.price for c in priced])
     return (f"total: {sum(c.pending.calls for c in costs):,} calls ({sum(c.pending.cached for c in costs):,} "
             f"answered by the cache or a run planned before), {sum(c.prompt_tokens for c in costs):,} prompt tokens, completion ceiling "

@@ -147,15 +147,20 @@ def banner(setup: RunSet, instances: Sequence[Instance], seeds: Sequence[int], *
     source = setup.data or f"Corr2Cause {setup.split} split"
     drawn = _drawn_text(setup)
     d = setup.decoding
+    # What answered decides what the banner names: the reference agent computes its answers, so it has no
+    # token budget and no decoding to report; a whole split is not a sample.
+    rows = (f"the whole split, {counted(len(instances), 'instance')}" if setup.limit == 0 else
+            f"sample of {counted(len(instances), 'instance')}{drawn}")
+    decoding = ("no token budgets or decoding (the reference agent computes its answers)" if setup.backend == "reference"
+                else f"token budgets {d.max_tokens_turn1} for turn 1 and {d.max_tokens_answer} for the answer "
+                     f"({d.one_turn_budget} for one-turn conditions), {_decoding_text(d)}")
     run = Markdown(
         strong("This run:"), f" model {model_name(setup)} (backend ", code(setup.backend), f"), {source}, "
-        f"sample of {counted(len(instances), 'instance')}{drawn} ({counted(positives, 'gold positive')} and "
+        f"{rows} ({counted(positives, 'gold positive')} and "
         f"{counted(len(instances) - positives, 'negative')}{_balance_text(setup)}), "
-        f"{counted(len(seeds), 'seed')} ({', '.join(map(str, seeds))}), token budgets {d.max_tokens_turn1} for turn 1 and "
-        f"{d.max_tokens_answer} for the answer ({d.one_turn_budget} for one-turn conditions), "
-        f"{_decoding_text(d)}.",
+        f"{counted(len(seeds), 'seed')} ({', '.join(map(str, seeds))}), {decoding}.",
         f" Conditions: {', '.join(label(c) for c in conditions)}." if conditions else "",
-        Markdown(" Probes: ", Markdown(", ").join(map(code, probes)), ".") if probes else "",
+        f" Probes: {', '.join(label(p) for p in probes)}." if probes else "",
         " Figures labelled ", emphasis("paper"), " are the paper's, reported for Qwen3.5-27B or the named model on "
         "the full data.")
     return paragraphs(Markdown(strong("Verdict."), f" {verdict}") if verdict else "", run,

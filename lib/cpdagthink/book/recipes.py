@@ -35,8 +35,8 @@ STRESS = ["random7", "alarm7", "asia8"]
 # The engine each model ran on (App. J): open weights on 2-GPU tensor-parallel vLLM at
 # gpu_memory_utilization 0.88 (the vllm backend's defaults), with a context that holds the paper budgets;
 # the API at max_concurrency 5.
-_VLLM = {"max_model_len": 32768}
-_API = {"reasoning_effort": "medium", "max_concurrency": 5}
+_VLLM = ("vllm", {"max_model_len": 32768})
+_API = ("openai", {"reasoning_effort": "medium", "max_concurrency": 5})
 _UNSTATED_BUDGETS = f"token budgets: the paper states none; the set {BUDGETS!r} is used"
 _UNSTATED_EFFORT = "GPT-5.4-mini's reasoning effort: the paper states none; medium is used"
 
@@ -54,11 +54,15 @@ class Setting:
     @property
     def backend(self) -> str:
         """The engine the paper ran this model on: the API for GPT models, vLLM for open weights."""
-        return "openai" if self.model.startswith("gpt-") else "vllm"
+        return self._engine[0]
 
     @property
     def backend_options(self) -> dict[str, Any]:
-        return dict(_API if self.backend == "openai" else _VLLM)
+        return dict(self._engine[1])
+
+    @property
+    def _engine(self) -> tuple[str, Mapping[str, Any]]:
+        return _API if self.model.startswith("gpt-") else _VLLM
 
 
 @dataclass(frozen=True)

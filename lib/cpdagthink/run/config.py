@@ -225,23 +225,15 @@ _SECRET_SUFFIXES = ("_key", "_token", "_secret", "_password")  # hf_token, api_k
 class BackendOptions(BaseModel):
     """A backend's own options (``-o KEY=VALUE``, a notebook's ``backend_options``), any the backend takes: its
     signature names them and reads each value (:func:`cpdagthink.backends.check_options`). The ones declared
-    here are checked further before any model loads: secrets stay out (an endpoint's user info moves to the
-    environment, the key variable is a name) and a value no backend could use is refused by name."""
+    here are the ones that must be handled before any backend reads them: secrets stay out (an endpoint's user
+    info moves to the environment, the key variable is a name). Each option's type and range is declared once,
+    in the backend's own signature."""
 
     model_config = ConfigDict(extra="allow", hide_input_in_errors=True)
 
     base_url: Annotated[list[str], _Listed, AfterValidator(bare_urls)] | None = None  # user info: environment only
     # the variable whose key the endpoints get (a name, never the key: a value with '-' or '.' is refused)
     api_key_env: str | None = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=128)
-    timeout: float | None = Field(None, gt=0, allow_inf_nan=False)
-    retries: NonNegativeInt | None = None
-    regex_mode: Literal["none", "vllm"] | None = None
-    api: Literal["chat", "responses"] | None = None
-    token_param: Literal["max_tokens", "max_completion_tokens"] | None = None
-    batch: bool | None = None  # each turn's requests as batch files (transport: the same calls, the same cache)
-    batch_poll_s: float | None = Field(None, gt=0, allow_inf_nan=False)  # seconds between polls of the batches
-    run_batch: str | None = Field(None, min_length=1)  # the command that runs each batch file here: 'vllm run-batch'
-    run_batch_args: str | None = None  # vLLM engine arguments after run-batch's own (e.g. --max-model-len 16384)
 
     @model_validator(mode="after")
     def _no_secrets(self) -> "BackendOptions":

@@ -31,7 +31,6 @@ from .runfolder import METADATA, read_metadata, read_records
 from .runner import pose
 
 CHARS_PER_TOKEN = 4  # an English prompt with JSON tools, where no model tokenizer has counted one
-CHEAP_BACKENDS = ("reference", "openai")  # built without loading a model or calling anything: asked their identity
 
 
 @dataclass(frozen=True)
@@ -115,11 +114,11 @@ def measured(config: RunConfig, earlier: Sequence[tuple[Path, RunMetadata]]) -> 
 
 def _identity(config: RunConfig, earlier: Sequence[tuple[Path, RunMetadata]]) -> tuple[dict[str, Any], bool] | None:
     """The identity the call cache is keyed by, and whether the model has a thinking mode: the backend's own
-    where building it loads nothing (:data:`CHEAP_BACKENDS`), else one recorded by a run folder of the same
+    where building it loads nothing (``Backend.builds_cheaply``), else one recorded by a run folder of the same
     backend and model; None where none records it."""
-    if config.backend in CHEAP_BACKENDS:
-        from ..backends import make_backend
+    from ..backends import backend_class, make_backend
 
+    if backend_class(config.backend).builds_cheaply:
         try:
             backend = make_backend(config.backend, **config.backend_arguments())
         except Exception:  # noqa: BLE001 - e.g. no key in the environment yet: the cache is read another way

@@ -242,6 +242,7 @@ class RunMetadata(BaseModel):
     model_package: str | None  # a local model's pip package(s), ``name==version``
     api: str | None  # the API a service was called through, and where
     served_models: list[str] = []  # the snapshots the API reported serving (each response's ``model``)
+    served_weights: str | None = None  # the weights the server said it serves under the model's name
     git: GitRevision | None  # the code's commit and whether tracked files differed from it
     packages: dict[str, str]
     python: str

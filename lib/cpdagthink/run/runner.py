@@ -216,6 +216,11 @@ class RunResult:
     summary: RunSummary
 
 
+# What a changed ``served_weights`` means, said where a folder is refused for it.
+_OTHER_WEIGHTS = ("; the server now serves other weights under the same model name, so its answers are another "
+                  "model's (set the backend option revision to tell models served under one name apart)")
+
+
 def _check_resumable(folder: RunFolder, metadata: RunMetadata, records: list[RunRecord],
                      instances: list[Instance]) -> None:
     """Refuse to append to records of another run (:meth:`RunMetadata.identity`: another condition, prompt,
@@ -241,11 +246,19 @@ def _check_resumable(folder: RunFolder, metadata: RunMetadata, records: list[Run
     new, held = metadata.identity(), old.identity()
     differs = [k for k in new if held.get(k) != new[k]]
     if differs:
-        details = "; ".join(difference(new[k], held.get(k), k) for k in differs)
         raise RunMismatchError(
             f"{folder.path} already holds {len(records)} records of a run with a different {', '.join(differs)} "
-            f"({details}); resuming would mix the two. Choose another output folder or remove this one."
+            f"({_differences(new, held, differs)}); resuming would mix the two. Choose another output folder or remove this one."
         )
+
+
+def _differences(new: dict[str, Any], held: dict[str, Any], differs: list[str]) -> str:
+    """Where a folder's run identity ``held`` differs from the ``new`` one, field by field, and what a change
+    of the weights a server says it serves means."""
+    details = "; ".join(difference(new[k], held.get(k), k) for k in differs)
+    if (new.get("backend") or {}).get("served_weights") != (held.get("backend") or {}).get("served_weights"):
+        details += _OTHER_WEIGHTS
+    return details
 
 
 def _metadata(run: dict[str, Any], backend: Backend, instances: list[Instance], done: list[RunRecord],
@@ -266,6 +279,7 @@ def _metadata(run: dict[str, Any], backend: Backend, instances: list[Instance], 
         model_package=provenance.model_package,
         api=provenance.api,
         served_models=_served_models(done),
+        served_weights=provenance.served_weights,
         git=git_revision(),
         packages=_versions(),
         python=platform.python_version(),
