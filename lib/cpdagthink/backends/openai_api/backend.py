@@ -177,9 +177,7 @@ class OpenAIBackend(ProfiledFamily, Backend):
         check_settings(max_concurrency=max_concurrency, retries=retries, timeout=timeout, backoff_base=backoff_base,
                        backoff_max=backoff_max, regex_mode=regex_mode, max_stored_chars=max_stored_chars)
         self.model = model
-        if run_batch is not None and base_url is not None:
-            raise ValueError("run_batch runs vLLM on this node, not at a server: give no base_url with it")
-        urls = endpoint_urls(base_url if run_batch is None else NO_SERVER)
+        urls = _urls(base_url, run_batch)
         self.base_urls = [public_url(u) for u in urls]
         self.regex_mode = regex_mode
         self.profile = backend_profile(model, regex_mode, token_param=token_param, thinking_param=thinking_param,
@@ -203,15 +201,17 @@ class OpenAIBackend(ProfiledFamily, Backend):
         self.send_seed = send_seed
         self.max_stored_chars = int(max_stored_chars)
         self.served_model: str | None = None
-        # Asked once, before any request, so the identity never changes under a run: the weights the endpoints
-        # say stand behind the model's name (:mod:`.served`: vLLM's root, llama.cpp's model file), or None.
-        try:  # vllm run-batch has no server to ask
-            self.served_weights = None if run_batch else endpoints_weights(self._clients, self.base_urls, model,
-                                                                           self.timeout)
-        except ValueError as mixed:
-            raise BackendError(str(mixed)) from None
+        self.served_weights = None if run_batch else self._served_weights()  # run-batch has no server to ask
         self._batch_mode(bool(batch) or run_batch is not None, float(batch_poll_s), int(retries), run_batch,
                          run_batch_args)
+
+    def _served_weights(self) -> str | None:
+        """Asked once, before any request, so the identity never changes under a run: the weights the endpoints
+        say stand behind the model's name (:mod:`.served`: vLLM's root, llama.cpp's model file), or None."""
+        try:
+            return endpoints_weights(self._clients, self.base_urls, self.model, self.timeout)
+        except ValueError as mixed:
+            raise BackendError(str(mixed)) from None
 
     def _batch_mode(self, batch: bool, poll_s: float, retries: int, run_batch: str | None, run_batch_args: str) -> None:
         """Set up batch mode (class docstring): the Batch API, or ``vllm run-batch`` where ``run_batch`` names the
@@ -432,6 +432,14 @@ class OpenAIBackend(ProfiledFamily, Backend):
 
     def close(self) -> None:
         self.transport.close()
+
+
+def _urls(base_url: Endpoints, run_batch: str | None) -> list[str | None]:
+    """The endpoints the clients get: ``base_url``'s, or for ``vllm run-batch`` (which takes none) a placeholder
+    no request goes to."""
+    if run_batch is not None and base_url is not None:
+        raise ValueError("run_batch runs vLLM on this node, not at a server: give no base_url with it")
+    return endpoint_urls(base_url if run_batch is None else NO_SERVER)
 
 
 def _openai_module() -> Any:
