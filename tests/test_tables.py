@@ -101,6 +101,16 @@ def test_cut_off_and_usage():
     assert set(scores["cut off"]) == {1} and set(scores["unparsed"]) == {1}
 
 
+def test_an_instance_answered_through_a_batch_has_tokens_but_no_model_time():
+    import math
+
+    direct = record(0, 1, 1)
+    batched = direct.model_copy(update={"turns": [t.model_copy(update={"meta": {**t.meta, "batch": "batch_1"}})
+                                                  for t in direct.turns]})
+    assert tables.usage(batched).total_tokens == tables.usage(direct).total_tokens
+    assert math.isnan(tables.usage(batched).latency_s) and not math.isnan(tables.usage(direct).latency_s)
+
+
 def test_paper_rows_in_order_and_missing_keys_refused():
     table = tables.paper(["main_f1_baseline", "main_f1_structured"])
     assert list(table["value"]) == [73.01, 86.36] and set(table["source"]) == {"paper"}

@@ -1,6 +1,6 @@
 """The ``cpdagthink`` command line: one subcommand per job, each a thin call into the package.
 
-Its one job needs more than the usual length: nine subcommands, each a handler and the function declaring its
+Its one job needs more than the usual length: eleven subcommands, each a handler and the function declaring its
 options, so that a flag and the code reading it sit in one file a reader greps.
 """
 
@@ -328,6 +328,46 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 1 if left else 0
 
 
+def cmd_batches(args: argparse.Namespace) -> int:
+    """The batches a run in batch mode wrote down in its folder, as last seen (``--refresh``: as the service sees
+    them now); ``--cancel`` asks the service to cancel those not ended (a rerun then sends again only what they
+    did not answer)."""
+    import time
+
+    from .backends.openai_api.batches import STATE_FOLDER, BatchState, progress_line
+
+    folder = Path(args.run)
+    state = BatchState(folder / STATE_FOLDER)
+    if not state.records():
+        raise ValueError(f"{folder} holds no batches ({STATE_FOLDER}/ is empty or missing): was it run with -o batch=true?")
+    cancelled = _ask_the_service(folder, args.refresh, args.cancel) if args.refresh or args.cancel else None
+    now = time.time()
+    for record in state.records():
+        print(progress_line(record, now))
+    if cancelled is not None:
+        print(f"asked the service to cancel {len(cancelled)} batch(es){': ' + ', '.join(cancelled) if cancelled else ''}"
+              "; what they answered is kept, and a rerun sends the rest again")
+    return 0
+
+
+def _ask_the_service(folder: Path, refresh: bool, cancel: bool) -> list[str] | None:
+    """Through the backend the run folder's ``config.json`` names: each batch's state now (``refresh``), then
+    cancel those not ended (``cancel``: their ids)."""
+    from .backends import make_backend
+    from .run.config import RunConfig
+    from .run.runfolder import CONFIG
+
+    config = RunConfig.model_validate_json((folder / CONFIG).read_text(encoding="utf-8"))
+    backend = make_backend(config.backend, **config.backend_arguments())
+    try:
+        backend.attach_run(folder)
+        if refresh:
+            backend.batches.refresh()
+        return backend.batches.cancel_all() if cancel else None
+    finally:
+        backend.close()
+
+
 def cmd_reproduce(args: argparse.Namespace) -> int:
     from .book.recipes import recipe_listing
     from .book.reproduce import one_book_commands, reproduce
@@ -578,6 +618,13 @@ def _prompt_options(prompt: argparse.ArgumentParser) -> None:
                         f"(default: {OUTPUTS_ROOT / 'cache'}, or ${ENV_OUTPUTS}/cache)")
 
 
+def _batches_options(batches: argparse.ArgumentParser) -> None:
+    """``batches``: the run folder, and whether to cancel."""
+    batches.add_argument("run", help="a run folder of a run made with -o batch=true")
+    batches.add_argument("--refresh", action="store_true", help="ask the service how each batch not ended stands now")
+    batches.add_argument("--cancel", action="store_true", help="ask the service to cancel every batch not ended")
+
+
 DESCRIPTION = ("Run the experiments of 'Externalized CPDAG Summaries Improve LLM Causal Deduction' on "
                "Corr2Cause: label rows with the exact causal oracle, run a prompting condition with a model, "
                "print the request a condition sends, and build the book of results.")
@@ -603,6 +650,7 @@ def build_parser() -> argparse.ArgumentParser:
         "schema": (cmd_schema, _schema_options, "print the CausalAnalysis JSON schema or its decoding regex"),
         "prompt": (cmd_prompt, _prompt_options,
                    "print one turn's request (messages, tools, tool choice) as JSON, probed or not"),
+        "batches": (cmd_batches, _batches_options, "list a batch-mode run's batches; --cancel cancels those running"),
     }
     for name, (handler, options, help_text) in commands.items():
         if name in CHECKOUT_COMMANDS:

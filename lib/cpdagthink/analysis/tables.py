@@ -39,11 +39,13 @@ Runs = Mapping[tuple[str, int], Sequence[RunRecord]]
 
 def usage(record: RunRecord) -> Usage:
     """Tokens and latency of one instance, summed over its turns (reasoning tokens where a turn's service
-    reported them, else None)."""
+    reported them, else None). A turn answered through a batch file (``meta["batch"]``) has no time of its own
+    (hours in a queue, shared by a whole file): such an instance's model time is NaN, not measured."""
     turns = record.turns
     reasoning = [t.meta["reasoning_tokens"] for t in turns if isinstance(t.meta.get("reasoning_tokens"), int)]
+    batched = any(t.meta.get("batch") for t in turns)
     return Usage(sum(t.prompt_tokens for t in turns), sum(t.completion_tokens for t in turns),
-                 sum(t.latency_s for t in turns), sum(reasoning) if reasoning else None)
+                 math.nan if batched else sum(t.latency_s for t in turns), sum(reasoning) if reasoning else None)
 
 
 def _columns(records: Sequence[RunRecord], labels: str = "gold") -> tuple[list[int | None], list[int]]:

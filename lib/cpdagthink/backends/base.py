@@ -8,6 +8,7 @@ from __future__ import annotations
 import inspect
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Sequence
 
 from ..errors import CpdagthinkError
@@ -77,6 +78,7 @@ class Backend(ABC):
     # ("threads", "n_threads"); None: a job holds one thread.
     sized_by: ClassVar[tuple[str, str] | None] = None
     api_slots: ClassVar[int] = 0  # a job's share of the profile's ``api_slots`` (1 for a service called over HTTP)
+    offers_batches: ClassVar[bool] = False  # takes ``batch=true``: a run's calls as batch files, at the batch price
     # Building it loads no model and calls nothing, so a plan may build it to learn its identity (the cost estimate).
     builds_cheaply: ClassVar[bool] = False
     symbolic: ClassVar[bool] = False  # answers without a language model: no tokens to price
@@ -153,6 +155,10 @@ class Backend(ABC):
     def complete_batch(self, requests: Sequence[Request]) -> list[Completion]:
         """Serve many requests; backends with real batching (vLLM, concurrent APIs) override this."""
         return [self.complete(r) for r in requests]
+
+    def attach_run(self, folder: Path) -> None:
+        """The run about to be made keeps its files in ``folder``: a backend with state of its own that must
+        outlive a session (the batches it submitted and waits for) keeps it there. No-op by default."""
 
     def close(self) -> None:
         """Release the model or connections (no-op by default)."""

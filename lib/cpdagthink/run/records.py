@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Literal
+from typing import Any, Iterable, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationInfo, computed_field, model_validator
 
@@ -258,6 +258,7 @@ class RunMetadata(BaseModel):
     message: str | None = None  # why a run ended early (an error, an interruption)
     wall_clock_s: float | None = None
     model_calls_this_session: int | None = None
+    batched_calls: int | None = None  # the folder's answered calls that came through batch files (half price)
 
     @model_validator(mode="before")
     @classmethod
@@ -286,3 +287,9 @@ class RunMetadata(BaseModel):
     def identity(self) -> dict[str, Any]:
         """What a resumed session must match: the run's identity and the identity of what computes it."""
         return {"run": self.run, "backend": self.backend}
+
+
+def batched_calls(records: Iterable[RunRecord]) -> int:
+    """How many of the records' answered calls came through batch files (a turn's ``meta["batch"]``, its batch's
+    id): the calls a cost table prices at the batch price."""
+    return sum(1 for r in records for t in r.turns if t.meta.get("batch") and not t.rejected)

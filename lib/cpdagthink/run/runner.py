@@ -43,7 +43,7 @@ from .cache import CallCache, former_identities
 from .config import RunConfig
 from .provenance import served_models, session_metadata
 from .records import (SCHEMA_VERSION, InterventionRecord, RepairRecord, RunMetadata, RunRecord, RunSummary,
-                      ToolCallRecord, TurnRecord, json_sha256)
+                      ToolCallRecord, TurnRecord, batched_calls, json_sha256)
 from .repair import repair_round
 from .runfolder import CONFIG, METADATA, SUMMARY, RunFolder, RunFolderError, difference, read_metadata
 from .streaming import Health, RunAborted, Tally, ask_once, counting, lanes_for, stream
@@ -310,7 +310,8 @@ class _Progress:
         metadata = self.metadata.model_copy(update={
             "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "status": summary.status,
             "message": summary.message, "wall_clock_s": summary.wall_clock_s,
-            "model_calls_this_session": summary.model_calls, "served_models": served_models(records)})
+            "model_calls_this_session": summary.model_calls, "served_models": served_models(records),
+            "batched_calls": batched_calls(in_folder)})
         self.folder.write_json(METADATA, metadata)
         self.folder.write_json(SUMMARY, summary)
         return summary
@@ -350,6 +351,7 @@ def run_config(config: RunConfig, backend: Backend, instances: Iterable[Instance
             folder.rewrite_records(done)
         folder.write_json(METADATA, metadata)
         folder.write_json(CONFIG, config)
+        backend.attach_run(folder.path)
         cached = CachedBackend(backend, CallCache(config.cache_dir), one_by_one=backend.streams_requests)
         session = _Session(get_condition(config.condition), cached, config.decoding, intervention, config.probe,
                            abort_after)
