@@ -514,6 +514,23 @@ def test_run_ends_non_zero_saying_how_many_instances_were_not_answered(test_csv,
     assert "Traceback" not in done.stderr
 
 
+def test_run_stops_at_its_budget_with_exit_3_saying_what_was_spent_and_the_higher_limit_resumes(test_csv, tmp_path):
+    from loopback_api import LoopbackAPI
+
+    with LoopbackAPI() as server:
+        args = ("run", "--condition", "baseline_enhanced", "--backend", "openai", "--model", "gpt-4.1-mini",
+                "--base-url", server.url, "-o", "price_input=1", "-o", "price_output=10", "--data", str(test_csv),
+                "--limit", "8", "--out", str(tmp_path / "run"), "--cache", str(tmp_path / "cache"))
+        stopped = run(*args, "-o", "max_cost=0.06")
+        kept = json.loads((tmp_path / "run" / "summary.json").read_text())
+        resumed = run(*args, "-o", "max_cost=1")
+    assert kept["status"] == "stopped" and 0 < kept["records"] < 8
+    assert stopped.returncode == 3 and "Traceback" not in stopped.stderr, stopped.stderr
+    assert re.search(r"stopped by the budget: spent \$0\.0\d+ of max_cost \$0\.06 .* left", stopped.stderr)
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["records"] == 8
+
+
 # ----------------------------------------------------------------------------------------- help that tells the truth
 def _help(capsys, *command: str) -> str:
     """``cpdagthink [COMMAND] --help`` as printed, its lines joined (argparse wraps at the terminal's width)."""

@@ -42,7 +42,7 @@ LAYERS = (
                        "llama_loading",  # local/
                        "endpoints", "payloads", "responses", "served", "batches", "run_batch")),  # openai_api/
     Layer("run", ("parameters", "data", "generate", "spec", "config", "records", "runfolder", "provenance", "cache", "repair",
-                  "streaming", "runner", "together", "inspection", "estimate")),
+                  "streaming", "budget", "runner", "together", "inspection", "estimate")),
     Layer("analysis", ("metrics", "markup", "audit", "failures", "probes", "tables", "factorial")),
     Layer("book", ("chapters", "presentation", "figures", "readings", "glue", "verdicts", "results", "bins", "removals",
                    "probing", "graph_audit", "gallery", "experiments", "components", "carriers", "plan", "cost", "explorer", "failure_views", "browser",

@@ -687,6 +687,50 @@ def test_the_threshold_stops_a_run_against_a_server_that_fails_everything(test_c
     assert len(sent) < 40  # it stopped, the rest never asked
 
 
+# ----------------------------------------------------------------------------- a budget while it runs
+PRICES = {"price_input": 1.0, "price_output": 10.0}  # dollars per million tokens
+
+
+def _billed(cache: Path) -> float:
+    """What every answer the cache holds cost at :data:`PRICES`, by the usage the server reported (the cache holds
+    each answer the run received: what the service billed)."""
+    usage = [json.loads(p.read_text()) for p in cache.rglob("*.json")]
+    return sum(u["prompt_tokens"] * PRICES["price_input"] + u["completion_tokens"] * PRICES["price_output"]
+               for u in usage) / 1e6
+
+
+@pytest.mark.parametrize("streams", [True, False], ids=["streaming", "batched"])
+def test_a_budget_stops_a_run_before_it_passes_the_limit_and_a_higher_one_resumes_it(items, tmp_path, monkeypatch,
+                                                                                      streams):
+    from cpdagthink.backends.openai_api import OpenAIBackend
+    from cpdagthink.run.budget import BudgetSpent
+
+    monkeypatch.setattr(OpenAIBackend, "streams_requests", streams)
+    limit = 0.05
+    budgeted = configured("structured", cache_dir=tmp_path / "cache", chunk_size=2,
+                          backend_options={"max_cost": limit, **PRICES})
+    with LoopbackAPI() as server:
+        with pytest.raises(BudgetSpent, match=r"stopped by the budget: spent \$0\.0\d+ of max_cost \$0\.05 .* left"):
+            run_config(budgeted, backend_on(server), items, tmp_path / "run", progress=False)
+        time.sleep(0.3)  # nothing is in flight after the stop: this waits for a call that should not come
+        first_calls = len(server.log)
+        metadata = json.loads((tmp_path / "run" / "metadata.json").read_text())
+        summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+        assert summary["status"] == "stopped" and "run again with a higher max_cost" in summary["message"]
+        assert 0 < summary["records"] < len(items) and first_calls == summary["model_calls"]
+        assert _billed(tmp_path / "cache") <= limit  # never past the limit, by what the server reported
+        spent = metadata["spent"]
+        assert spent["cost"] == pytest.approx(_billed(tmp_path / "cache"), abs=1e-6) and spent["max_cost"] == limit
+        assert spent["calls"] == first_calls and spent["price_output"] == PRICES["price_output"]
+        assert metadata["run"]["options"] == {}  # a budget is never part of what a run is
+        more = budgeted.model_copy(update={"backend_options": {"max_cost": 1.0, **PRICES}})
+        resumed = run_config(more, backend_on(server), items, tmp_path / "run", progress=False)
+    assert resumed.summary.status == "finished" and len(resumed.records) == len(items)
+    assert first_calls + resumed.model_calls == 24 == len(server.log)  # no call paid twice
+    total = json.loads((tmp_path / "run" / "metadata.json").read_text())["spent"]
+    assert total["calls"] == 24 and total["cost"] == pytest.approx(_billed(tmp_path / "cache"), abs=1e-6)
+
+
 class BreaksTheGraph(Backend):
     """The reference agent, except that turn 1's graph also lists its first skeleton pair as directed against the
     grain (a graph the validator faults); the repair round and turn 2 are the reference agent's."""

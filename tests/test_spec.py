@@ -90,7 +90,8 @@ def test_transport_options_never_separate_two_runs(rows):
     computes: a run served from another address, or by replicas in turn, is the same run, folder and job."""
     transport = {"base_url": ["http://a/v1", "http://b/v1"], "timeout": 5, "retries": 1, "max_retries": 2,
                  "max_concurrency": 9, "api_key_env": "OTHER_KEY", "fail_on_error": 0.2, "batch": True,
-                 "batch_poll_s": 5, "run_batch": "vllm run-batch", "run_batch_args": "-tp 2"}
+                 "batch_poll_s": 5, "run_batch": "vllm run-batch", "run_batch_args": "-tp 2", "max_cost": 3.0,
+                 "price_input": 1.0, "price_output": 10.0}
     assert set(transport) == TRANSPORT_OPTIONS
     assert computed_options({**transport, "regex_mode": "vllm"}) == {"regex_mode": "vllm"}
     from cpdagthink.run.config import RunConfig

@@ -21,6 +21,7 @@ from .errors import CpdagthinkError
 from .method.budgets import BUDGET_SETS, DEFAULT_BUDGETS, budget_set
 from .paths import CHECKOUT_COMMANDS, ENV_OUTPUTS, NEEDS_CHECKOUT, OUTPUTS_ROOT
 from .run.config import RunParameters
+from .run.budget import BudgetSpent
 from .run.data import load_split, local_test_csv, read_csv
 from .run.parameters import json_or_text, option_pair
 
@@ -681,6 +682,9 @@ def main(argv: list[str] | None = None) -> int:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['msg']}" for e in error.errors())
         print(f"cpdagthink {args.command}: error: {problems}", file=sys.stderr)
         return 2
+    except BudgetSpent as stop:  # not an error: the run stopped, resumably, where its max_cost would be passed
+        print(f"cpdagthink {args.command}: {stop}", file=sys.stderr)
+        return 3
     except (CpdagthinkError, ValueError) as error:
         print(f"cpdagthink {args.command}: error: {error}", file=sys.stderr)
         return 2

@@ -1,6 +1,6 @@
 """Running the method: run parameters and configurations (``parameters``, ``config``), what a run is (``spec``),
 the data loader and generated sets (``data``, ``generate``), the run folder and its typed records (``runfolder``,
-``records``), the call cache, the repair round between a run's turns (``repair``), the runner, request inspection and
+``records``), the call cache, the repair round between a run's turns (``repair``), a run's spending limit (``budget``), the runner, request inspection and
 the estimate of what a run still asks of its model (``estimate``).
 
 Its modules import from ``backends``, ``method``, ``causal`` and the top-level modules, never from a layer above
@@ -9,6 +9,7 @@ the folder imports none of them.
 """
 
 __all__ = [
+    "budget",
     "cache",
     "config",
     "data",

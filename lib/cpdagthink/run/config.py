@@ -30,6 +30,7 @@ from ..credentials import is_secret_query_key, strip_credentials
 from ..method.budgets import DEFAULT as DEFAULT_BUDGETS
 from ..method.decoding import Decoding, Sampling
 from ..paths import OUTPUTS_ROOT
+from .budget import BUDGET_OPTIONS, Budget
 from .parameters import coerce_list, coerce_options
 from .spec import RunSpec, Sample, computed_options
 
@@ -108,6 +109,7 @@ class _Choices(BaseModel):
             raise ValueError(f"unknown backend {self.backend!r}; choose one of {', '.join(sorted(BACKENDS))}")
         # a flag the backend does not take fails here, and so does a model it needs and was not given
         check_options(self.backend, self.backend_arguments(), whole=True)
+        Budget.of(self.backend_options)  # a budget is the runner's, for every backend alike
         backend_class(self.backend).check_condition(self.model, self.thinks(), self.backend_options)
         return self
 
@@ -140,8 +142,10 @@ class _Choices(BaseModel):
         return self.sample.instances()
 
     def backend_arguments(self) -> dict[str, Any]:
-        """Keyword options for :func:`backends.make_backend` (the model and the backend's own options)."""
-        return {**({"model": self.model} if self.model else {}), **self.backend_options}
+        """Keyword options for :func:`backends.make_backend` (the model and the backend's own options, without the
+        runner's budget: :mod:`.budget`)."""
+        own = {k: v for k, v in self.backend_options.items() if k not in BUDGET_OPTIONS}
+        return {**({"model": self.model} if self.model else {}), **own}
 
 
 class RunConfig(_Choices):
@@ -308,7 +312,9 @@ class RunParameters(BaseModel):
         from ..backends import BACKENDS, check_options
 
         given = self.backend_options.given()
-        return check_options(self.backend, given) if self.backend in BACKENDS else given
+        budget = {k: given.pop(k) for k in BUDGET_OPTIONS & set(given)}  # the runner's, read here for every backend
+        read = Budget.of(budget).model_dump(include=set(budget))
+        return {**(check_options(self.backend, given) if self.backend in BACKENDS else given), **read}
 
     def sampling_settings(self) -> Sampling:
         """The model's recommended sampling (``auto``, whatever the number of seeds, so that a single seed's run

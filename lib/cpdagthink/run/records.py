@@ -166,7 +166,7 @@ class RunSummary(BaseModel):
     model_calls: int  # calls this session really made (cache misses)
     cache_hits: int
     wall_clock_s: float
-    status: Literal["finished", "incomplete", "interrupted", "aborted", "error"]
+    status: Literal["finished", "incomplete", "interrupted", "stopped", "aborted", "error"]  # stopped: by the budget
     message: str | None = None
     # The asked instances this session left without a record because a request failed every attempt, each with
     # the last error: the next session asks exactly these again (a summary written before it existed: none).
@@ -194,6 +194,20 @@ class RunSummary(BaseModel):
             message=message,
             not_answered=not_answered or {},
         )
+
+
+class Spent(BaseModel):
+    """What a run's fresh model calls were billed, over all its sessions (``metadata.json``'s ``spent``): the
+    tokens the service reported (a call that reported none at its worst case), and, where prices were given
+    (dollars per million tokens), their cost and the run's ``max_cost``."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    calls: int = 0
+    price_input: float | None = None
+    price_output: float | None = None
+    cost: float | None = None
+    max_cost: float | None = None
 
 
 class GitRevision(BaseModel):
@@ -259,6 +273,7 @@ class RunMetadata(BaseModel):
     wall_clock_s: float | None = None
     model_calls_this_session: int | None = None
     batched_calls: int | None = None  # the folder's answered calls that came through batch files (half price)
+    spent: Spent | None = None  # the tokens (and price) the run's fresh calls were billed, over all its sessions
 
     @model_validator(mode="before")
     @classmethod

@@ -12,6 +12,7 @@ same row (its id and its content).
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from dataclasses import dataclass, field, replace
@@ -43,10 +44,11 @@ from .cache import CallCache, former_identities
 from .config import RunConfig
 from .provenance import served_models, session_metadata
 from .records import (SCHEMA_VERSION, InterventionRecord, RepairRecord, RunMetadata, RunRecord, RunSummary,
-                      ToolCallRecord, TurnRecord, batched_calls, json_sha256)
+                      Spent, ToolCallRecord, TurnRecord, batched_calls, json_sha256)
 from .repair import repair_round
 from .runfolder import CONFIG, METADATA, SUMMARY, RunFolder, RunFolderError, difference, read_metadata
-from .streaming import Health, RunAborted, Tally, ask_once, counting, lanes_for, stream
+from .budget import Budget, Spending
+from .streaming import BudgetSpent, Health, RunAborted, Tally, ask_once, counting, lanes_for, stream
 
 ABORT_AFTER_REJECTIONS = 5
 
@@ -64,6 +66,7 @@ class CachedBackend:
     cache: CallCache
     calls: int = 0
     one_by_one: bool = False
+    spending: Spending | None = None  # the run's budget, checked before each fresh call is sent
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def complete_batch(self, requests: Sequence[Request]) -> list[tuple[Completion, bool]]:
@@ -97,8 +100,9 @@ class CachedBackend:
     def _ask_alone(self, request: Request, key: str) -> tuple[Completion, bool]:
         """One request, asked once in the process (:func:`.streaming.ask_once`) and cached the moment it arrives."""
         def ask() -> Completion:
-            completion = self._one(request)
-            self._keep([key], [completion])
+            with self._reserved([request]):
+                completion = self._one(request)
+                self._keep([key], [completion], [request])
             return completion
 
         return ask_once(self.cache.directory, key, lambda: self.cache.get(key), ask)
@@ -107,22 +111,29 @@ class CachedBackend:
         """The model's completions of ``requests`` in one batch (one by one when the batch is refused), each
         cached under its ``keys``; when the batch stops on an error or is interrupted, what finished (the
         backend's ``completions`` of it) is cached first."""
-        try:
-            fresh = self.backend.complete_batch(requests)
-        except RequestRejected:
-            fresh = [self._one(r) for r in requests]
-        except PartialBatchError as error:
-            self._keep(keys, error.completions)
-            raise
-        except KeyboardInterrupt as stopped:  # Ctrl-C, or SIGTERM at a job's time limit, mid-batch
-            self._keep(keys, getattr(stopped, "completions", ()))
-            raise
-        self._keep(keys, fresh)
+        with self._reserved(requests):
+            try:
+                fresh = self.backend.complete_batch(requests)
+            except RequestRejected:
+                fresh = [self._one(r) for r in requests]
+            except PartialBatchError as error:
+                self._keep(keys, error.completions, requests)
+                raise
+            except KeyboardInterrupt as stopped:  # Ctrl-C, or SIGTERM at a job's time limit, mid-batch
+                self._keep(keys, getattr(stopped, "completions", ()), requests)
+                raise
+            self._keep(keys, fresh, requests)
         return fresh
 
-    def _keep(self, keys: list[str], completions: Sequence[Completion | None]) -> None:
-        """Cache and count what the model answered (None: no answer); a refusal is not cached, so a later run
-        (e.g. with a longer context) asks again."""
+    def _reserved(self, requests: Sequence[Request]) -> Any:
+        """The budget's hold on ``requests`` while they are sent (:meth:`Spending.reserve`; none without one)."""
+        return self.spending.reserve(requests) if self.spending else contextlib.nullcontext()
+
+    def _keep(self, keys: list[str], completions: Sequence[Completion | None], requests: Sequence[Request]) -> None:
+        """Cache, count and pay for what the model answered to ``requests`` (None: no answer); a refusal is not
+        cached, so a later run (e.g. with a longer context) asks again."""
+        if self.spending:
+            self.spending.paid(requests, completions)
         for key, completion in zip(keys, completions):
             if completion is None:
                 continue
@@ -257,8 +268,8 @@ class _Progress:
         except KeyboardInterrupt as stop:  # Ctrl-C, or SIGTERM as the command line raises it
             status, message = "interrupted", str(stop) or "interrupted by Ctrl-C"
             raise
-        except RunAborted as error:
-            status, message = "aborted", str(error)
+        except RunAborted as error:  # a broken service, or the budget (resumable like an interruption: "stopped")
+            status, message = "stopped" if isinstance(error, BudgetSpent) else "aborted", str(error)
             raise
         except Exception as error:  # a backend that timed out or ran out of retries, a full disk, ...
             status, message = "error", f"{type(error).__name__}: {error}"
@@ -283,10 +294,15 @@ class _Progress:
 
     def _work(self, todo: list[Instance], chunk_size: int, keep: Any, stop: threading.Event) -> dict[str, str]:
         """Make the records of ``todo``, each on its own on a streaming backend, else chunk by chunk; the
-        instances left unanswered, each with why."""
-        if self.session.cached.one_by_one:
-            return self._stream(todo, keep, stop)
-        self._make(todo, chunk_size, keep)
+        instances left unanswered, each with why. A stop by the budget says what was spent once the calls in flight
+        have landed."""
+        try:
+            if self.session.cached.one_by_one:
+                return self._stream(todo, keep, stop)
+            self._make(todo, chunk_size, keep)
+        except BudgetSpent as error:
+            spending = self.session.cached.spending
+            raise BudgetSpent(spending.stopped() if spending else str(error)) from None  # once the calls in flight landed
         return {}
 
     def _make(self, todo: list[Instance], chunk_size: int, keep: Any) -> None:
@@ -307,11 +323,12 @@ class _Progress:
         summary = RunSummary.of(in_folder, len(self.instances), len(records), model_calls=self.session.cached.calls,
                                 cache_hits=self.session.hits, wall_clock_s=time.time() - self.started, status=status,
                                 message=message, not_answered=unanswered)
+        spending = self.session.cached.spending
         metadata = self.metadata.model_copy(update={
             "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "status": summary.status,
             "message": summary.message, "wall_clock_s": summary.wall_clock_s,
             "model_calls_this_session": summary.model_calls, "served_models": served_models(records),
-            "batched_calls": batched_calls(in_folder)})
+            "batched_calls": batched_calls(in_folder), "spent": spending.spent() if spending else None})
         self.folder.write_json(METADATA, metadata)
         self.folder.write_json(SUMMARY, summary)
         return summary
@@ -343,6 +360,7 @@ def run_config(config: RunConfig, backend: Backend, instances: Iterable[Instance
     folder = RunFolder(out or config.folder(instances))
     with folder.locked():
         done = folder.load_records()
+        earlier = _earlier_spending(folder)
         started = time.time()
         metadata = session_metadata(config.spec.identity(), backend, instances, done, started)
         _check_resumable(folder, metadata, done, instances)
@@ -352,10 +370,21 @@ def run_config(config: RunConfig, backend: Backend, instances: Iterable[Instance
         folder.write_json(METADATA, metadata)
         folder.write_json(CONFIG, config)
         backend.attach_run(folder.path)
-        cached = CachedBackend(backend, CallCache(config.cache_dir), one_by_one=backend.streams_requests)
+        cached = CachedBackend(backend, CallCache(config.cache_dir), one_by_one=backend.streams_requests,
+                               spending=Spending(Budget.of(config.backend_options), earlier))
         session = _Session(get_condition(config.condition), cached, config.decoding, intervention, config.probe,
                            abort_after)
         return _Progress(folder, session, metadata, instances, done, started).run(chunk_size, progress, tally)
+
+
+def _earlier_spending(folder: RunFolder) -> Spent | None:
+    """What the folder's earlier sessions spent, as its ``metadata.json`` records it (None: nothing recorded, or
+    metadata this version cannot read: resuming refuses such a folder where it holds records)."""
+    try:
+        former = read_metadata(folder.path)
+    except RunFolderError:
+        return None
+    return former.spent if former else None
 
 
 def _unanswered_message(unanswered: dict[str, str]) -> str | None:

@@ -38,12 +38,17 @@ LANES_PER_SLOT = 4
 WINDOW = 50
 LEAST = 10
 
-__all__ = ["Flights", "Health", "Lanes", "RetriesExhausted", "RunAborted", "Tally", "counting", "lanes_for", "stream"]
+__all__ = ["BudgetSpent", "Flights", "Health", "Lanes", "RetriesExhausted", "RunAborted", "Tally", "counting", "lanes_for", "stream"]
 
 
 class RunAborted(BackendError):
     """The service refused every one of the first requests of a run, or failed too large a share of its last
     ones: paying for (or waiting on) the rest would be waste. The run resumes where it stopped."""
+
+
+class BudgetSpent(RunAborted):
+    """The next call could take the run past its ``max_cost`` (:mod:`.budget`): the run stops before sending it,
+    resumably, once the calls in flight have landed."""
 
 
 class Lanes:
@@ -163,33 +168,49 @@ def stream(todo: Sequence[Instance], make: Callable[[Instance], RunRecord], lane
     """Make the record of each of ``todo`` on its own (``make``, on ``lanes``) and ``keep`` each in the order
     they finish; return the instances left unanswered (their request failed every attempt), each with why.
     A fatal error (a key refused, quota spent), :class:`RunAborted` from ``health``, or ``stop`` set (raised as
-    :class:`KeyboardInterrupt`: the runs made together were interrupted) stops waiting: what has not started is cancelled, what is in flight still
-    lands in the cache."""
+    :class:`KeyboardInterrupt`: the runs made together were interrupted) stops waiting: what has not started is
+    cancelled, what is in flight still lands in the cache. :class:`BudgetSpent` stops the run too, once the
+    instances in flight (their calls paid for within the budget) are kept."""
     ended = threading.Event()  # set when this stops waiting: a job not yet begun is then dropped
     futures = {lanes.submit(_unless, ended, make, instance): instance for instance in todo}
     pending, unanswered = set(futures), {}
+    spent: BudgetSpent | None = None
     try:
         while pending:
             done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
-            for future in done:
-                try:
-                    record = future.result()
-                except RetriesExhausted as error:
-                    unanswered[futures[future].id] = str(error)
-                    health.failed(str(error))
-                    continue
-                if record is None:  # dropped: the run was ending
-                    continue
-                keep(record)
-                health.answered(record)
-            health.check()
+            spent = _collect(done, futures, keep, health, unanswered) or spent
+            if spent is None:
+                health.check()
             if stop.is_set():
                 raise KeyboardInterrupt("interrupted: the runs on this backend were stopped")
     finally:
         ended.set()
         for future in pending:
             future.cancel()
+    if spent is not None:
+        raise spent
     return unanswered
+
+
+def _collect(done: set[Future], futures: dict[Future, Instance], keep: Callable[[RunRecord], None], health: Health,
+             unanswered: dict[str, str]) -> "BudgetSpent | None":
+    """Keep the records of the ``done`` futures, note those left unanswered; the budget's stop among them, if
+    any (the others are still collected: their calls were paid for)."""
+    spent = None
+    for future in done:
+        try:
+            record = future.result()
+        except RetriesExhausted as error:
+            unanswered[futures[future].id] = str(error)
+            health.failed(str(error))
+            continue
+        except BudgetSpent as error:
+            spent = spent or error
+            continue
+        if record is not None:  # None: dropped, the run was ending
+            keep(record)
+            health.answered(record)
+    return spent
 
 
 def _unless(ended: threading.Event, make: Callable[[Instance], RunRecord], instance: Instance) -> RunRecord | None:
