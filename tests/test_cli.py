@@ -515,3 +515,28 @@ def test_plan_and_render_outside_a_checkout_say_what_they_need(tmp_path, monkeyp
         captured = capsys.readouterr()
         assert captured.err == f"cpdagthink {command[0]}: error: {tmp_path / missing} is missing: {NEEDS_CHECKOUT}\n"
         assert not captured.out  # no empty plan printed
+
+
+@pytest.mark.parametrize("command", ["book", "plan"])
+def test_list_parameters_prints_each_chapters_parameters_defaults_and_help_and_runs_nothing(command, monkeypatch,
+                                                                                            capsys):
+    import cpdagthink.book.build
+    import cpdagthink.book.plan
+
+    from cpdagthink.cli import main
+
+    for module, name in ((cpdagthink.book.build, "build"), (cpdagthink.book.plan, "plan_book")):
+        monkeypatch.setattr(module, name, lambda *args, **kwargs: pytest.fail("--list-parameters ran something"))
+    assert main([command, "--only", "04", "03", "--list-parameters"]) == 0
+    out = capsys.readouterr().out
+    chapters = out.split("\n\n")
+    assert [c.splitlines()[0] for c in chapters] == ["03_ablations", "04_probes"]
+    probes = chapters[1].splitlines()
+    assert probes[1:3] == ['  backend = "local"', "      local | openai | vllm | reference"]
+    # a comment line above a parameter is its help too; a parameter without a comment has none
+    at = probes.index("  sample_seed = 0")
+    assert probes[at + 1].startswith("  sample_variables = ")
+    assert any(line.startswith("      The paper's five probes") for line in probes)
+    # a default the cell spreads over two lines keeps its second line, indented under the first
+    assert '  conditions = ["structured", "minimal_instruction", "no_thinking", "no_constrained_decoding", ' \
+           '"baseline_enhanced",\n                "baseline_no_thinking"]' in chapters[0]

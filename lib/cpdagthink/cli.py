@@ -233,7 +233,7 @@ def _book_overrides(args: argparse.Namespace) -> dict[str, Any]:
     """The notebook overrides the flags of ``book`` (and ``plan``) name; ``-p`` parameters apart."""
     overrides = {k: v for k, v in vars(args).items()
                  if k not in ("command", "handler", "only", "sample_variables", "parameter", "group", "execute",
-                              "no_build", "render_only", "allow_partial", "backend_options")
+                              "no_build", "render_only", "allow_partial", "backend_options", "list_parameters")
                  and v not in (None, [], "")}
     options = _backend_options(args)
     if options:
@@ -253,10 +253,20 @@ def book_papermill_parameters(argv: list[str]) -> dict[str, dict[str, Any]]:
     return {n.stem: papermill_parameters(n, overrides) for n in notebooks}
 
 
+def _list_parameters(args: argparse.Namespace) -> int:
+    """``--list-parameters`` of ``book`` and ``plan``: each selected chapter's parameters, nothing run."""
+    from .book.chapters import describe_parameters
+
+    print(describe_parameters(args.only))
+    return 0
+
+
 def cmd_book(args: argparse.Namespace) -> int:
     from .book.build import build
     from .book.progress import chapter_progress
 
+    if args.list_parameters:
+        return _list_parameters(args)
     parameters = dict(args.parameter or [])
     index = build(_book_overrides(args), only=args.only, parameters=parameters,  # every notebook's values are checked first
                   render_only=args.render_only, render_book=not args.no_build, allow_partial=args.allow_partial,
@@ -278,6 +288,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
             raise ValueError(f"no group {args.group!r} in this plan; its groups are: {', '.join(found) or 'none'}")
         return found[args.group]
 
+    if args.list_parameters:
+        return _list_parameters(args)
     runs = planned()
     if not args.execute:
         print(json.dumps([r.model_dump(mode="json") for r in runs], indent=2))
@@ -438,6 +450,9 @@ def _chapter_options(book: argparse.ArgumentParser) -> None:
                       help="any notebook parameter (papermill's names), e.g. -p probes='[\"scramble_full\"]'; "
                            "repeatable; wins over the flags (-p backend_options='{...}' over -o, key by key); "
                            "a name no selected chapter declares is refused")
+    book.add_argument("--list-parameters", action="store_true",
+                      help="print each selected chapter's parameters (the names -p takes) with their defaults and "
+                           "the notebook's comments on them, and stop")
 
 
 def _allow_partial(parser: argparse.ArgumentParser) -> None:
