@@ -534,8 +534,9 @@ def test_list_parameters_prints_each_chapters_parameters_defaults_and_help_and_r
     probes = chapters[1].splitlines()
     assert probes[1:3] == ['  backend = "local"', "      local | openai | vllm | reference"]
     # a comment line above a parameter is its help too; a parameter without a comment has none
-    at = probes.index("  sample_seed = 0")
-    assert probes[at + 1].startswith("  sample_variables = ")
+    at = probes.index("  include_reference = True")
+    assert probes[at - 2].startswith("  probes = ") and at == len(probes) - 1
+    assert "      seeds the sample's draw (Sample.sample_seed); the decoding seeds are seeds" in probes
     assert any(line.startswith("      The paper's five probes") for line in probes)
     # a default the cell spreads over two lines keeps its second line, indented under the first
     assert '  conditions = ["structured", "minimal_instruction", "no_thinking", "no_constrained_decoding", ' \

@@ -34,8 +34,7 @@ def check_parameters(notebooks: list[Path], overrides: dict[str, Any]) -> None:
     drawn = set()
     for notebook in notebooks:
         setup = setup_from_parameters(chapter_values(notebook, overrides))
-        sample = setup.model_dump_json(include={"split", "data", "limit", "sample_seed", "sample_variables",
-                                                "sample_min_positives"})
+        sample = setup.sample.model_dump_json()
         if sample not in drawn:
             setup.instances()
             drawn.add(sample)
