@@ -17,26 +17,7 @@ from cpdagthink.run.records import GitRevision
 from cpdagthink.run.runfolder import read_records
 from cpdagthink.run.runner import RunMismatchError, run_config
 from conftest import committed_checkout, configured
-
-
-class Killed(RuntimeError):
-    pass
-
-
-class DiesAfter(Backend):
-    """Wraps a backend and dies after ``n`` served requests (raising ``error``), like a process killed mid-run."""
-
-    def __init__(self, inner: Backend, n: int, error: BaseException | type[BaseException] = Killed):
-        self.inner, self.left, self.error = inner, n, error
-
-    def identity(self):
-        return self.inner.identity()
-
-    def complete(self, request: Request) -> Completion:
-        if self.left == 0:
-            raise self.error
-        self.left -= 1
-        return self.inner.complete(request)
+from dying_backend import DiesAfter, Killed
 
 
 class InterruptedMidBatch(Backend):
