@@ -123,25 +123,27 @@ llama-exact: $(STAMP)
 llama-stock: $(STAMP)
 	$(BIN)/pip install --force-reinstall --no-deps "$(LLAMA_CPP)"
 
-# Overrides, e.g. `make book BACKEND=openai MODEL=gpt-5.4-mini LIMIT=0 SEEDS="0 1 2" TURN1_TOKENS=8192`;
+# Overrides, e.g. `make book BACKEND=openai MODEL=gpt-5.4-mini LIMIT=0 SEEDS="0 1 2" BUDGETS=paper`;
 # every `cpdagthink book` flag has its variable (SAMPLING, TEMPERATURE, ...). The backend's own options go in
 # BACKEND_OPTIONS as KEY=VALUE words, each one `-o KEY=VALUE` (the value read as JSON where it is JSON), e.g.
 # BACKEND_OPTIONS='base_url=http://host:8000/v1 reasoning_effort=high' or 'tensor_parallel_size=4 max_model_len=32768'.
+# PARAMETERS holds notebook parameters as NAME=VALUE words, each one `-p NAME=VALUE` (NN:NAME for chapter NN only,
+# e.g. PARAMETERS='01:seeds=[0,1,2]'), and one --config entry of `make grid`.
 # Each value reaches the command as shell text that is only data: read unexpanded ($(value ...), so a value
 # like `$(shell ...)` is never run by make) and single-quoted (a ' inside becomes '\''). `opt` passes a value
 # as one word; `opts` passes each space-separated word of a list (SEEDS, ONLY, SAMPLE_VARIABLES); `each`
 # passes each word after its own flag (BACKEND_OPTIONS). They are not exported: make would expand an exported
 # value (running any `$(shell ...)` in it) for the recipe's environment.
-BOOK_VARIABLES := BACKEND MODEL BACKEND_OPTIONS LIMIT SEEDS SPLIT ONLY TURN1_TOKENS ANSWER_TOKENS SAMPLE_VARIABLES \
+BOOK_VARIABLES := BACKEND MODEL BACKEND_OPTIONS PARAMETERS LIMIT SEEDS SPLIT ONLY BUDGETS TURN1_TOKENS ANSWER_TOKENS SAMPLE_VARIABLES \
                   SAMPLE_MIN_POSITIVES SAMPLING TEMPERATURE TOP_P TOP_K MIN_P
 unexport $(BOOK_VARIABLES)
 quote = '$(subst ','\'',$(1))'
 opt   = $(if $(value $(2)),$(1) $(call quote,$(value $(2))))
 opts  = $(if $(value $(2)),$(1) $(foreach word,$(value $(2)),$(call quote,$(word))))
 each  = $(foreach word,$(value $(2)),$(1) $(call quote,$(word)))
-BOOK_ARGS = $(call opt,--backend,BACKEND) $(call opt,--model,MODEL) $(call each,-o,BACKEND_OPTIONS) \
+BOOK_ARGS = $(call opt,--backend,BACKEND) $(call opt,--model,MODEL) $(call each,-o,BACKEND_OPTIONS) $(call each,-p,PARAMETERS) \
             $(call opt,--limit,LIMIT) $(call opts,--seeds,SEEDS) $(call opt,--split,SPLIT) \
-            $(call opts,--only,ONLY) $(call opt,--max-tokens-turn1,TURN1_TOKENS) \
+            $(call opts,--only,ONLY) $(call opt,--budgets,BUDGETS) $(call opt,--max-tokens-turn1,TURN1_TOKENS) \
             $(call opt,--max-tokens-answer,ANSWER_TOKENS) $(call opts,--sample-variables,SAMPLE_VARIABLES) \
             $(call opt,--sample-min-positives,SAMPLE_MIN_POSITIVES) $(call opt,--sampling,SAMPLING) \
             $(call opt,--temperature,TEMPERATURE) $(call opt,--top-p,TOP_P) $(call opt,--top-k,TOP_K) \
@@ -169,11 +171,11 @@ cfgs  = $(if $(value $(2)),$(call quote,$(1)=[$(subst $(space),$(comma),$(strip 
 cfgq  = $(if $(value $(2)),$(call quote,$(1)= "$(subst ",\",$(subst \,\\,$(strip $(value $(2)))))" ))
 GRID_CONFIG = $(call cfg,backend,BACKEND) $(call cfg,model,MODEL) $(call cfgq,backend_options,BACKEND_OPTIONS) \
               $(call cfg,limit,LIMIT) $(call cfgs,seeds,SEEDS) $(call cfg,split,SPLIT) $(call cfgs,only,ONLY) \
-              $(call cfg,max_tokens_turn1,TURN1_TOKENS) $(call cfg,max_tokens_answer,ANSWER_TOKENS) \
+              $(call cfg,budgets,BUDGETS) $(call cfg,max_tokens_turn1,TURN1_TOKENS) $(call cfg,max_tokens_answer,ANSWER_TOKENS) \
               $(if $(filter all,$(value SAMPLE_VARIABLES)),sample_variables=null,$(call cfgs,sample_variables,SAMPLE_VARIABLES)) \
               $(call cfg,sample_min_positives,SAMPLE_MIN_POSITIVES) $(call cfg,sampling,SAMPLING) \
               $(call cfg,temperature,TEMPERATURE) $(call cfg,top_p,TOP_P) $(call cfg,top_k,TOP_K) \
-              $(call cfg,min_p,MIN_P)
+              $(call cfg,min_p,MIN_P) $(foreach word,$(value PARAMETERS),$(call quote,$(word)))
 unexport PROFILE SNAKEMAKE_ARGS
 
 grid: $(STAMP) system-packages

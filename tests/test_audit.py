@@ -237,3 +237,32 @@ def test_real_references_audit_as_exact(real):
     recs = [record(i.id, reference_for(i.id), i.label, i.label, label_text(i.text).label) for i in real[:60]]
     summary = audit_summary(audit_records(recs, reference_for))
     assert summary["exact_match_rate"] == 1.0 and summary["violation_rate"] == 0.0
+
+
+def test_repair_transitions_count_what_the_round_did_to_each_graph():
+    from cpdagthink.run.records import RepairRecord
+
+    premise = ("Premise: Suppose there is a closed system of 3 variables, A, B and C. All the statistical relations "
+               "among these 3 variables are as follows: A correlates with C. B correlates with C. However, A is "
+               "independent of B.")
+    reference = CausalAnalysis.from_cpdag(analyse_premise(premise).cpdag)  # the collider A -> C <- B
+    cycle = reference.model_copy(update={"directed_edges": [("A", "C"), ("C", "A"), ("B", "C")]})
+    chain = CausalAnalysis(variables=["A", "B", "C"], skeleton=[("A", "C"), ("B", "C")],
+                           separating_sets=[{"pair": ("A", "B"), "separating_set": ["C"]}], v_structures=[],
+                           directed_edges=[], undirected_edges=[("A", "C"), ("B", "C")])  # valid, not the premise's
+    records = [
+        run_record("fixed", emitted=cycle, repair=RepairRecord(findings=["directed_cycle: A->C->A"], sent=True,
+                                                               analysis=reference)),
+        run_record("half", emitted=cycle, repair=RepairRecord(findings=["directed_cycle"], sent=True, analysis=chain)),
+        run_record("kept", emitted=cycle, repair=RepairRecord(findings=["directed_cycle"], sent=True, error="bad")),
+        run_record("valid", emitted=reference, repair=RepairRecord()),
+        run_record("no round", emitted=cycle),
+    ]
+    moved = audit.repair_transitions(records, lambda rid: reference)
+    assert moved.to_dict(orient="records") == [
+        {"before": "exact", "after": "exact", "graphs": 1},
+        {"before": "violations", "after": "exact", "graphs": 1},
+        {"before": "violations", "after": "valid_not_exact", "graphs": 1},
+        {"before": "violations", "after": "violations", "graphs": 1},
+    ]
+    assert audit.repair_transitions(records, lambda rid: None).empty

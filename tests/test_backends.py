@@ -10,7 +10,7 @@ from typing import Any, Mapping
 
 import pytest
 
-from cpdagthink.backends import BACKENDS, Backend, backend_class, make_backend
+from cpdagthink.backends import BACKENDS, Backend, backend_class, check_options, make_backend
 from cpdagthink.backends.base import Provenance
 from cpdagthink.backends.profiles import RecommendedSampling
 from cpdagthink.backends.reference import ReferenceBackend
@@ -122,3 +122,42 @@ def test_reading_the_families_imports_no_model_library():
             "print(sorted(m for m in ('llama_cpp', 'vllm', 'openai', 'torch', 'outlines') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+@pytest.mark.parametrize(("backend", "option", "value", "says"), [
+    ("openai", "max_concurrency", -3, "greater than or equal to 1"),
+    ("openai", "max_concurrency", 10**6, "less than or equal to 256"),
+    ("openai", "retries", 1e9, "less than or equal to 10"),
+    ("openai", "retries", "1e9", "valid integer"),
+    ("openai", "backoff_base", "1e9", "less than or equal to 120"),
+    ("openai", "backoff_max", -1, "greater than or equal to 0"),
+    ("openai", "timeout", 1e9, "less than or equal to 3600"),
+    ("openai", "base_url", "", "base_url is empty"),
+    ("openai", "base_url", "file:///etc/passwd", "an http:// or https:// URL"),
+    ("openai", "base_url", ["http://127.0.0.1:8000/v1", "ftp://h/v1"], "an http:// or https:// URL"),
+    ("openai", "base_url", "http:///v1", "with a host"),
+    ("vllm", "tensor_parallel_size", -1, "greater than or equal to 1"),
+    ("vllm", "tensor_parallel_size", 1e9, "less than or equal to 64"),
+    ("vllm", "gpu_memory_utilization", 1.5, "less than or equal to 1"),
+    ("vllm", "max_model_len", 0, "greater than or equal to 1"),
+])
+def test_every_option_out_of_its_declared_range_is_refused_by_name_before_anything_runs(backend, option, value, says):
+    with pytest.raises(ValueError, match=f"backend '{backend}' option {option}: .*{says}"):
+        check_options(backend, {"model": "m", option: value})
+
+
+def test_a_refused_url_is_not_repeated_nor_its_scheme_a_key_pasted_as_a_url_would_show():
+    for url in ("sk-proj-0123456789abcdef:x", "file://user:hunter2secret@host/etc/passwd"):
+        with pytest.raises(ValueError, match="base_url must be an http") as refused:
+            check_options("openai", {"model": "m", "base_url": url})
+        assert "0123456789abcdef" not in str(refused.value) and "hunter2secret" not in str(refused.value)
+        assert "sk-proj" not in str(refused.value) and "file" not in str(refused.value)
+
+
+def test_values_within_their_ranges_are_read_as_the_annotations_read_them():
+    assert check_options("openai", {"model": "m", "max_concurrency": "16", "retries": 10, "backoff_base": "0.5",
+                                    "base_url": ["http://a:1/v1", "HTTPS://b/v1"]}) == {
+        "model": "m", "max_concurrency": 16, "retries": 10, "backoff_base": 0.5,
+        "base_url": ["http://a:1/v1", "HTTPS://b/v1"]}
+    assert check_options("vllm", {"model": "m", "tensor_parallel_size": "8", "max_model_len": None}) == {
+        "model": "m", "tensor_parallel_size": 8, "max_model_len": None}

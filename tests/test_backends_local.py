@@ -236,3 +236,15 @@ def test_qwen_forced_tool_call_under_constraint_parses():
         instance_model(tuple(VARS)).model_validate_json(out.tool_calls[0].arguments)
     finally:
         backend.close()
+
+
+@pytest.mark.parametrize(("option", "value", "says"), [
+    ("n_ctx", -5, "greater than or equal to 256"), ("n_ctx", 10**9, "less than or equal to 1048576"),
+    ("n_threads", 0, "greater than or equal to 1"), ("n_threads", -2, "greater than or equal to 1"),
+    ("n_threads", 10**6, "less than or equal to 1024"), ("n_batch", 0, "greater than or equal to 1"),
+    ("thinking_budget", -1, "greater than or equal to 0"), ("kept_states_gib", "inf", "finite number"),
+])
+def test_llama_cpp_sizes_out_of_range_are_refused_by_name_before_a_model_loads(option, value, says):
+    """A negative context is refused as such, not reported as the model file failing to load."""
+    with pytest.raises(ValueError, match=f"backend 'local' option {option}: .*{says}"):
+        make_backend("local", model="no-such-model-file.gguf", **{option: value})

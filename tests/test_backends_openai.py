@@ -141,7 +141,7 @@ def test_backend_options_override_the_profile_and_are_checked():
     assert "overridden" in ident["profile"]["family"] and backend.thinking_supported
     with pytest.raises(ValueError, match="use one of: minimal, low, medium, high"):
         make_backend("openai", model="gpt-5-mini", base_url="http://127.0.0.1:9/v1", reasoning_effort="none")
-    with pytest.raises(ValueError, match="token_param must be one of"):
+    with pytest.raises(ValueError, match="option token_param: Input should be .max_tokens. or .max_completion_tokens."):
         make_backend("openai", model="gpt-5-mini", base_url="http://127.0.0.1:9/v1", token_param="max_new_tokens")
     o3 = make_backend("openai", model="o3-mini", base_url="http://127.0.0.1:9/v1")
     assert not o3.thinking_supported and o3.timeout == 600  # reasons always; slow by nature
@@ -753,7 +753,7 @@ def test_a_huge_answer_is_stored_capped_and_flagged(test_csv, tmp_path):
     assert len(turn.text) == 50_000 and turn.meta["truncated"]["text"] > 4_000_000
     assert len(turn.raw) == 50_000 and turn.meta["truncated"]["raw"] > 4_000_000
     assert (tmp_path / "run" / "records.jsonl").stat().st_size < 150_000
-    with pytest.raises(ValueError, match="max_stored_chars must be at least 1"):
+    with pytest.raises(ValueError, match="option max_stored_chars: Input should be greater than or equal to 1"):
         make_backend("openai", model="gpt-5-mini", base_url=server.url, max_stored_chars=0)
 
 
@@ -1018,3 +1018,130 @@ def test_structured_condition_through_the_server(server_backend, test_csv, tmp_p
             assert first.tool_calls and first.tool_calls[0].name == "record_causal_analysis"
         assert record.emitted is not None or record.emitted_error  # a truncated call is recorded, not raised
         assert record.turns[1].prompt_tokens > 0 and record.answer in ("YES", "NO", None)
+
+
+# ----------------------------------------------------------------------------------------- served weights
+class WeightsServer:
+    """A server of one served name whose weights can change under it, as a vLLM or llama.cpp server restarted
+    on another model file: ``models`` is what ``GET /v1/models`` lists, ``props`` what ``GET /props`` says
+    (None: no such route), and each answer names the weights that made it (``weights``)."""
+
+    def __init__(self, models: list[dict], props: dict | None = None, weights: str = "a"):
+        self.models, self.props, self.weights = models, props, weights
+        self.posts = 0
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                if self.path == "/v1/models":
+                    send_json(self, 200, {"object": "list", "data": server.models})
+                elif self.path == "/props" and server.props is not None:
+                    send_json(self, 200, server.props)
+                else:
+                    send_json(self, 404, {"error": {"message": "not found"}})
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                server.posts += 1
+                send_json(self, 200, {
+                    "id": f"c{server.posts}", "object": "chat.completion", "created": 0, "model": body["model"],
+                    "choices": [{"index": 0, "finish_reason": "stop", "message": {
+                        "role": "assistant", "content": f"the answer of weights {server.weights}"}}],
+                    "usage": {"prompt_tokens": 5, "completion_tokens": 5, "total_tokens": 10}})
+
+        self.http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.http.server_address[1]}/v1"
+        threading.Thread(target=self.http.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+
+    def restart_on(self, weights: str, models: list[dict], props: dict | None = None) -> None:
+        self.weights, self.models, self.props = weights, models, props
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.http.shutdown()
+        self.http.server_close()
+
+
+def vllm_listing(name: str, root: str) -> list[dict]:
+    return [{"id": name, "object": "model", "created": 0, "owned_by": "vllm", "root": root, "parent": None,
+             "max_model_len": 4096}]
+
+
+def test_a_server_restarted_on_other_weights_under_the_same_name_is_not_served_the_old_answers(tmp_path):
+    from cpdagthink.run.cache import CallCache
+    from cpdagthink.run.runner import CachedBackend
+
+    request = Request(messages=user("is A a cause of B?"), max_tokens=16)
+    with WeightsServer(vllm_listing("qwen", "/models/a")) as server:
+        first = make_backend("openai", model="qwen", base_url=server.url)
+        [(answer, hit)] = CachedBackend(first, CallCache(tmp_path)).complete_batch([request])
+        assert answer.text == "the answer of weights a" and not hit
+        assert first.identity()["served_weights"] == "/models/a" == first.served_weights
+        assert first.provenance().served_weights == "/models/a"
+        server.restart_on("b", vllm_listing("qwen", "/models/b"))  # same served name, other file
+        second = make_backend("openai", model="qwen", base_url=server.url)
+        [(answer, hit)] = CachedBackend(second, CallCache(tmp_path)).complete_batch([request])
+        assert answer.text == "the answer of weights b" and not hit and server.posts == 2
+        [(answer, hit)] = CachedBackend(second, CallCache(tmp_path)).complete_batch([request])
+        assert answer.text == "the answer of weights b" and hit  # the new weights' answer is cached as theirs
+
+
+def test_llama_cpp_servers_name_their_model_file_and_a_changed_one_is_another_model():
+    listing = [{"id": "local", "object": "model", "created": 0, "owned_by": "llamacpp", "meta": {"n_params": 1}}]
+    with WeightsServer(listing, props={"model_path": "/models/qwen3-8b-q4.gguf"}) as server:  # llama-server
+        assert make_backend("openai", model="local", base_url=server.url).identity()["served_weights"] == \
+            "/models/qwen3-8b-q4.gguf"
+        # llama_cpp.server: one model, listed under its file's path, answering whatever name a request gives
+        server.restart_on("b", [{"id": "/models/other.gguf", "object": "model", "owned_by": "me", "permissions": []}])
+        assert make_backend("openai", model="local", base_url=server.url).identity()["served_weights"] == \
+            "/models/other.gguf"
+
+
+def test_a_server_that_says_nothing_new_leaves_the_identity_and_so_every_cache_key_unchanged():
+    """OpenAI's own /v1/models lists names alone; a vLLM server of the hub id it loaded names nothing else;
+    a server without the route says nothing: each keeps the identity (and cache) of before."""
+    openai_listing = [{"id": n, "object": "model", "created": 1686935002, "owned_by": "system"}
+                      for n in ("gpt-4o-mini", "gpt-4.1", "o3-mini")]
+    silent = Stub()  # answers no GET at all
+    try:
+        before = make_backend("openai", model="gpt-4o-mini", base_url=silent.url).identity()
+    finally:
+        silent.close()
+    assert "served_weights" not in before
+    for listing in (openai_listing, vllm_listing("gpt-4o-mini", "gpt-4o-mini"), []):
+        with WeightsServer(listing) as server:
+            backend = make_backend("openai", model="gpt-4o-mini", base_url=server.url)
+            assert backend.identity() == before
+    with WeightsServer(vllm_listing("gpt-4o-mini", "gpt-4o-mini")) as server:  # recorded, not keyed
+        assert make_backend("openai", model="gpt-4o-mini", base_url=server.url).provenance().served_weights == \
+            "gpt-4o-mini"
+
+
+def test_endpoints_that_serve_different_weights_under_one_name_are_refused():
+    with WeightsServer(vllm_listing("qwen", "/models/a")) as a, WeightsServer(vllm_listing("qwen", "/models/b")) as b:
+        with pytest.raises(BackendError, match="the endpoints serve different weights under 'qwen'"):
+            make_backend("openai", model="qwen", base_url=[a.url, b.url])
+
+
+def test_a_run_folder_of_the_former_weights_is_refused_with_what_changed(test_csv, tmp_path):
+    from cpdagthink.run.data import read_csv
+    from cpdagthink.run.runfolder import read_metadata
+    from cpdagthink.run.runner import RunMismatchError, run_config
+
+    items = [i for i in read_csv(test_csv) if i.num_variables == 3][:1]
+    config = configured("baseline_enhanced", cache_dir=tmp_path / "cache", backend="openai", model="qwen")
+    with WeightsServer(vllm_listing("qwen", "/models/a")) as server:
+        run_config(config, make_backend("openai", model="qwen", base_url=server.url), items, tmp_path / "run",
+                   progress=False)
+        assert read_metadata(tmp_path / "run").served_weights == "/models/a"
+        posts = server.posts
+        server.restart_on("b", vllm_listing("qwen", "/models/b"))
+        with pytest.raises(RunMismatchError, match="now serves other weights under the same model name") as refused:
+            run_config(config, make_backend("openai", model="qwen", base_url=server.url), items, tmp_path / "run",
+                       progress=False)
+        assert '"/models/b" asked, "/models/a" in the folder' in str(refused.value) and server.posts == posts

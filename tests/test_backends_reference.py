@@ -41,3 +41,19 @@ def test_turn_two_reports_the_verdict_of_the_graph_it_is_shown():
     verdict = cyclic.answer("A directly causes B.")
     assert agent.complete(request).text == f"{verdict.detail}.\nAnswer: NO"
     assert verdict.detail.startswith("graph unusable:")
+
+
+def test_the_reference_agent_follows_the_design_points_names_and_delivery(test_csv, tmp_path):
+    """Under neutral field names it emits them and reads them back; a turn 2 that shows the object in a user
+    message is answered from that object, so every typed cell of chapter 07 answers as the oracle does."""
+    from cpdagthink.run.config import RunConfig
+    from cpdagthink.run.runner import run_config
+
+    rows = read_csv(test_csv)[400:412]
+    for name in ("typed.regex.neutral.user.bare", "typed.none.paper.user.e2", "typed.regex.neutral.tool.e2",
+                 "light_prose"):
+        config = RunConfig(backend="reference", condition=name, cache_dir=str(tmp_path / "cache"))
+        result = run_config(config, ReferenceBackend(), rows, tmp_path / name, progress=False)
+        assert all(r.emitted_error is None and r.prediction == r.oracle_label for r in result.records), name
+        if "neutral" in name:
+            assert '"field_a"' in result.records[0].turns[0].tool_calls[0].arguments

@@ -25,7 +25,8 @@ from cpdagthink.book.site import CheckoutError, build_html
 from cpdagthink.cli import main
 from cpdagthink.paths import NEEDS_CHECKOUT, PROJECT_ROOT
 
-CHAPTERS = ["01_main_results", "02_complexity", "03_ablations", "04_probes", "05_audit", "06_failure_gallery"]
+CHAPTERS = ["01_main_results", "02_complexity", "03_ablations", "04_probes", "05_audit", "06_failure_gallery",
+            "07_components"]
 
 
 def test_every_notebook_declares_its_parameters():

@@ -93,3 +93,16 @@ def test_chapter_parameters_read_each_default_as_written_and_the_comments_on_it_
         ChapterParameter("width", "limit * 2", "an expression: still a parameter the cell assigns")]
     assert [p.name for p in chapter_parameters(NOTEBOOKS / "04_probes.ipynb")] == \
         list(notebook_defaults(NOTEBOOKS / "04_probes.ipynb"))
+
+
+def test_a_parameter_scoped_to_a_chapter_reaches_that_chapter_only():
+    from cpdagthink.book.chapters import for_chapter
+    from cpdagthink.cli import book_papermill_parameters
+
+    assert for_chapter(NOTEBOOKS / "01_main_results.ipynb", {"seeds": [0], "01:seeds": [0, 1, 2]}) == {"seeds": [0, 1, 2]}
+    assert for_chapter(NOTEBOOKS / "04_probes.ipynb", {"seeds": [0], "01:seeds": [0, 1, 2]}) == {"seeds": [0]}
+    given = book_papermill_parameters(["--seeds", "0", "--temperature", "0.7", "-p", "01:seeds=[0,1,2]",
+                                       "--only", "01", "04"])
+    assert given["01_main_results"]["seeds"] == [0, 1, 2] and given["04_probes"]["seeds"] == [0]
+    with pytest.raises(ValueError, match="'04:conditions'"):  # chapter 04 declares no conditions
+        book_papermill_parameters(["-p", "04:conditions=[\"structured\"]", "--only", "01", "04"])

@@ -541,3 +541,16 @@ def test_list_parameters_prints_each_chapters_parameters_defaults_and_help_and_r
     # a default the cell spreads over two lines keeps its second line, indented under the first
     assert '  conditions = ["structured", "minimal_instruction", "no_thinking", "no_constrained_decoding", ' \
            '"baseline_enhanced",\n                "baseline_no_thinking"]' in chapters[0]
+
+
+def test_a_named_budget_set_reaches_run_and_the_book_and_an_explicit_budget_wins():
+    from cpdagthink.cli import _parameters, book_papermill_parameters, build_parser
+
+    given = book_papermill_parameters(["--budgets", "paper", "--max-tokens-answer", "7", "--only", "01"])
+    assert {k: given["01_main_results"][k] for k in ("max_tokens_turn1", "max_tokens_answer")} == \
+        {"max_tokens_turn1": 16384, "max_tokens_answer": 7}
+    default = book_papermill_parameters(["--only", "01"])["01_main_results"]
+    assert "max_tokens_turn1" not in default  # the notebook's own default, the same set
+    args = build_parser().parse_args(["run", "--condition", "structured", "--budgets", "paper"])
+    assert _parameters(args).to_config().decoding.max_tokens_turn1 == 16384
+    assert run("run", "--condition", "structured", "--budgets", "huge").returncode == 2

@@ -36,10 +36,12 @@ INSTANCE = Instance(id="t-0", premise=PREMISE, hypothesis="A directly causes C."
 REFERENCE = CausalAnalysis.from_cpdag(analyse_premise(PREMISE).cpdag)
 
 
-def test_the_eight_conditions():
-    assert set(CONDITIONS) == {"structured", "baseline_enhanced", "twoturn_prose_pc", "singleturn_structured",
-                               "minimal_instruction", "no_thinking", "no_constrained_decoding",
-                               "baseline_no_thinking"}
+def test_the_eight_conditions_and_the_design_points():
+    from cpdagthink.method.design import design_points
+
+    named = {"structured", "baseline_enhanced", "twoturn_prose_pc", "singleturn_structured", "minimal_instruction",
+             "no_thinking", "no_constrained_decoding", "baseline_no_thinking", "light_prose", "structured_repair"}
+    assert set(CONDITIONS) == named | {p.name for p in design_points()}
     with pytest.raises(ValueError, match="choose one of"):
         get_condition("magic")
 

@@ -325,3 +325,11 @@ def test_the_sample_is_spelled_once_a_configs_sample_fields_are_its_samples_by_t
     for name, field in Sample.model_fields.items():  # every front door takes each of the sample's fields, by name
         assert RunConfig.model_fields[name].default == RunParameters.model_fields[name].default == field.default, name
     assert RunParameters(backend="reference", sample_seed=7).to_config().for_run().sample.sample_seed == 7
+
+
+@pytest.mark.parametrize("option", ["max_concurrency=-3", "retries=1e9", "backoff_base=1e9", "base_url=",
+                                    "base_url=file:///etc/passwd"])
+def test_an_api_option_out_of_range_is_refused_by_name_and_never_stored(option, tmp_path):
+    """What `-o` gives reaches config.json only when the backend's signature takes it as it is."""
+    with pytest.raises(ValidationError, match=f"backend 'openai' option {option.partition('=')[0]}:"):
+        RunParameters(backend="openai", model="m", backend_options=option).to_config()

@@ -43,7 +43,7 @@ def test_banner_names_the_resolved_model_budgets_and_runs_and_puts_the_verdict_f
     assert banner.source().startswith("**Verdict\\.** This build") and "Probes\\: `scramble_full`\\." in banner.source()
     assert banner.source().endswith("Reproduce this page\\: `cpdagthink book --only 01`")
     assert "model the symbolic reference agent" in text and "default" not in text
-    assert "token budgets 1024 for turn 1 and 512 for the answer (1536 for one-turn conditions)" in text
+    assert "token budgets 512 for turn 1 and 128 for the answer (640 for one-turn conditions)" in text
     assert "Conditions: Structured Thinking, BaselineEnhanced." in text and "Probes: scramble_full." in text
     assert text.endswith("Reproduce this page: cpdagthink book --only 01")
     local = ex.updated(setup, backend="local", model=None)

@@ -69,3 +69,50 @@ def test_a_responses_api_turn_2_is_not_called_another_settings_request(test_csv,
     for record, instance in zip(records, instances):
         assert [r.as_recorded for r in recorded_requests(record, instance, decoding)] == [True, None]
         assert [r.as_recorded for r in recorded_requests(record, instance, Decoding(seed=8))][0] is False
+
+
+def _cli(*args: str) -> "subprocess.CompletedProcess":
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "cpdagthink", *args], capture_output=True, text=True, timeout=300)
+
+
+def test_prompt_of_a_run_folder_prints_the_recorded_request_byte_for_byte(test_csv, tmp_path):
+    """The run's own settings (paper budgets, seed, probe), none of them given to ``prompt``."""
+    out = tmp_path / "run"
+    made = _cli("run", "--data", str(test_csv), "--condition", "structured", "--probe", "drop_premise",
+                "--backend", "reference", "--limit", "3", "--seeds", "4", "--budgets", "paper", "--out", str(out),
+                "--cache", str(tmp_path / "cache"))
+    assert made.returncode == 0, made.stderr
+    from cpdagthink.run.config import RunConfig
+
+    instances = RunConfig.model_validate_json((out / "config.json").read_text()).instances()
+    records = {r.id: r for r in read_records(out)}
+    for row, instance in enumerate(instances):
+        for turn in (1, 2):
+            shown = _cli("prompt", "--run", str(out), "--row", str(row), "--turn", str(turn))
+            assert shown.returncode == 0, shown.stderr
+            printed = json.loads(shown.stdout)
+            assert printed.pop("probe", None) == (None if turn == 1 else
+                                                  {"name": "drop_premise", "note": records[instance.id].intervention.note,
+                                                   "include_premise": False})
+            sent = json.dumps(printed, sort_keys=True).encode()
+            assert hashlib.sha256(sent).hexdigest() == records[instance.id].turns[turn - 1].request_sha256
+            assert printed["max_tokens"] == (16384 if turn == 1 else 8192) and printed["seed"] == 4
+
+
+def test_prompt_of_a_run_folder_refuses_what_it_did_not_record(test_csv, tmp_path):
+    from cpdagthink.run.inspection import NotRecordedError, recorded_request
+
+    out = tmp_path / "run"
+    assert _cli("run", "--data", str(test_csv), "--condition", "baseline_enhanced", "--backend", "reference",
+                "--limit", "2", "--out", str(out), "--cache", str(tmp_path / "cache")).returncode == 0
+    with pytest.raises(NotRecordedError, match="there is no turn 2"):
+        recorded_request(out, 0, 2)
+    with pytest.raises(NotRecordedError, match="outside the run's rows 0..1"):
+        recorded_request(out, 2)
+    with pytest.raises(NotRecordedError, match="not a run folder"):
+        recorded_request(tmp_path, 0)
+    missing = _cli("prompt", "--row", "0")
+    assert missing.returncode == 2 and "--condition" in missing.stderr

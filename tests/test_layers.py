@@ -34,18 +34,19 @@ class Layer(NamedTuple):
 LAYERS = (
     Layer("", ("errors", "paths", "files", "credentials")),  # what every layer uses; imports nothing of the package
     Layer("causal", ("premise", "dag", "oracle", "instance")),
-    Layer("method", ("chat", "decoding", "schema", "prompts", "conditions", "interventions", "validate")),
+    Layer("method", ("chat", "budgets", "decoding", "schema", "validate", "design", "field_names", "prompts", "conditions",
+                     "interventions")),
     Layer("backends", ("base", "profiles", "toolcalls", "transport", "vllm_offline", "reference",
                        *FAMILIES, "backend",  # each family folder holds its own backend module
                        "models", "jump_forward", "chat_template", "regex_indexes", "state_store", "kept_states",
                        "llama_loading",  # local/
-                       "endpoints", "payloads", "responses")),  # openai_api/
-    Layer("run", ("parameters", "data", "generate", "spec", "config", "records", "runfolder", "cache", "runner",
-                  "inspection")),
-    Layer("analysis", ("metrics", "markup", "audit", "failures", "probes", "tables")),
+                       "endpoints", "payloads", "responses", "served")),  # openai_api/
+    Layer("run", ("parameters", "data", "generate", "spec", "config", "records", "runfolder", "cache", "repair", "runner",
+                  "inspection", "estimate")),
+    Layer("analysis", ("metrics", "markup", "audit", "failures", "probes", "tables", "factorial")),
     Layer("book", ("chapters", "presentation", "figures", "readings", "glue", "verdicts", "results", "bins", "removals",
-                   "probing", "graph_audit", "gallery", "experiments", "plan", "explorer", "failure_views", "browser",
-                   "site", "build_record", "build", "progress")),
+                   "probing", "graph_audit", "gallery", "experiments", "components", "carriers", "plan", "cost", "explorer", "failure_views", "browser",
+                   "site", "build_record", "build", "recipes", "reproduce", "reproduce_page", "progress")),
     Layer("", ("cli", "__main__", "workflow", "scheduler")),  # the command line and the Snakemake workflow's entry, over everything
 )
 RANK = {module: rank for rank, layer in enumerate(LAYERS) for module in layer.modules}

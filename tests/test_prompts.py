@@ -22,8 +22,9 @@ INSTANCE = Instance(id="t-0", premise=PREMISE, hypothesis="A directly causes C."
 def test_condition_prompts_render(name):
     condition = CONDITIONS[name]
     fields = {"premise": "Premise: P.", "hypothesis": "A directly causes B.", "status": "parsed",
-              "dot": "digraph {}", "analysis_json": "{}", "call_instruction": call_instruction("auto")}
-    for prompt in (condition.system, condition.user, condition.follow_up):
+              "dot": "digraph {}", "analysis_json": "{}", "call_instruction": call_instruction("auto"),
+              "analysis_text": "Variables: A, B", "findings": "- not_a_cpdag: a cycle"}
+    for prompt in (condition.system, condition.user, condition.follow_up, *condition.prompt_files()):
         if prompt:
             text = render(prompt, **fields)
             assert "$" not in text

@@ -279,7 +279,7 @@ def test_a_folder_of_another_backend_names_the_field_and_both_values(items, tmp_
     with pytest.raises(RunMismatchError, match=r'different backend \(backend.build: "b" asked, "a" in the folder\)'):
         run_config(configured(condition.name, cache_dir=tmp_path / "c"),
                    Built("b"), items[:2], tmp_path / "run", progress=False)
-    with pytest.raises(RunMismatchError, match=r"different run \(run.decoding.max_tokens_turn1: 64 asked, 1024 in the "
+    with pytest.raises(RunMismatchError, match=r"different run \(run.decoding.max_tokens_turn1: 64 asked, 512 in the "
                                                r"folder\)"):
         run_config(configured(condition.name, cache_dir=tmp_path / "c", decoding=Decoding(max_tokens_turn1=64)),
                    Built("a"), items[:2], tmp_path / "run", progress=False)
@@ -544,3 +544,59 @@ def test_an_option_that_computes_differently_is_refused_on_resume_and_misses_the
     # every changed request is asked (a budget of turn 1 alone leaves turn 2 the very request it was)
     assert first.model_calls == 6 and not any(r.turns[0].cache_hit for r in elsewhere.records)
     assert elsewhere.model_calls == (3 if "max_tokens_turn1" in change else 6)
+
+
+class BreaksTheGraph(Backend):
+    """The reference agent, except that turn 1's graph also lists its first skeleton pair as directed against the
+    grain (a graph the validator faults); the repair round and turn 2 are the reference agent's."""
+
+    def identity(self):
+        return {"backend": "breaks-the-graph"}
+
+    def complete(self, request: Request) -> Completion:
+        from dataclasses import replace
+
+        repairing = request.tool_choice != "none" and any(m["role"] == "tool" for m in request.messages)
+        # the repair round asks for the object again: the reference agent emits it from the same first messages
+        completion = ReferenceBackend().complete(replace(request, messages=request.messages[:2]) if repairing
+                                                 else request)
+        if request.tools and request.tool_choice != "none" and not repairing:
+            data = json.loads(completion.tool_calls[0].arguments)
+            data["directed_edges"] += [pair[::-1] for pair in data["skeleton"][:1]]  # a 2-cycle, or directed and not
+            completion.tool_calls = [ToolCall(completion.tool_calls[0].name, json.dumps(data))]
+        return completion
+
+
+from cpdagthink.method.chat import ToolCall  # noqa: E402
+from cpdagthink.method.conditions import read_emitted, repair_findings, repair_request  # noqa: E402
+
+
+def test_the_repair_round_sends_the_findings_once_and_turn_two_shows_the_corrected_object(tmp_path, test_csv):
+    from cpdagthink.method.schema import CausalAnalysis
+
+    from cpdagthink.run.config import RunConfig
+    from cpdagthink.run.runner import run_config
+
+    items = sample(read_csv(test_csv), 6, seed=1)
+    config = RunConfig(backend="reference", condition="structured_repair", cache_dir=str(tmp_path / "cache"))
+    result = run_config(config, BreaksTheGraph(), items, tmp_path / "run", progress=False)
+    for record in result.records:
+        assert len(record.turns) == 3 and record.repair.sent
+        assert any(f.startswith(("directed_and_undirected", "directed_cycle")) for f in record.repair.findings)
+        assert record.repair.analysis is not None and record.repair.analysis != record.emitted
+        # turn 2 shows the corrected object: the reference agent answers from it, so every answer is the oracle's
+        assert record.prediction == record.oracle_label
+    # what the round shows: the emitted call answered by the findings, and a second call asked for
+    record, instance = result.records[0], items[0]
+    turn1 = Completion(text="", tool_calls=[ToolCall("record_causal_analysis", record.turns[0].tool_calls[0].arguments)])
+    emitted = read_emitted(turn1)
+    request = repair_request(CONDITIONS["structured_repair"], instance, Decoding(), turn1, emitted,
+                             repair_findings(instance, emitted))
+    assert [m["role"] for m in request.messages] == ["system", "user", "assistant", "tool"]
+    assert request.tool_choice == "auto" and request.constraint is not None
+    assert record.repair.findings[0] in request.messages[-1]["content"]
+    assert "YES" not in request.messages[-1]["content"] and "Hypothesis" not in request.messages[-1]["content"]
+    assert json.loads(read_records(tmp_path / "run")[0].model_dump_json())["repair"]["findings"] == record.repair.findings
+    plain = run_config(config, ReferenceBackend(), items, tmp_path / "valid", progress=False)
+    assert all(len(r.turns) == 2 and r.repair.findings == [] and not r.repair.sent for r in plain.records)
+    assert isinstance(plain.records[0].emitted, CausalAnalysis)

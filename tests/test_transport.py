@@ -134,3 +134,15 @@ def test_an_interruption_carries_what_finished_before_it(ctrl_c):
     with pytest.raises(KeyboardInterrupt) as stopped:
         run_concurrently(answer, [0, 1, 2], workers=3, stop=stop)
     assert stopped.value.outcomes == ["answer 0", None, None] and stop.is_set()
+
+
+def test_a_long_backoff_is_said_in_one_line_and_a_short_one_is_not(monkeypatch, capsys):
+    import cpdagthink.backends.transport as transport_module
+
+    busy = {"http://a": [Refused(Failure("retry", "http://a: HTTP 503: busy"))]}
+    transport().request(failing({k: list(v) for k, v in busy.items()}), read)
+    assert capsys.readouterr().err == ""  # 1 ms of backoff passes unnoticed
+    monkeypatch.setattr(transport_module, "WAIT_NOTICE_S", 0.0005)  # as if the wait were seconds long
+    transport(backoff_base=0.001).request(failing({k: list(v) for k, v in busy.items()}), read)
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("cpdagthink: waiting 0 s before attempt 2 of 3 (http://a: HTTP 503: busy)")

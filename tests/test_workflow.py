@@ -176,6 +176,19 @@ def test_the_configs_backend_options_reach_each_group_job_and_one_the_backend_do
         plan_grid({**config, "backend": "local", "model": "qwen2.5-0.5b"})
 
 
+def test_a_tensor_parallel_size_out_of_range_is_refused_before_the_grid_sizes_a_job(tmp_path, test_csv, monkeypatch):
+    """No SLURM job is ever asked for gpu=-1 (or a billion GPUs): the plan refuses the option by name."""
+    monkeypatch.setenv("CORR2CAUSE_CSV", str(test_csv))
+    monkeypatch.setattr("cpdagthink.workflow.MARKERS", tmp_path / "plan")
+    config = {"backend": "vllm", "model": "Qwen/Qwen3-8B", "limit": "4", "only": ["01"],
+              "out_root": str(tmp_path / "runs"), "cache_dir": str(tmp_path / "cache")}
+    for size in ("-1", "0", "1e9"):
+        with pytest.raises(ValueError, match="backend 'vllm' option tensor_parallel_size:"):
+            plan_grid({**config, "backend_options": f"tensor_parallel_size={size}"})
+    with pytest.raises(ValueError, match="backend 'vllm' option tensor_parallel_size:"):
+        job_resources(RunConfig(backend="vllm", model="m", backend_options={"tensor_parallel_size": -1}))
+
+
 def test_make_grid_hands_each_value_to_snakemake_as_one_config_entry(make_argv):
     """`make grid` passes the book variables as `--config name=value` words (a list as a YAML list), the
     profile named by PROFILE; neither make nor the shell runs any value."""

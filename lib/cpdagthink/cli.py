@@ -18,6 +18,7 @@ from typing import Any, Callable, Iterator
 
 from .causal.instance import Instance
 from .errors import CpdagthinkError
+from .method.budgets import BUDGET_SETS, DEFAULT_BUDGETS, budget_set
 from .paths import CHECKOUT_COMMANDS, ENV_OUTPUTS, NEEDS_CHECKOUT, OUTPUTS_ROOT
 from .run.config import RunParameters
 from .run.data import load_split, local_test_csv, read_csv
@@ -154,7 +155,13 @@ def cmd_generate(args: argparse.Namespace) -> int:
 def _parameters(args: argparse.Namespace, **fixed: Any) -> RunParameters:
     """The run parameters named on the command line (flags left unset keep the model's defaults)."""
     given = {k: v for k, v in vars(args).items() if k in RunParameters.model_fields and v not in (None, [], "")}
-    return RunParameters(**{**given, "backend_options": _backend_options(args), **fixed})
+    return RunParameters(**{**_budgets(args), **given, "backend_options": _backend_options(args), **fixed})
+
+
+def _budgets(args: argparse.Namespace) -> dict[str, int]:
+    """``--budgets NAME``: that set's two budgets (``--max-tokens-turn1``/``--max-tokens-answer`` win)."""
+    name = getattr(args, "budgets", None)
+    return budget_set(name).as_parameters() if name else {}
 
 
 def _backend_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -197,6 +204,13 @@ def cmd_prompt(args: argparse.Namespace) -> int:
     from .method.conditions import get_condition
     from .run.inspection import inspect_request
 
+    if args.run:  # a recorded case: its run's own settings, and the request it sent
+        from .run.inspection import recorded_request
+
+        print(json.dumps(recorded_request(args.run, args.row, args.turn).to_json(), indent=2, ensure_ascii=False))
+        return 0
+    if not args.condition:
+        raise ValueError("name the --condition, or the --run FOLDER whose recorded request to print")
     # The same parameters as `run`, so the printed request is the one a run with these flags sends.
     config = _parameters(args, seeds=[args.seed], backend=args.backend or "reference").to_config()
     instances = config.all_instances()
@@ -224,7 +238,7 @@ def _notebook_parameter(text: str) -> tuple[str, Any]:
     """``name=value`` of ``book -p``: the value read as JSON when it is JSON (numbers, lists, null, true),
     else as the text itself (``-p backend=reference``)."""
     name, sep, value = text.partition("=")
-    if not sep or not name.isidentifier():
+    if not sep or not name.rpartition(":")[2].isidentifier():  # `01:seeds`: for the chapters named 01... only
         raise argparse.ArgumentTypeError(f"expected NAME=VALUE, e.g. probes='[\"scramble_full\"]', got {text!r}")
     return name, json_or_text(value)
 
@@ -233,8 +247,11 @@ def _book_overrides(args: argparse.Namespace) -> dict[str, Any]:
     """The notebook overrides the flags of ``book`` (and ``plan``) name; ``-p`` parameters apart."""
     overrides = {k: v for k, v in vars(args).items()
                  if k not in ("command", "handler", "only", "sample_variables", "parameter", "group", "execute",
-                              "no_build", "render_only", "allow_partial", "backend_options", "list_parameters")
+                              "no_build", "render_only", "allow_partial", "backend_options", "budgets",
+                              "recipes", "list", "dry_run", "book", "commands", "cost", "price_input", "price_output",
+                              "latency", "concurrency", "list_parameters")
                  and v not in (None, [], "")}
+    overrides = {**_budgets(args), **overrides}
     options = _backend_options(args)
     if options:
         overrides["backend_options"] = options
@@ -291,6 +308,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if args.list_parameters:
         return _list_parameters(args)
     runs = planned()
+    if args.cost:
+        from .book.cost import cost_lines, plan_cost
+
+        print("\n".join(cost_lines(plan_cost(runs, _pricing(args)))))
+        return 0
     if not args.execute:
         print(json.dumps([r.model_dump(mode="json") for r in runs], indent=2))
         return 0
@@ -300,6 +322,28 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if left:
         print(f"cpdagthink plan: {len(left)} run(s) still incomplete, first {left[0]}", file=sys.stderr)
     return 1 if left else 0
+
+
+def cmd_reproduce(args: argparse.Namespace) -> int:
+    from .book.recipes import recipe_listing
+    from .book.reproduce import one_book_commands, reproduce
+
+    if args.list:
+        print(recipe_listing())
+        return 0
+    if args.commands:  # the one book of these recipes, as a `book` command and a `make grid` line
+        print("\n".join(one_book_commands(args.recipes or ["PAPER"], _book_overrides(args), dict(args.parameter or []))))
+        return 0
+    if not args.recipes:
+        raise ValueError("name the recipes to reproduce (e.g. TABLE1, or PAPER for all); --list shows them")
+    return reproduce(args.recipes, _book_overrides(args), dict(args.parameter or []), args.only,
+                     dry_run=args.dry_run, book=args.book, pricing=_pricing(args))
+
+
+def _pricing(args: argparse.Namespace) -> Any:
+    from .book.cost import Pricing
+
+    return Pricing(args.price_input, args.price_output, args.latency, args.concurrency)
 
 
 def cmd_render(args: argparse.Namespace) -> int:
@@ -362,8 +406,7 @@ _SHORTHANDS: tuple[tuple[str, str, dict[str, Any], str], ...] = (
 _BACKENDS_HELP = "local (default), openai, vllm, reference"
 
 
-def _model_options(parser: argparse.ArgumentParser, budgets: str = "defaults 1024 and 512",
-                   backends: str = _BACKENDS_HELP) -> None:
+def _model_options(parser: argparse.ArgumentParser, backends: str = _BACKENDS_HELP) -> None:
     """The flags that choose a model and how it decodes, shared by ``run``, ``prompt``, ``book`` and ``plan``."""
     parser.add_argument("--backend", help=backends)
     parser.add_argument("--model", help="local: qwen2.5-0.5b (default), smollm2-135m or a .gguf path; "
@@ -375,7 +418,11 @@ def _model_options(parser: argparse.ArgumentParser, budgets: str = "defaults 102
     for flag, key, extra, help_text in _SHORTHANDS:
         parser.add_argument(flag, action=_BackendOption, key=key, help=f"{help_text} (-o {key}=...)", **extra)
     parser.add_argument("--tool-choice", choices=["auto", "forced"], help="auto (+ prompt instruction) or forced")
-    parser.add_argument("--max-tokens-turn1", type=int, help=f"turn-1 budget ({budgets})")
+    default = budget_set(DEFAULT_BUDGETS)
+    parser.add_argument("--budgets", choices=list(BUDGET_SETS),
+                        help=f"a named set of both budgets (default {DEFAULT_BUDGETS}: {default.turn1} and "
+                             f"{default.answer}; paper: {BUDGET_SETS['paper'].turn1} and {BUDGET_SETS['paper'].answer})")
+    parser.add_argument("--max-tokens-turn1", type=int, help="turn-1 budget (wins over --budgets)")
     parser.add_argument("--max-tokens-answer", type=int, help="answer-turn budget")
     parser.add_argument("--sampling", choices=["auto", "greedy", "recommended"],
                         help="auto (default): the model's recommended sampling for any number of seeds, so seed 0 is "
@@ -434,8 +481,7 @@ def _run_options(run: argparse.ArgumentParser) -> None:
 
 def _chapter_options(book: argparse.ArgumentParser) -> None:
     """``book`` and ``plan``: the model, the sample, the seeds and the chapters, as the notebooks take them."""
-    _model_options(book, budgets="notebook defaults 512 and 128, sized for the CPU model; raise them for "
-                                 "thinking models")
+    _model_options(book)
     book.add_argument("--limit", type=int, help="sample size (0: the whole split)")
     book.add_argument("--sample-min-positives", type=int,
                       help="at least this many gold positives in the sample (notebook default 2)")
@@ -448,7 +494,7 @@ def _chapter_options(book: argparse.ArgumentParser) -> None:
     book.add_argument("--only", nargs="+", help="notebook name prefixes, e.g. 01 04")
     book.add_argument("-p", "--parameter", action="append", type=_notebook_parameter, metavar="NAME=VALUE",
                       help="any notebook parameter (papermill's names), e.g. -p probes='[\"scramble_full\"]'; "
-                           "repeatable; wins over the flags (-p backend_options='{...}' over -o, key by key); "
+                           "NN:NAME=VALUE gives it to chapter NN only (-p 01:seeds='[0,1,2]'); repeatable; wins over the flags (-p backend_options='{...}' over -o, key by key); "
                            "a name no selected chapter declares is refused")
     book.add_argument("--list-parameters", action="store_true",
                       help="print each selected chapter's parameters (the names -p takes) with their defaults and "
@@ -480,6 +526,30 @@ def _plan_options(plan: argparse.ArgumentParser) -> None:
     plan.add_argument("--group", help="only this group's runs (one backend and model at one seed)")
     plan.add_argument("--execute", action="store_true", help="compute the runs that are not complete (exit 0 "
                       "when all are complete)")
+    plan.add_argument("--cost", action="store_true", help="print what each run and the plan still cost (calls, "
+                      "tokens, price, time) instead of the JSON")
+    _cost_options(plan)
+
+
+def _reproduce_options(parser: argparse.ArgumentParser) -> None:
+    """``reproduce``: the recipes, the chapters' options (which win over a recipe's), and what to do."""
+    parser.add_argument("recipes", nargs="*", metavar="RECIPE", help="TABLE1, FIGURE2, ... or PAPER for all")
+    parser.add_argument("--list", action="store_true", help="print the recipe of every reported result")
+    parser.add_argument("--dry-run", action="store_true", help="plan and print the runs; compute nothing")
+    parser.add_argument("--book", action="store_true", help="then build the one book of the paper's design")
+    parser.add_argument("--commands", action="store_true", help="print that one book as a `cpdagthink book` "
+                        "command and a `make grid` line (per-chapter seeds and parameters), and stop")
+    _chapter_options(parser)
+    _cost_options(parser)
+
+
+def _cost_options(parser: argparse.ArgumentParser) -> None:
+    """``plan --cost`` and ``reproduce --dry-run``: the prices and the latency the cost is computed with."""
+    parser.add_argument("--price-input", type=float, metavar="USD", help="price of a million prompt tokens")
+    parser.add_argument("--price-output", type=float, metavar="USD", help="price of a million completion tokens")
+    parser.add_argument("--latency", type=float, metavar="S", help="seconds per call (default: earlier runs' mean)")
+    parser.add_argument("--concurrency", type=int, metavar="N", help="calls in flight (default: max_concurrency, "
+                        "5 for the openai backend, else 1)")
 
 
 def _schema_options(schema: argparse.ArgumentParser) -> None:
@@ -491,7 +561,9 @@ def _schema_options(schema: argparse.ArgumentParser) -> None:
 def _prompt_options(prompt: argparse.ArgumentParser) -> None:
     """``prompt``: the data row, the condition, the turn, the probe and seed, the model and the cache."""
     _data_options(prompt)
-    prompt.add_argument("--condition", required=True, help="structured, baseline_enhanced, twoturn_prose_pc, ...")
+    prompt.add_argument("--condition", help="structured, baseline_enhanced, twoturn_prose_pc, ...")
+    prompt.add_argument("--run", help="a run folder: print the request its record of --row (0-based, in the run's "
+                        "sample order) sent, with that run's settings (the other flags are not read)")
     prompt.add_argument("--row", type=int, required=True, help="0-based row of the data")
     prompt.add_argument("--turn", type=int, choices=[1, 2], default=1,
                         help="2: turn 1 is answered first (from the call cache when a run made it)")
@@ -522,6 +594,8 @@ def build_parser() -> argparse.ArgumentParser:
         "book": (cmd_book, _book_options, "execute every notebook with papermill and build the Jupyter Book"),
         "plan": (cmd_plan, _plan_options, "print every run the book reads (config, run folder, complete, group) as "
                                           "JSON; --group KEY --execute computes one group's runs"),
+        "reproduce": (cmd_reproduce, _reproduce_options,
+                      "plan and compute the runs of the paper's results (--list: the recipes; --dry-run)"),
         "render": (cmd_render, _allow_partial,
                    "build the Jupyter Book from the notebooks already executed in book/, running nothing"),
         "schema": (cmd_schema, _schema_options, "print the CausalAnalysis JSON schema or its decoding regex"),

@@ -182,7 +182,11 @@ def book_parameters(config: Mapping[str, Any]) -> tuple[list[str], dict[str, Any
     from .credentials import strip_credentials
     from .run.parameters import coerce_list, coerce_options
 
-    parameters = {k: _plain(v) for k, v in config.items() if k not in ("only", GROUP_LIMITS)}
+    parameters = {k: _plain(v) for k, v in config.items() if k not in ("only", GROUP_LIMITS, "budgets")}
+    if config.get("budgets"):  # `make grid BUDGETS=paper`: the named set, as `book --budgets` reads it
+        from .method.budgets import budget_set
+
+        parameters = {**budget_set(str(config["budgets"])).as_parameters(), **parameters}
     only = [str(o) for o in coerce_list(_plain(config.get("only")), "only") or []]
     if "backend_options" in parameters:
         parameters["backend_options"] = coerce_options(parameters["backend_options"])

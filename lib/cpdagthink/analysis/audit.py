@@ -347,3 +347,30 @@ __all__ = [
     "violation_kinds",
     "violation_rates",
 ]
+
+
+def _quality(analysis: CausalAnalysis | None, reference: CausalAnalysis) -> str:
+    if analysis is None:
+        return "unparsed"
+    kinds = [v.kind.value for v in violations(analysis, variables=reference.variables)]
+    return graph_quality(field_scores(analysis, reference), kinds)
+
+
+def repair_transitions(records: Iterable[RunRecord], reference_for: Callable[[str], CausalAnalysis | None]
+                       ) -> pd.DataFrame:
+    """What the repair round (``structured_repair``) did to each graph, counted: its quality before (turn 1's
+    object) and after (the object turn 2 showed: the reply's where it parsed, turn 1's otherwise), in the
+    audit's terms (:data:`QUALITIES`, graded against the reference CPDAG, which the round itself never saw). Rows
+    without a reference or without a round are left out."""
+    counts: dict[tuple[str, str], int] = {}
+    for record in records:
+        reference = reference_for(record.id)
+        if reference is None or record.repair is None:
+            continue
+        before = _quality(record.emitted, reference)
+        after = _quality(record.repair.analysis, reference) if record.repair.analysis is not None else before
+        counts[(before, after)] = counts.get((before, after), 0) + 1
+    order = {q: i for i, q in enumerate(QUALITIES)}
+    rows = [{"before": b, "after": a, "graphs": n} for (b, a), n in sorted(counts.items(),
+                                                                            key=lambda i: (order[i[0][0]], order[i[0][1]]))]
+    return pd.DataFrame(rows, columns=["before", "after", "graphs"])

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any, Callable
 
 from ..method.chat import Completion, Constraint, Request, ToolCall
-from .base import Backend, BackendError
+from .base import Backend, BackendError, read_options
 
 BACKENDS: dict[str, str | Callable[..., Backend]] = {
     "local": ".local:LocalBackend",
@@ -64,31 +64,7 @@ def check_options(name: str, options: Mapping[str, Any]) -> dict[str, Any]:
     if unknown and not takes_any:
         raise ValueError(f"backend {name!r} does not take {', '.join(unknown)}; it takes: {', '.join(accepted) or 'no options'}"
                          + (_RUNS_NO_MODEL if "model" in unknown else ""))
-    hints = _annotations(factory)
-    return {key: _read(name, key, hints[key], value) if key in hints else value for key, value in options.items()}
-
-
-def _annotations(factory: Callable[..., Backend]) -> dict[str, Any]:
-    """The factory's parameter annotations, evaluated; none where one cannot be (a name only a type checker
-    sees): the backend then checks its values itself."""
-    import typing
-
-    try:
-        return typing.get_type_hints(factory.__init__ if inspect.isclass(factory) else factory)
-    except Exception:  # noqa: BLE001 - NameError, TypeError of an annotation this Python cannot evaluate
-        return {}
-
-
-def _read(backend: str, key: str, annotation: Any, value: Any) -> Any:
-    from pydantic import ConfigDict, TypeAdapter, ValidationError
-
-    try:
-        adapter = TypeAdapter(annotation, config=ConfigDict(coerce_numbers_to_str=True))
-        return adapter.validate_python(value)
-    except ValidationError as error:
-        raise ValueError(f"backend {backend!r} option {key}: {error.errors()[0]['msg']}") from None
-    except Exception:  # noqa: BLE001 - an annotation pydantic cannot check (an arbitrary class)
-        return value
+    return read_options(factory, name, options)
 
 
 def make_backend(name: str, **options: Any) -> Backend:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import inspect
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Sequence
 
 from ..errors import CpdagthinkError
 from ..method.chat import Completion, Request
@@ -45,6 +45,7 @@ class Provenance:
     tokenizer_revision: str | None = None  # the same for the tokenizer (a GGUF file carries its own)
     model_package: str | None = None  # the pip package a local model file was installed from, ``name==version``
     api: str | None = None  # the API a service was called through, and where
+    served_weights: str | None = None  # the weights a server says stand behind the model's name (vLLM's root)
 
 
 class Backend(ABC):
@@ -69,6 +70,16 @@ class Backend(ABC):
     # ("threads", "n_threads"); None: a job holds one thread.
     sized_by: ClassVar[tuple[str, str] | None] = None
     api_slots: ClassVar[int] = 0  # a job's share of the profile's ``api_slots`` (1 for a service called over HTTP)
+    # Building it loads no model and calls nothing, so a plan may build it to learn its identity (the cost estimate).
+    builds_cheaply: ClassVar[bool] = False
+    symbolic: ClassVar[bool] = False  # answers without a language model: no tokens to price
+
+    @classmethod
+    def calls_in_flight(cls, options: Mapping[str, Any]) -> int:
+        """How many calls a run keeps in flight with ``options``: its ``max_concurrency`` as given or as this
+        class's default; 1 for a backend that takes no such option."""
+        parameter = inspect.signature(cls).parameters.get("max_concurrency")
+        return int(options.get("max_concurrency", parameter.default if parameter is not None else 1))
 
     @classmethod
     def job_resources(cls, options: Mapping[str, Any]) -> dict[str, int]:
@@ -102,6 +113,14 @@ class Backend(ABC):
         """Refuse early (a ``ValueError``) a run this family cannot serve: ``thinking`` off where ``model``
         cannot switch reasoning off, an option its model family does not take. Nothing by default."""
 
+    tools: ClassVar[bool] = True  # a class-level answer: the backend passes tools and tool messages (chapter 07's design)
+
+    @classmethod
+    def applies_regex(cls, options: Mapping[str, Any]) -> bool:
+        """A class-level answer, read without building the backend: whether a request's regex constraint is
+        applied to decoding under these options (a design point that needs it is refused where it is not)."""
+        return True
+
     @abstractmethod
     def identity(self) -> dict[str, Any]:
         """What computes: backend, model, revision or file hash, build, decoder and profile, the fixed settings
@@ -122,3 +141,43 @@ class Backend(ABC):
 
     def close(self) -> None:
         """Release the model or connections (no-op by default)."""
+
+
+def read_options(factory: Callable[..., Any], name: str, options: Mapping[str, Any]) -> dict[str, Any]:
+    """``options`` read against ``factory``'s parameter annotations (for a class, its ``__init__``'s), so each
+    option's type and range is declared once, where the backend takes it (``Annotated[int, Field(ge=1,
+    le=64)]``): a value an annotation refuses raises ``ValueError`` naming backend ``name``, the option and the
+    annotation's reason, never the value (it may be a URL). Values are returned as read (``"30"`` for a float
+    is 30.0); an option without an annotation pydantic can check is returned as given."""
+    hints = _annotations(factory)
+    return {key: _read(name, key, hints[key], value) if key in hints else value for key, value in options.items()}
+
+
+def _annotations(factory: Callable[..., Any]) -> dict[str, Any]:
+    """The factory's parameter annotations, evaluated with their constraints (``Annotated`` kept); none where
+    one cannot be (a name only a type checker sees): the backend then checks its values itself."""
+    import typing
+
+    try:
+        return typing.get_type_hints(factory.__init__ if inspect.isclass(factory) else factory, include_extras=True)
+    except Exception:  # noqa: BLE001 - NameError, TypeError of an annotation this Python cannot evaluate
+        return {}
+
+
+def _read(backend: str, key: str, annotation: Any, value: Any) -> Any:
+    from pydantic import ConfigDict, TypeAdapter, ValidationError
+
+    try:
+        adapter = TypeAdapter(annotation, config=ConfigDict(coerce_numbers_to_str=True, hide_input_in_errors=True))
+    except Exception:  # noqa: BLE001 - an annotation pydantic cannot check (an arbitrary class)
+        return value
+    try:
+        return adapter.validate_python(value)
+    except ValidationError as error:
+        raise ValueError(f"backend {backend!r} option {key}: {_reason(error)}") from None
+
+
+def _reason(error: Any) -> str:
+    """The first reason pydantic gives, without its ``Value error, `` prefix (a validator's own message)."""
+    message = error.errors(include_url=False, include_input=False)[0]["msg"]
+    return message.removeprefix("Value error, ")

@@ -20,6 +20,7 @@ import dataclasses
 import itertools
 import queue
 import random
+import sys
 import threading
 import time
 from typing import Any, Callable, Iterator, Literal, Sequence, TypeVar
@@ -33,6 +34,8 @@ REJECTED_STATUS = {400, 413, 422}
 RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 # Characters of a failure kept in an error message.
 MESSAGE_CHARS = 300
+# Seconds of backoff from which the wait is said on stderr (a shorter one passes unnoticed).
+WAIT_NOTICE_S = 5.0
 
 
 class ServiceRejected(RequestRejected):
@@ -228,6 +231,14 @@ class Transport:
             delay = max(delay, min(retry_after, self.backoff_max))
         return delay
 
+    def _wait(self, delay: float, attempt: int, failure: str) -> bool:
+        """Wait ``delay`` seconds before the next attempt, saying so on stderr in one line when the wait is long
+        enough to look like a hang; True when :attr:`stop` was set meanwhile."""
+        if delay >= WAIT_NOTICE_S:
+            print(f"cpdagthink: waiting {delay:.0f} s before attempt {attempt + 2} of {self.retries + 1} "
+                  f"({failure})"[:MESSAGE_CHARS], file=sys.stderr, flush=True)
+        return self.stop.wait(delay)
+
     def request(self, send: Callable[[Any], Any], read: Callable[[Any, float, dict[str, Any]], T]) -> T:
         """``read(send(client), latency_s, attempt)`` for the first attempt that succeeds. ``attempt`` holds
         ``attempts`` (made so far), ``base_url`` (where this one went) and, after a retry, ``wall_s`` (seconds
@@ -254,7 +265,7 @@ class Transport:
                     raise
                 _raise_unless_retry(failure, url, exc)
                 errors.append(failure.message)
-            if attempt < self.retries and self.stop.wait(self._delay(attempt, failure.retry_after)):
+            if attempt < self.retries and self._wait(self._delay(attempt, failure.retry_after), attempt, errors[-1]):
                 raise BackendError("stopped (interrupted)")
         raise BackendError(
             f"endpoint {', '.join(sorted(set(urls_tried)))} unreachable or failing after "

@@ -31,7 +31,9 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Annotated, Any, Sequence
+
+from pydantic import Field
 
 from ..method.chat import Completion, Request
 from .base import Backend, BackendError, Provenance
@@ -42,6 +44,8 @@ from .toolcalls import (MISTRAL_OPEN, OPEN, chat_messages, completion_from_text,
 INSTALL_HINT = "pip install -e '.[vllm]'  (or a separate GPU env: conda env create -f environment-vllm.yml)"
 
 
+# GPUs one model may be split over (a node holds at most 8; vLLM spans nodes only with Ray, which a grid job has not).
+MAX_TENSOR_PARALLEL = 64
 _OPENERS = {"hermes": OPEN, "mistral": MISTRAL_OPEN}
 _UNFORCED = (None, "auto", "none")
 
@@ -169,9 +173,9 @@ class VLLMBackend(ProfiledFamily, Backend):
         self,
         model: str,
         *,
-        tensor_parallel_size: int = 2,
-        gpu_memory_utilization: float = 0.88,
-        max_model_len: int | None = 16384,
+        tensor_parallel_size: Annotated[int, Field(ge=1, le=MAX_TENSOR_PARALLEL)] = 2,
+        gpu_memory_utilization: Annotated[float, Field(gt=0, le=1)] = 0.88,
+        max_model_len: Annotated[int, Field(ge=1)] | None = 16384,
         revision: str | None = None,
         reasoning_parser: str | None = None,
         dtype: str = "auto",

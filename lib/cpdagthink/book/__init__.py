@@ -1,6 +1,7 @@
 """The book: what describes its chapters (``chapters``), what the notebooks call (``experiments``), its tables as
 a page shows them (``presentation``), the pages' sentences (``readings``, one module per chapter), figures, the
-failure explorer and its views, the headless browser, the runs each chapter reads (``plan``), the build of the
+failure explorer and its views, the headless browser, the runs each chapter reads (``plan``; chapter 07's design and its cost in ``components``) and what they cost (``cost``), the recipe of each paper result and
+``cpdagthink reproduce`` (``recipes``, ``reproduce``, and its page's generated parts, ``reproduce_page``), the build of the
 Jupyter Book (``build``; the HTML and its print in ``site``), the console's progress while a chapter runs
 (``progress``) and its record of what the build cost (``build_record``).
 
@@ -14,6 +15,8 @@ __all__ = [
     "build",
     "build_record",
     "chapters",
+    "components",
+    "cost",
     "experiments",
     "explorer",
     "failure_views",
@@ -22,5 +25,8 @@ __all__ = [
     "presentation",
     "progress",
     "readings",
+    "recipes",
+    "reproduce",
+    "reproduce_page",
     "site",
 ]

@@ -20,8 +20,8 @@ from ..analysis.metrics import counted
 from ..errors import CpdagthinkError
 from ..paths import PROJECT_ROOT
 from . import build_record
-from .chapters import (ENV_RENDER_ONLY, METADATA_KEY, NOTEBOOKS, RenderOnlyError, chapter_values,
-                       notebook_parameters, select_notebooks)
+from .chapters import (ENV_RENDER_ONLY, METADATA_KEY, NOTEBOOKS, RenderOnlyError, chapter_values, for_chapter,
+                       notebook_parameters, scoped_name, select_notebooks)
 from .site import build_html, build_single_file, require_checkout
 
 
@@ -73,7 +73,8 @@ def papermill_parameters(notebook: Path, overrides: dict[str, Any]) -> dict[str,
     """What papermill gives ``notebook`` for these overrides: those it declares, with live widgets off unless
     asked (a headless kernel cannot run them; notebooks that declare this show static views instead)."""
     accepted = notebook_parameters(notebook)
-    return {k: v for k, v in {"interactive_widgets": False, **overrides}.items() if k in accepted}
+    given = {"interactive_widgets": False, **for_chapter(notebook, overrides)}
+    return {k: v for k, v in given.items() if k in accepted}
 
 
 def executed_parameters(path: Path) -> dict[str, Any] | None:
@@ -92,7 +93,7 @@ def execute(notebook: Path, overrides: dict[str, Any], output_dir: Path) -> Path
     made render-only, from complete run records, as ``render_only``)."""
     import papermill
 
-    unknown = set(overrides) - notebook_parameters(notebook)
+    unknown = set(for_chapter(notebook, overrides)) - notebook_parameters(notebook)
     parameters = papermill_parameters(notebook, overrides)
     output = output_dir / notebook.name
     print(f"executing {notebook.name} with {json.dumps(parameters)}"
@@ -398,7 +399,7 @@ def selected(overrides: dict[str, Any], only: list[str] | None = None,
     notebooks = select_notebooks(only)
     parameters = parameters or {}
     declared = set().union(*(notebook_parameters(n) for n in notebooks))
-    unknown = sorted((set(overrides) | set(parameters)) - declared)
+    unknown = sorted(name for name in set(overrides) | set(parameters) if not _declared(name, notebooks))
     if unknown:
         raise ValueError(f"no selected chapter takes the parameter {', '.join(map(repr, unknown))}; "
                          f"they take: {', '.join(sorted(declared))} (a backend's own option goes in "
@@ -410,6 +411,15 @@ def selected(overrides: dict[str, Any], only: list[str] | None = None,
     if options:
         overrides["backend_options"] = options
     return notebooks, overrides
+
+
+def _declared(name: str, notebooks: Sequence[Path]) -> bool:
+    """Some chapter of ``notebooks`` takes the parameter ``name``; a scoped one (``01:seeds``), some chapter it
+    names, selected or not (a workflow's chapter job gets the parameters of every chapter)."""
+    prefix, parameter = scoped_name(name)
+    if prefix is None:
+        return any(parameter in notebook_parameters(n) for n in notebooks)
+    return any(parameter in notebook_parameters(n) for n in select_notebooks() if n.name.startswith(prefix))
 
 
 def build(overrides: dict[str, Any], only: list[str] | None = None, root: Path = PROJECT_ROOT,

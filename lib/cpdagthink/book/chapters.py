@@ -133,10 +133,35 @@ def notebook_defaults(path: Path) -> dict[str, Any]:
     return defaults
 
 
+SCOPE = ":"  # ``01:seeds``: a parameter given only to the chapters whose names start with ``01``
+
+
+def scoped_name(name: str) -> tuple[str | None, str]:
+    """``(chapter prefix, parameter)`` of an override's name: ``("01", "seeds")`` for ``01:seeds``, ``(None,
+    "seeds")`` for one every chapter is given."""
+    prefix, sep, parameter = name.rpartition(SCOPE)
+    return (prefix, parameter) if sep else (None, name)
+
+
+def for_chapter(notebook: Path, overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """The overrides ``notebook`` is given: those of every chapter, then those scoped to it (``01:seeds``),
+    which win; so one book gives its chapters different values (three seeds for 01, one elsewhere)."""
+    chapter: dict[str, Any] = {}
+    scoped: dict[str, Any] = {}
+    for name, value in overrides.items():
+        prefix, parameter = scoped_name(name)
+        if prefix is None:
+            chapter[name] = value
+        elif notebook.name.startswith(prefix):
+            scoped[parameter] = value
+    return {**chapter, **scoped}
+
+
 def chapter_values(notebook: Path, overrides: dict[str, Any]) -> dict[str, Any]:
     """The parameters a notebook runs with: its parameters cell's defaults, and the overrides it declares (a
-    chapter ignores the others, as papermill is only given these)."""
+    chapter ignores the others, as papermill is only given these; :func:`for_chapter` resolves scoped ones)."""
     accepted = notebook_parameters(notebook)
+    overrides = for_chapter(notebook, overrides)
     return {**notebook_defaults(notebook), **{k: v for k, v in overrides.items() if k in accepted}}
 
 

@@ -10,7 +10,7 @@ model is loaded once (``cpdagthink plan --group KEY --execute``, what a workflow
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -118,9 +118,17 @@ def gallery_runs(setup: RunSet, values: Mapping[str, Any]) -> list[Declared]:
     return _grid("runs", setup, _list(values, "conditions"), setup.seeds[:1])
 
 
+def component_runs(setup: RunSet, values: Mapping[str, Any]) -> list[Declared]:
+    """Chapter 07: the design's cells and the repair round, only with ``run_design`` (:mod:`components`)."""
+    from .components import design_runs
+
+    return [Declared("runs", key, config) for key, config in design_runs(setup, values)]
+
+
 CHAPTERS: dict[str, Callable[[RunSet, Mapping[str, Any]], list[Declared]]] = {
     "01_main_results": main_results_runs, "02_complexity": complexity_runs, "03_ablations": ablation_runs,
     "04_probes": probe_runs, "05_audit": audited_runs, "06_failure_gallery": gallery_runs,
+    "07_components": component_runs,
 }
 
 
@@ -132,7 +140,7 @@ def declared(chapter: str, values: Mapping[str, Any]) -> list[Declared]:
     return CHAPTERS[chapter](ex.setup_from_parameters(values), values)
 
 
-class _Samples:
+class Samples:
     """Each sample drawn once, however many runs read it (a sample is named by the fields that draw it)."""
 
     def __init__(self) -> None:
@@ -150,7 +158,7 @@ def run_chapter(chapter: str, namespace: Mapping[str, Any], progress: bool = Tru
     """What a chapter's notebook calls: every run it declares, computed where its folder is not complete and
     read where it is (:func:`experiments.run`; render-only refuses to compute), and their records by part and
     key, in the order declared."""
-    samples, parts = _Samples(), {}
+    samples, parts = Samples(), {}
     for run in declared(chapter, namespace):
         parts.setdefault(run.part, {})[run.key] = ex.run(run.config, samples.of(run.config), progress=progress)
     return parts
@@ -196,16 +204,23 @@ def plan_book(overrides: dict[str, Any], only: list[str] | None = None,
     from .build import chapter_values, selected
 
     notebooks, overrides = selected(overrides, only, parameters)
-    samples, found = _Samples(), {}
-    for notebook in notebooks:
-        for run in declared(notebook.stem, chapter_values(notebook, overrides)):
+    return plan_chapters((n.stem, chapter_values(n, overrides)) for n in notebooks)
+
+
+def plan_chapters(executions: Iterable[tuple[str, Mapping[str, Any]]]) -> list[PlannedRun]:
+    """Every run these chapter executions read, ``(chapter, its parameter values)`` each (a chapter may come
+    more than once, e.g. on two models); a run that several read appears once, with each chapter in
+    ``chapters``, in the order first declared."""
+    samples, found = Samples(), {}
+    for chapter, values in executions:
+        for run in declared(chapter, values):
             instances = samples.of(run.config)
             folder = str(run.config.folder(instances))
             if folder in found:
                 chapters = found[folder].chapters
-                chapters += [] if notebook.stem in chapters else [notebook.stem]
+                chapters += [] if chapter in chapters else [chapter]
                 continue
-            found[folder] = PlannedRun(chapters=[notebook.stem], config=run.config,
+            found[folder] = PlannedRun(chapters=[chapter], config=run.config,
                                        instances=Rows.of(run.config, instances), folder=folder,
                                        complete=is_complete(folder, run.config, instances), group=group_of(run.config))
     return list(found.values())
@@ -223,7 +238,7 @@ def execute(runs: Sequence[PlannedRun], progress: bool = True) -> None:
     """Compute every run that is not complete, group by group: a group's runs share one backend, built once
     (:func:`experiments.backend_of`), and a complete run is left as it is (:func:`experiments.run` reads it).
     Runs whose rows no longer match the plan are refused (plan again)."""
-    samples = _Samples()
+    samples = Samples()
     for members in groups(runs).values():
         for run in members:
             c, instances = run.config, samples.of(run.config)

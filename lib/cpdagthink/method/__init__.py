@@ -1,6 +1,7 @@
 """The paper's method: the ``CausalAnalysis`` object and its decoding regex (``schema``), the chat request a
-condition builds and the completion it reads (``chat``), the decoding settings (``decoding``), the prompts, the
-conditions, the turn-2 probes and their registry ``PROBES`` (``interventions``), and the certified CPDAG
+condition builds and the completion it reads (``chat``), the decoding settings (``decoding``) and the named token budgets
+(``budgets``), the prompts, the conditions as points of a design of the method's components (``design``, with the
+neutral field names of ``field_names``), the turn-2 probes and their registry ``PROBES`` (``interventions``), and the certified CPDAG
 validator (``validate``).
 
 Its modules import from ``causal`` and the top-level modules, never from a layer above
@@ -9,9 +10,12 @@ the folder imports none of them.
 """
 
 __all__ = [
+    "budgets",
     "chat",
     "conditions",
     "decoding",
+    "design",
+    "field_names",
     "interventions",
     "prompts",
     "schema",

@@ -9,6 +9,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt
 
+from .budgets import DEFAULT
+
 
 class Sampling(BaseModel):
     """Sampling settings; temperature 0 is greedy, and the filters are off at top_p 1, top_k 0, min_p 0."""
@@ -35,8 +37,8 @@ class Decoding(Sampling):
 
     tool_choice: Literal["auto", "forced"] = "auto"  # auto (+ the prompt's instruction, the paper's API setting)
     narrow_regex: bool = True  # constrain variable names to the instance's own
-    max_tokens_turn1: PositiveInt = 1024
-    max_tokens_answer: PositiveInt = 512
+    max_tokens_turn1: PositiveInt = DEFAULT.turn1  # the one default set (budgets.py says why)
+    max_tokens_answer: PositiveInt = DEFAULT.answer
     seed: int = 0
     thinking: bool = True  # the backend's thinking switch, ANDed with the condition's
 

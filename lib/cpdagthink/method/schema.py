@@ -203,7 +203,7 @@ def instance_model(variables: tuple[str, ...]) -> type[BaseModel]:
     return create_model("CausalAnalysis", __config__=ConfigDict(extra="forbid"), **fields)
 
 
-def _schema(variables: list[str] | tuple[str, ...] | None) -> dict[str, Any]:
+def analysis_schema(variables: list[str] | tuple[str, ...] | None) -> dict[str, Any]:
     """The generic schema, or the one narrowed to an instance's variables."""
     return CausalAnalysis.model_json_schema() if variables is None else CausalAnalysis.json_schema_for(variables)
 
@@ -218,7 +218,7 @@ def json_schema_regex(schema: dict[str, Any]) -> str:
 
 @lru_cache(maxsize=256)
 def _regex(variables: tuple[str, ...] | None) -> str:
-    return json_schema_regex(_schema(variables))
+    return json_schema_regex(analysis_schema(variables))
 
 
 def analysis_regex(variables: list[str] | tuple[str, ...] | None = None) -> str:
@@ -244,21 +244,21 @@ def analysis_regex(variables: list[str] | tuple[str, ...] | None = None) -> str:
     return _regex(tuple(variables) if variables else None)
 
 
-def _without_titles(node: Any) -> Any:
+def without_titles(node: Any) -> Any:
     """Drop pydantic's ``title`` keys: they cost prompt tokens and constrain nothing."""
     if isinstance(node, dict):
-        return {k: _without_titles(v) for k, v in node.items() if not (k == "title" and isinstance(v, str))}
+        return {k: without_titles(v) for k, v in node.items() if not (k == "title" and isinstance(v, str))}
     if isinstance(node, list):
-        return [_without_titles(v) for v in node]
+        return [without_titles(v) for v in node]
     return node
 
 
 @lru_cache(maxsize=256)
 def _tool_definition_text(variables: tuple[str, ...] | None) -> str:
     """The tool definition as JSON text: pydantic builds the schema once per variable list, not once per request."""
-    schema = _schema(variables)
+    schema = analysis_schema(variables)
     return json.dumps({"type": "function", "function": {"name": TOOL_NAME, "description": TOOL_DESCRIPTION,
-                                                        "parameters": _without_titles(schema)}})
+                                                        "parameters": without_titles(schema)}})
 
 
 def tool_definition(variables: list[str] | tuple[str, ...] | None = None) -> dict[str, Any]:

@@ -1,6 +1,7 @@
 """Running the method: run parameters and configurations (``parameters``, ``config``), what a run is (``spec``),
 the data loader and generated sets (``data``, ``generate``), the run folder and its typed records (``runfolder``,
-``records``), the call cache, the runner and request inspection.
+``records``), the call cache, the repair round between a run's turns (``repair``), the runner, request inspection and
+the estimate of what a run still asks of its model (``estimate``).
 
 Its modules import from ``backends``, ``method``, ``causal`` and the top-level modules, never from a layer above
 (``tests/test_layers.py``). Each is imported by its own name (``from cpdagthink.run import cache``): importing
@@ -11,10 +12,12 @@ __all__ = [
     "cache",
     "config",
     "data",
+    "estimate",
     "generate",
     "inspection",
     "parameters",
     "records",
+    "repair",
     "runfolder",
     "runner",
     "spec",

@@ -27,6 +27,7 @@ from pydantic import (
 
 from ..causal.instance import Instance
 from ..credentials import is_secret_query_key, strip_credentials
+from ..method.budgets import DEFAULT as DEFAULT_BUDGETS
 from ..method.decoding import Decoding, Sampling
 from ..paths import OUTPUTS_ROOT
 from .parameters import coerce_list, coerce_options
@@ -98,6 +99,9 @@ class _Choices(BaseModel):
 
             if CONDITIONS[self.condition].flow is not Flow.TOOL:
                 raise ValueError(f"probe {self.probe!r} replaces a tool call's object; {self.condition!r} makes none")
+            if CONDITIONS[self.condition].repair:
+                raise ValueError(f"probe {self.probe!r} and {self.condition!r}'s repair round would both replace the "
+                                 "object turn 2 shows: run the probe on a condition without one")
         from ..backends import BACKENDS, backend_class, check_options
 
         if self.backend not in BACKENDS:
@@ -220,19 +224,15 @@ _SECRET_SUFFIXES = ("_key", "_token", "_secret", "_password")  # hf_token, api_k
 class BackendOptions(BaseModel):
     """A backend's own options (``-o KEY=VALUE``, a notebook's ``backend_options``), any the backend takes: its
     signature names them and reads each value (:func:`cpdagthink.backends.check_options`). The ones declared
-    here are checked further before any model loads: secrets stay out (an endpoint's user info moves to the
-    environment, the key variable is a name) and a value no backend could use is refused by name."""
+    here are the ones that must be handled before any backend reads them: secrets stay out (an endpoint's user
+    info moves to the environment, the key variable is a name). Each option's type and range is declared once,
+    in the backend's own signature."""
 
     model_config = ConfigDict(extra="allow", hide_input_in_errors=True)
 
     base_url: Annotated[list[str], _Listed, AfterValidator(bare_urls)] | None = None  # user info: environment only
     # the variable whose key the endpoints get (a name, never the key: a value with '-' or '.' is refused)
     api_key_env: str | None = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=128)
-    timeout: float | None = Field(None, gt=0, allow_inf_nan=False)
-    retries: NonNegativeInt | None = None
-    regex_mode: Literal["none", "vllm"] | None = None
-    api: Literal["chat", "responses"] | None = None
-    token_param: Literal["max_tokens", "max_completion_tokens"] | None = None
 
     @model_validator(mode="after")
     def _no_secrets(self) -> "BackendOptions":
@@ -277,8 +277,8 @@ class RunParameters(BaseModel):
     sample_min_positives: NonNegativeInt = 1
     seeds: Annotated[list[int], _Listed, _Seeds] = Field(default_factory=lambda: [0], min_length=1)
     tool_choice: Literal["auto", "forced"] = "auto"
-    max_tokens_turn1: PositiveInt = 1024
-    max_tokens_answer: PositiveInt = 512
+    max_tokens_turn1: PositiveInt = DEFAULT_BUDGETS.turn1
+    max_tokens_answer: PositiveInt = DEFAULT_BUDGETS.answer
     thinking: bool = True
     sampling: Literal["auto", "greedy", "recommended"] = "auto"
     temperature: float | None = Field(None, ge=0.0, le=5.0)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..backends.base import Backend
+from ..errors import CpdagthinkError
 from ..causal.instance import Instance
 from ..method.chat import Completion, Request, ToolCall
 from ..method.conditions import (Condition, Flow, Turn2Input, first_request, get_condition, intervene, read_emitted,
@@ -57,12 +58,13 @@ def inspect_request(condition: Condition, backend: Backend, instance: Instance, 
     first = first_request(condition, instance, decoding)
     if turn == 1:
         return Inspected(first)
-    return _second(condition, instance, decoding, _complete(backend, first, cache_dir), probe)
+    return second_turn(condition, instance, decoding, _complete(backend, first, cache_dir), probe)
 
 
-def _second(condition: Condition, instance: Instance, decoding: Decoding, turn1: Completion,
-            probe: str | None) -> Inspected:
-    emitted = read_emitted(turn1)
+def second_turn(condition: Condition, instance: Instance, decoding: Decoding, turn1: Completion,
+                probe: str | None) -> Inspected:
+    """Turn 2 as the runner builds it from ``turn1``'s answer, under ``probe`` with the runner's own draw."""
+    emitted = read_emitted(turn1, condition.field_names)
     given = intervene(get_probe(probe) if probe is not None else None, instance, emitted.analysis, decoding.seed)
     return Inspected(second_request(condition, instance, decoding, turn1, given, emitted), probe, given)
 
@@ -77,7 +79,7 @@ def recorded_requests(record: RunRecord, instance: Instance, decoding: Decoding)
     probe = record.intervention.name if record.intervention is not None else None
     built = [Inspected(first_request(condition, instance, decoding))]
     if len(record.turns) > 1:
-        built.append(_second(condition, instance, decoding, _completion(record.turns[0]), probe))
+        built.append(second_turn(condition, instance, decoding, _completion(record.turns[0]), probe))
     carried = record.turns[0].meta.get("api") == "responses"  # its reasoning items went into turn 2 unrecorded
     return [replace(b, as_recorded=True if json_sha256(b.request.to_json()) == t.request_sha256
                     else None if k == 1 and carried else False)
@@ -93,3 +95,37 @@ def _complete(backend: Backend, request: Request, cache_dir: str | Path | None) 
     if cache_dir is None:
         return backend.complete(request)
     return CachedBackend(backend, CallCache(cache_dir)).complete_batch([request])[0][0]
+
+
+class NotRecordedError(CpdagthinkError, ValueError):
+    """A recorded request cannot be printed as it was sent (no such row or turn, or other settings made it)."""
+
+
+def recorded_request(folder: str | Path, row: int, turn: int = 1) -> Inspected:
+    """Turn ``turn`` of the ``row``-th instance (0-based, in the run's sample order) of the run in ``folder``,
+    rebuilt with that run's own settings (its ``config.json``: condition, probe, decoding and budgets, seed) from
+    its record, no model call: what :func:`inspect_request` prints, and the very request the run sent (its digest
+    equals the recorded ``request_sha256``; anything else is refused, never printed as if it were sent)."""
+    from .config import RunConfig
+    from .runfolder import CONFIG, read_json, read_records
+
+    data = read_json(Path(folder) / CONFIG)
+    if data is None:
+        raise NotRecordedError(f"{folder} holds no {CONFIG}: not a run folder")
+    config = RunConfig.model_validate(data)
+    instances = config.instances()
+    if not 0 <= row < len(instances):
+        raise NotRecordedError(f"--row {row} is outside the run's rows 0..{len(instances) - 1}")
+    instance = instances[row]
+    record = next((r for r in read_records(folder) if r.id == instance.id), None)
+    if record is None or not record.turns:
+        raise NotRecordedError(f"row {row} ({instance.id}) has no recorded request in {folder}"
+                               + (f": {record.problem}" if record is not None and record.problem else ""))
+    if not 1 <= turn <= len(record.turns):
+        raise NotRecordedError(f"row {row} of {folder} recorded {len(record.turns)} turn(s); there is no turn {turn}")
+    inspected = recorded_requests(record, instance, config.decoding)[turn - 1]
+    if inspected.as_recorded is not True:
+        raise NotRecordedError(f"turn {turn} of row {row} rebuilt from {folder} is not the request recorded "
+                               + ("(its reasoning items are never kept)" if inspected.as_recorded is None
+                                  else "(the run was made by another version's prompts)"))
+    return inspected

@@ -69,6 +69,17 @@ class InterventionRecord(BaseModel):
     analysis: CausalAnalysis | None = None  # the object shown in turn 2 in place of the emitted one
 
 
+class RepairRecord(BaseModel):
+    """A repair round (``structured_repair``): the validator's findings about turn 1's graph, sent back once, and
+    the object the model emitted in reply (the one turn 2 shows when it parses; turn 1's otherwise). A valid graph
+    has no findings and gets no round (``sent`` false)."""
+
+    findings: list[str] = []
+    sent: bool = False
+    analysis: CausalAnalysis | None = None  # the corrected object as parsed
+    error: str | None = None  # why the reply's object could not be parsed
+
+
 class RunRecord(BaseModel):
     """One finished instance of one run."""
 
@@ -89,6 +100,7 @@ class RunRecord(BaseModel):
     emitted: CausalAnalysis | None = None  # turn 1's object as parsed (schema types only; consistency is the audit's)
     emitted_error: str | None = None  # why turn 1's object could not be parsed (tool flows)
     intervention: InterventionRecord | None = None
+    repair: RepairRecord | None = None  # the repair round, for a condition that has one
     answer: Literal["YES", "NO"] | None = None  # the final turn's parsed answer
     problem: str | None = None  # the instance could not be posed (premise unparsable or unsatisfiable)
 
@@ -230,6 +242,7 @@ class RunMetadata(BaseModel):
     model_package: str | None  # a local model's pip package(s), ``name==version``
     api: str | None  # the API a service was called through, and where
     served_models: list[str] = []  # the snapshots the API reported serving (each response's ``model``)
+    served_weights: str | None = None  # the weights the server said it serves under the model's name
     git: GitRevision | None  # the code's commit and whether tracked files differed from it
     packages: dict[str, str]
     python: str

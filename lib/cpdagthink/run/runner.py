@@ -45,8 +45,9 @@ from ..method.interventions import get_probe
 from ..paths import PROJECT_ROOT
 from .cache import CallCache, former_identities
 from .config import RunConfig
-from .records import (SCHEMA_VERSION, GitRevision, Hardware, InterventionRecord, RunMetadata, RunRecord, RunSummary,
-                      ToolCallRecord, TurnRecord, json_sha256)
+from .records import (SCHEMA_VERSION, GitRevision, Hardware, InterventionRecord, RepairRecord, RunMetadata, RunRecord,
+                      RunSummary, ToolCallRecord, TurnRecord, json_sha256)
+from .repair import repair_round
 from .runfolder import CONFIG, METADATA, SUMMARY, RunFolder, RunFolderError, difference, read_metadata
 from .spec import rows_sha256
 
@@ -175,6 +176,15 @@ def _oracle_verdict(instance: Instance) -> OracleLabel:
         return OracleLabel(None)
 
 
+def pose(condition: Condition, instance: Instance, decoding: Decoding) -> tuple[Request, int | None] | str:
+    """Turn 1's request and the oracle's label, or why the row cannot be posed (no call; its record says why)."""
+    try:
+        request, verdict = first_request(condition, instance, decoding), _oracle_verdict(instance)
+    except (PremiseError, UnfaithfulFactsError) as error:
+        return f"{type(error).__name__}: {error}"
+    return verdict.problem or (request, verdict.label)  # no DAG satisfies it: no label to score an answer against
+
+
 def _hardware() -> Hardware:
     gpus: list[str] = []
     if shutil.which("nvidia-smi"):
@@ -206,6 +216,11 @@ class RunResult:
     summary: RunSummary
 
 
+# What a changed ``served_weights`` means, said where a folder is refused for it.
+_OTHER_WEIGHTS = ("; the server now serves other weights under the same model name, so its answers are another "
+                  "model's (set the backend option revision to tell models served under one name apart)")
+
+
 def _check_resumable(folder: RunFolder, metadata: RunMetadata, records: list[RunRecord],
                      instances: list[Instance]) -> None:
     """Refuse to append to records of another run (:meth:`RunMetadata.identity`: another condition, prompt,
@@ -231,11 +246,19 @@ def _check_resumable(folder: RunFolder, metadata: RunMetadata, records: list[Run
     new, held = metadata.identity(), old.identity()
     differs = [k for k in new if held.get(k) != new[k]]
     if differs:
-        details = "; ".join(difference(new[k], held.get(k), k) for k in differs)
         raise RunMismatchError(
             f"{folder.path} already holds {len(records)} records of a run with a different {', '.join(differs)} "
-            f"({details}); resuming would mix the two. Choose another output folder or remove this one."
+            f"({_differences(new, held, differs)}); resuming would mix the two. Choose another output folder or remove this one."
         )
+
+
+def _differences(new: dict[str, Any], held: dict[str, Any], differs: list[str]) -> str:
+    """Where a folder's run identity ``held`` differs from the ``new`` one, field by field, and what a change
+    of the weights a server says it serves means."""
+    details = "; ".join(difference(new[k], held.get(k), k) for k in differs)
+    if (new.get("backend") or {}).get("served_weights") != (held.get("backend") or {}).get("served_weights"):
+        details += _OTHER_WEIGHTS
+    return details
 
 
 def _metadata(run: dict[str, Any], backend: Backend, instances: list[Instance], done: list[RunRecord],
@@ -256,6 +279,7 @@ def _metadata(run: dict[str, Any], backend: Backend, instances: list[Instance], 
         model_package=provenance.model_package,
         api=provenance.api,
         served_models=_served_models(done),
+        served_weights=provenance.served_weights,
         git=git_revision(),
         packages=_versions(),
         python=platform.python_version(),
@@ -395,17 +419,11 @@ class _Session:
     def _pose(self, chunk: list[Instance]) -> tuple[list[tuple[Instance, Request, int | None]], dict[str, str]]:
         """Each instance with its first request and oracle label, and why each other one cannot be posed."""
         posed, problems = [], {}
-        for instance in chunk:
-            try:
-                request = first_request(self.condition, instance, self.decoding)
-                verdict = _oracle_verdict(instance)
-            except (PremiseError, UnfaithfulFactsError) as error:
-                problems[instance.id] = f"{type(error).__name__}: {error}"
-                continue
-            if verdict.problem:  # no DAG satisfies the premise: no label to score an answer against
-                problems[instance.id] = verdict.problem
-                continue
-            posed.append((instance, request, verdict.label))
+        for instance, found in ((i, pose(self.condition, i, self.decoding)) for i in chunk):
+            if isinstance(found, str):
+                problems[instance.id] = found
+            else:
+                posed.append((instance, *found))
         return posed, problems
 
     def chunk(self, chunk: list[Instance]) -> list[RunRecord]:
@@ -413,21 +431,27 @@ class _Session:
         posed, problems = self._pose(chunk)
         turns = [[(request, *result)] for (_, request, _), result
                  in zip(posed, self.cached.complete_batch([request for _, request, _ in posed]))]
-        emitted = [read_emitted(t[0][1]) if self.condition.flow is Flow.TOOL else None for t in turns]
+        tool, names = self.condition.flow is Flow.TOOL, self.condition.field_names
+        emitted = [read_emitted(t[0][1], names) if tool else None for t in turns]
         given = [self._intervene(inst, e) for (inst, _, _), e in zip(posed, emitted)]
+        repairs, shown = repair_round(self.condition, self.decoding, self.cached.complete_batch, [p[0] for p in posed],
+                                      turns, emitted)
         if self.condition.flow is not Flow.ONE_TURN:
             # A turn 1 the service refused has nothing to build on: its turn 2 is not sent, and the record says so
             # (a refusal is never cached, so noting it on the completion changes nothing stored).
             going = [k for k, t in enumerate(turns) if "rejected" not in t[0][1].meta]
             for k in set(range(len(turns))) - set(going):
                 turns[k][0][1].meta["next_turn"] = "not sent: this turn was refused"
-            second = [second_request(self.condition, posed[k][0], self.decoding, turns[k][0][1], given[k], emitted[k])
+            second = [second_request(self.condition, posed[k][0], self.decoding, turns[k][0][1], given[k], shown[k])
                       for k in going]
             for k, request, result in zip(going, second, self.cached.complete_batch(second)):
                 turns[k].append((request, *result))
-        made = {inst.id: self._record(inst, oracle, t, e, g)
-                for (inst, _, oracle), t, e, g in zip(posed, turns, emitted, given)}
+        made = self._records(posed, turns, emitted, given, repairs)
         return [made[i.id] if i.id in made else self._problem(i, problems[i.id]) for i in chunk]
+
+    def _records(self, posed: list, turns: list, emitted: list, given: list, repairs: dict) -> dict[str, RunRecord]:
+        return {inst.id: self._record(inst, oracle, t, e, g, repairs.get(k))
+                for k, ((inst, _, oracle), t, e, g) in enumerate(zip(posed, turns, emitted, given))}
 
     def _intervene(self, instance: Instance, emitted: Emitted | None) -> Turn2Input | None:
         return intervene(self.intervention, instance, emitted.analysis if emitted else None, self.decoding.seed)
@@ -438,7 +462,7 @@ class _Session:
                 "gold_label": instance.label, "prompt_sha256": self.condition.prompt_files()}
 
     def _record(self, instance: Instance, oracle: int | None, turns: list[tuple[Request, Completion, bool]],
-                emitted: Emitted | None, given: Turn2Input | None) -> RunRecord:
+                emitted: Emitted | None, given: Turn2Input | None, repair: RepairRecord | None = None) -> RunRecord:
         self.hits += sum(hit for _, _, hit in turns)
         return RunRecord(
             **self._base(instance),
@@ -450,6 +474,7 @@ class _Session:
             intervention=None if given is None else InterventionRecord(
                 name=self.intervention_name, note=given.note, include_premise=given.include_premise,
                 analysis=given.analysis),
+            repair=repair,
             answer=parse_answer(turns[-1][1].text),
         )
 

@@ -40,9 +40,10 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
+from pydantic import Field
 
 from ...method.chat import Completion, Request
 from ..base import Backend, BackendError, Provenance, RequestRejected
@@ -64,6 +65,13 @@ from .state_store import StateStore
 from .llama_loading import default_extra_buffers, llama_model_params, load_model
 from .regex_indexes import RegexIndexes, compile_index, token_texts
 from ..toolcalls import THINK_CLOSE, THINK_OPEN, completion_from_text, envelope_regex
+
+# The ranges of llama.cpp's sizes, declared once in the signature: a context shorter than a prompt of this
+# method cannot serve it, one over 1M tokens no GGUF here was trained for; more threads than any machine has
+# only makes them wait on each other.
+MIN_CONTEXT = 256
+MAX_CONTEXT = 1 << 20
+MAX_THREADS = 1024
 
 INSTALL_HINT = "pip install -e '.[local]'  (llama-cpp-python[server]==0.3.36, outlines[llamacpp]==1.3.3, numba)"
 
@@ -174,18 +182,19 @@ class LocalBackend(Backend):
         self,
         model: str = DEFAULT_MODEL,
         *,
-        n_ctx: int = 16384,
-        n_threads: int = 2,
-        n_batch: int = 128,  # kept prefixes are reused in whole batches; larger ones prefill no faster here
+        n_ctx: Annotated[int, Field(ge=MIN_CONTEXT, le=MAX_CONTEXT)] = 16384,
+        n_threads: Annotated[int, Field(ge=1, le=MAX_THREADS)] = 2,
+        # kept prefixes are reused in whole batches; larger ones prefill no faster here
+        n_batch: Annotated[int, Field(ge=1, le=MAX_CONTEXT)] = 128,
         seed: int = 0,
         cache_dir: str | None = None,
         chat_template: str | None = None,
-        thinking_budget: int = 1024,
-        max_cached_regexes: int = 32,
+        thinking_budget: Annotated[int, Field(ge=0)] = 1024,
+        max_cached_regexes: Annotated[int, Field(ge=1)] = 32,
         extra_buffers: bool | None = None,
-        kept_states_gib: float = 4.0,
+        kept_states_gib: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 4.0,
         jump_forward: bool = False,
-        draft_tokens: int = 6,
+        draft_tokens: Annotated[int, Field(ge=1)] = 6,
         verbose: bool = False,
     ):
         llama_cpp = _import_llama_cpp()

@@ -25,12 +25,15 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Callable, Sequence
+from typing import Annotated, Any, Callable, Literal, Mapping, Sequence
+
+from pydantic import Field
 
 from ...method.chat import Completion, Request
-from ..base import Backend, BackendError, PartialBatchError, Provenance
-from .endpoints import NO_KEY, endpoint_keys, endpoint_urls, public_url, public_url_for_client, redact
-from .payloads import REGEX_MODES, carries_reasoning, chat_kwargs, responses_kwargs, without_reasoning_items
+from ..base import Backend, BackendError, PartialBatchError, Provenance, read_options
+from .endpoints import NO_KEY, Endpoints, endpoint_keys, endpoint_urls, public_url, public_url_for_client, redact
+from .payloads import RegexMode, carries_reasoning, chat_kwargs, responses_kwargs, without_reasoning_items
+from .served import endpoints_weights
 from .responses import (
     MAX_STORED_CHARS,
     MalformedAnswer,
@@ -48,22 +51,22 @@ INSTALL_HINT = "pip install -e '.[api]'"
 # legitimately takes minutes; anything else that is silent for a minute is treated as dead.
 TIMEOUT_REASONING_S = 600.0
 TIMEOUT_CHAT_S = 60.0
+# The ranges of the settings (each declared once, in the signature's annotations): a run against a failing
+# server waits at most retries x backoff, and says so while it waits (:mod:`..transport`).
+MAX_CONCURRENCY = 256
+MAX_RETRIES = 10
+MAX_BACKOFF_S = 120.0
+MAX_TIMEOUT_S = 3600.0
 # Characters of a service's error body kept as its message.
 SERVER_MESSAGE_CHARS = 2000
 # The service's refusal of reasoning items it did not issue to this organisation.
 _UNVERIFIABLE = re.compile(r"(?i)encrypted content .* could not be verified|invalid_encrypted_content")
 
 
-def check_settings(regex_mode: str, timeout: float | None, retries: int, max_stored_chars: int) -> None:
-    """Refuse, with what was given, a setting :class:`OpenAIBackend` cannot use."""
-    if regex_mode not in REGEX_MODES:
-        raise ValueError(f"regex_mode must be one of {REGEX_MODES}, got {regex_mode!r}")
-    if timeout is not None and not timeout > 0:
-        raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
-    if int(retries) < 0:
-        raise ValueError(f"retries must be 0 or more, got {retries!r}")
-    if int(max_stored_chars) < 1:
-        raise ValueError(f"max_stored_chars must be at least 1, got {max_stored_chars!r}")
+def check_settings(**settings: Any) -> None:
+    """Refuse, by name, a setting outside the range :class:`OpenAIBackend`'s signature declares (the same check
+    :func:`cpdagthink.backends.check_options` makes before anything runs), for a backend built directly."""
+    read_options(OpenAIBackend, OpenAIBackend.name, settings)
 
 
 def backend_profile(model: str, regex_mode: str, *, token_param: str | None, thinking_param: str | None,
@@ -109,33 +112,41 @@ class OpenAIBackend(ProfiledFamily, Backend):
 
     name = "openai"
     preferred_chunk_size = 64
+    builds_cheaply = True  # a client is made, nothing is called
     api_slots = 1  # a grid job holds one of the profile's api_slots, sending up to max_concurrency at a time
+
+    @classmethod
+    def applies_regex(cls, options: Mapping[str, Any]) -> bool:
+        """A generic OpenAI-compatible server applies no regex; a vLLM server does, given it with
+        ``regex_mode="vllm"`` (its ``structured_outputs``)."""
+        return options.get("regex_mode") == "vllm"
 
     def __init__(
         self,
         model: str,
-        base_url: str | Sequence[str] | None = None,
+        base_url: Endpoints = None,
         *,
         api_key_env: str | None = None,
-        max_concurrency: int = 5,
-        retries: int = 4,
-        timeout: float | None = None,
-        backoff_base: float = 1.0,
-        backoff_max: float = 30.0,
+        max_concurrency: Annotated[int, Field(ge=1, le=MAX_CONCURRENCY)] = 5,
+        retries: Annotated[int, Field(ge=0, le=MAX_RETRIES)] = 4,
+        timeout: Annotated[float, Field(gt=0, le=MAX_TIMEOUT_S, allow_inf_nan=False)] | None = None,
+        backoff_base: Annotated[float, Field(ge=0, le=MAX_BACKOFF_S, allow_inf_nan=False)] = 1.0,
+        backoff_max: Annotated[float, Field(ge=0, le=MAX_BACKOFF_S, allow_inf_nan=False)] = 30.0,
         jitter_seed: int = 0,
-        regex_mode: str = "none",
-        token_param: str | None = None,
+        regex_mode: RegexMode = "none",
+        token_param: Literal["max_tokens", "max_completion_tokens"] | None = None,
         thinking_param: str | None = None,
         reasoning_effort: str | None = None,
         send_sampling: bool | None = None,
         reasoning_parser: str | None = None,
         revision: str | None = None,
         send_seed: bool = True,
-        api: str | None = None,
-        max_stored_chars: int = MAX_STORED_CHARS,
+        api: Literal["chat", "responses"] | None = None,
+        max_stored_chars: Annotated[int, Field(ge=1)] = MAX_STORED_CHARS,
     ):
         openai = _openai_module()
-        check_settings(regex_mode, timeout, retries, max_stored_chars)
+        check_settings(max_concurrency=max_concurrency, retries=retries, timeout=timeout, backoff_base=backoff_base,
+                       backoff_max=backoff_max, regex_mode=regex_mode, max_stored_chars=max_stored_chars)
         self.model = model
         urls = endpoint_urls(base_url)
         self.base_urls = [public_url(u) for u in urls]
@@ -161,13 +172,20 @@ class OpenAIBackend(ProfiledFamily, Backend):
         self.send_seed = send_seed
         self.max_stored_chars = int(max_stored_chars)
         self.served_model: str | None = None
+        # Asked once, before any request, so the identity never changes under a run: the weights the endpoints
+        # say stand behind the model's name (:mod:`.served`: vLLM's root, llama.cpp's model file), or None.
+        try:
+            self.served_weights = endpoints_weights(self._clients, self.base_urls, model, self.timeout)
+        except ValueError as mixed:
+            raise BackendError(str(mixed)) from None
 
     def provenance(self) -> Provenance:
         """The revision asked for (a service resolves its own: each response's ``model`` is recorded as the
         served snapshot) and the API with its public endpoints."""
         where = ", ".join(self.base_urls)
         api = "Responses API" if self.profile.api == "responses" else "Chat Completions API"
-        return Provenance(model_revision=self.revision, api=f"OpenAI-compatible {api} at {where}")
+        return Provenance(model_revision=self.revision, api=f"OpenAI-compatible {api} at {where}",
+                          served_weights=self.served_weights)
 
     def identity(self) -> dict[str, Any]:
         """What computes: the model as requests name it to the server, the revision asked for, the API, regex mode,
@@ -187,6 +205,10 @@ class OpenAIBackend(ProfiledFamily, Backend):
                         "tool_envelope": p.tool_envelope, "reasoning_parser": p.reasoning_parser,
                         "strict_tools": p.strict_tools},
             "reasoning_effort": self.reasoning_effort,
+            # The weights behind the name, only where the server names ones other than the model: a server
+            # restarted on other weights under the same name is another model, while one that says nothing
+            # new (OpenAI's API, a vLLM server of the hub id it loaded) keeps the key its cache was made under.
+            **({"served_weights": self.served_weights} if self.served_weights not in (None, self.model) else {}),
         }
 
     @property

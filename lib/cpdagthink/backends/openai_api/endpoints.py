@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Sequence
+from typing import Annotated, Any, Sequence
+
+from pydantic import AfterValidator
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 from ...credentials import check_url, is_secret_query_key, with_credentials
@@ -85,14 +87,34 @@ def redact(text: str, secrets: Sequence[str] = ()) -> str:
     return text
 
 
+def http_urls(base_url: Any) -> Any:
+    """``base_url`` as given, once each URL it names is an ``http://`` or ``https://`` URL with a host (None:
+    OpenAI's default endpoint). A message never repeats the URL, nor its scheme (a key pasted where the URL
+    should be reads as one): it may hold a secret."""
+    urls = [] if base_url is None else [base_url] if isinstance(base_url, str) else list(base_url)
+    if base_url is not None and not urls:
+        raise ValueError("base_url names no endpoint")
+    for url in urls:
+        if not url.strip():
+            raise ValueError("base_url is empty: give the server's URL, e.g. http://127.0.0.1:8000/v1")
+        parts = urlsplit(url.strip())
+        if parts.scheme.lower() not in ("http", "https") or not parts.netloc.rpartition("@")[2]:
+            raise ValueError("base_url must be an http:// or https:// URL with a host, e.g. "
+                             "http://127.0.0.1:8000/v1 (the URL given is not repeated: it may hold a key)")
+    return base_url
+
+
+# The ``base_url`` option: None (api.openai.com), one URL, or a list (round-robin), each http(s).
+Endpoints = Annotated[str | Sequence[str] | None, AfterValidator(http_urls)]
+
+
 def endpoint_urls(base_url: str | Sequence[str] | None) -> list[str | None]:
     """The endpoints a ``base_url`` option names (None: OpenAI's default endpoint), each with the key a front
     door stripped from it put back (:mod:`cpdagthink.credentials`) and checked to hold no unreadable or
     query-string credential."""
+    http_urls(base_url)
     urls: list[str | None] = [None] if base_url is None else [base_url] if isinstance(base_url, str) else list(base_url)
     urls = [None if u is None else with_credentials(u) for u in urls]
-    if not urls:
-        raise ValueError("base_url list is empty")
     for url in urls:
         if url is not None:
             check_url(url)

@@ -25,13 +25,14 @@ the keyword arguments of ``chat.completions.create`` (:func:`chat_kwargs`) and o
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Sequence
+from typing import Any, Literal, Sequence, get_args
 
 from ...method.chat import Request
 from ..profiles import ModelProfile, profile_for
 from ..toolcalls import chat_messages, envelope_regex
 
-REGEX_MODES = ("none", "vllm")
+RegexMode = Literal["none", "vllm"]
+REGEX_MODES = get_args(RegexMode)
 # The keywords a ``strict`` function schema may use (the service's structured-outputs subset).
 _STRICT_KEYWORDS = frozenset({
     "type", "properties", "required", "additionalProperties", "items", "enum", "const", "anyOf", "$defs", "$ref",

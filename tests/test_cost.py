@@ -1,0 +1,86 @@
+"""The cost before the run: the calls ``reproduce --dry-run`` counts are those the run then makes, what is done
+is not priced, and earlier runs of the same model measure the tokens and the time per call."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cpdagthink.book.cost import Pricing, plan_cost
+from cpdagthink.book.recipes import selected
+from cpdagthink.book.reproduce import plan_recipes
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "cpdagthink", *args], capture_output=True, text=True, timeout=600)
+
+
+def total_calls(text: str) -> int:
+    return int(re.search(r"total: ([\d,]+) calls", text).group(1).replace(",", ""))
+
+
+def calls_made(runs: Path) -> int:
+    return sum(json.loads((f / "metadata.json").read_text())["model_calls_this_session"] for f in runs.iterdir())
+
+
+@pytest.fixture
+def where(test_csv, tmp_path, monkeypatch):
+    monkeypatch.setenv("CORR2CAUSE_CSV", str(test_csv))
+    return ["-p", f"out_root={tmp_path / 'runs'}", "-p", f"cache_dir={tmp_path / 'cache'}"]
+
+
+def test_the_dry_run_counts_the_calls_a_loopback_api_run_then_makes(where, tmp_path):
+    """Appendix A.1 against a loopback OpenAI-compatible server: three runs (auto, forced, the baseline) whose
+    turn 1 differs; the server counts every request it answers."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from reasoning_api_server import ReasoningAPIServer
+
+    with ReasoningAPIServer() as server:
+        flags = ["APPENDIX_A1", "--limit", "4", "--base-url", server.url, *where]
+        planned = cli("reproduce", *flags, "--dry-run", "--price-input", "0.5", "--price-output", "4")
+        assert planned.returncode == 0, planned.stderr
+        assert total_calls(planned.stdout) == 4 * 2 + 4 * 2 + 4  # two turns, two turns, one
+        assert "call cache: empty" in planned.stdout and "price $" in planned.stdout
+        made = cli("reproduce", *flags)
+        assert made.returncode == 0, made.stderr
+        assert len(server.requests) == total_calls(planned.stdout) == calls_made(tmp_path / "runs")
+        again = cli("reproduce", *flags, "--dry-run", "--price-input", "0.5", "--price-output", "4")
+    assert total_calls(again.stdout) == 0 and "4 of 4 rows recorded" in again.stdout
+    assert "price $0.00–$0.00" in again.stdout
+
+
+def test_cached_calls_are_not_priced_and_earlier_runs_measure_tokens_and_time(where, tmp_path):
+    """A run whose folder is gone but whose calls are cached costs nothing; a new sample of the same model is
+    priced from the tokens its earlier runs' records counted."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from reasoning_api_server import ReasoningAPIServer
+
+    with ReasoningAPIServer() as server:
+        overrides = {"backend": "openai", "backend_options": {"base_url": server.url}, "limit": 4,
+                     "out_root": str(tmp_path / "runs"), "cache_dir": str(tmp_path / "cache")}
+        recipes = selected(["APPENDIX_A1"])
+        assert cli("reproduce", "APPENDIX_A1", "--limit", "4", "--base-url", server.url, *where).returncode == 0
+        other = plan_cost(plan_recipes(recipes, {**overrides, "limit": 6}), Pricing(1.0, 10.0))
+        for folder in (tmp_path / "runs").iterdir():
+            shutil.copytree(folder, tmp_path / "kept" / folder.name)
+            shutil.rmtree(folder)
+        refetched = plan_cost(plan_recipes(recipes, overrides), Pricing(1.0, 10.0))
+    assert all(c.pending.calls == 0 and c.pending.cached > 0 for c in refetched)  # the cache answers all
+    measured = [c for c in other if c.tokens_measured]
+    assert measured and all(c.expected is not None and c.expected <= c.ceiling for c in measured)
+    assert all(c.price[0] <= c.price[1] for c in other)
+    assert all(c.wall_s is not None for c in other)  # the records' latencies
+
+
+def test_plan_cost_prints_per_run_and_total(where):
+    shown = cli("plan", "--cost", "--backend", "reference", "--limit", "3", "--only", "01", *where)
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert lines[0].startswith("calls") and any(line.startswith("total: ") for line in lines)
+    assert "estimated from characters" in shown.stdout
