@@ -24,7 +24,7 @@ from pathlib import Path
 
 import nbformat
 
-from cpdagthink.book.build import executed_chapters
+from cpdagthink.book.chapter_state import executed_chapters
 from cpdagthink.book.build_record import execution, wall_seconds
 from cpdagthink.run.runfolder import read_metadata, read_records
 

@@ -30,6 +30,8 @@ ROWS = (6, 60, 400, 1000)  # row indices of the test split: 3, 4, 5 and 6 variab
 DECODINGS = {"default": {}, "forced": {"tool_choice": "forced"}, "generic": {"narrow_regex": False},
              "no_thinking": {"thinking": False}}
 IDENTITY = {"backend": "golden", "model": "m"}
+# The budgets the golden hashes were pinned with (Decoding's defaults then; now the book's 512/128).
+BUDGETS = {"max_tokens_turn1": 1024, "max_tokens_answer": 512}
 
 
 def _digest(request: Request) -> str:
@@ -66,7 +68,7 @@ def hashes(instances: list[Instance], names: list[str]) -> dict[str, Any]:
     for name in names:
         for instance in instances:
             for label, settings in DECODINGS.items():
-                built = condition_requests(name, instance, Decoding(**settings))
+                built = condition_requests(name, instance, Decoding(**BUDGETS, **settings))
                 found.setdefault(name, {}).setdefault(instance.id, {})[label] = {
                     k: [_digest(r), r.cache_key(IDENTITY)] for k, r in built.items()}
     return found

@@ -37,7 +37,9 @@ output items without their ``type``), ``refusal`` (the Responses API answers wit
 ``huge`` (every text answer ``huge_chars`` characters longer). ``summary_chars`` makes every reasoning summary
 that much longer; ``encrypted=False`` leaves reasoning items without encrypted content even when it is asked
 for; :meth:`ReasoningAPIServer.forget_issued` makes the items issued so far unverifiable, as for a cache
-replayed under another organisation's key.
+replayed under another organisation's key. ``content_ids=True`` names every item and encrypted token after
+the request's body instead of its arrival, so one body gets one answer whatever order requests come in (a
+batch's lines and a run's direct calls then get the very same answers).
 """
 
 from __future__ import annotations
@@ -175,12 +177,12 @@ class ReasoningAPIServer:
 
     def __init__(self, *, latency_s: float = 0.0, fault: str | None = None, fault_when: str = "",
                  fault_times: int = 1 << 30, huge_chars: int = 60_000_000, summary_chars: int = 0,
-                 encrypted: bool = True):
+                 encrypted: bool = True, content_ids: bool = False):
         if fault is not None and fault not in FAULTS:
             raise ValueError(f"fault must be one of {FAULTS}, got {fault!r}")
         self.latency_s = latency_s
         self.fault, self.fault_when, self.fault_times, self.huge_chars = fault, fault_when, fault_times, huge_chars
-        self.summary_chars, self.encrypted = summary_chars, encrypted
+        self.summary_chars, self.encrypted, self.content_ids = summary_chars, encrypted, content_ids
         self.request_bytes: list[int] = []  # each request body's size
         self.requests: list[dict[str, Any]] = []
         self.authorizations: list[str | None] = []  # each request's Authorization header, as received
@@ -360,7 +362,8 @@ class ReasoningAPIServer:
         tools = [{"type": "function", "function": {k: v for k, v in t.items() if k != "type"}}
                  for t in body.get("tools") or []]
         completion = self._reply(messages, tools, body.get("tool_choice"))
-        n = len(self.requests)
+        digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+        n = digest[:12] if self.content_ids else len(self.requests)
         effort = (body.get("reasoning") or {}).get("effort") or rules.default_effort
         reasoning = REASONING_TOKENS[effort]
         output: list[dict[str, Any]] = []
@@ -371,7 +374,7 @@ class ReasoningAPIServer:
                                                                     f"worked through at {effort} effort."
                                                                     + "z" * self.summary_chars}]
             if self.encrypted and "reasoning.encrypted_content" in (body.get("include") or ()):
-                token = hashlib.sha256(f"{n}:{time.time_ns()}".encode()).hexdigest()
+                token = digest if self.content_ids else hashlib.sha256(f"{n}:{time.time_ns()}".encode()).hexdigest()
                 with self._lock:
                     self._issued[token] = item["id"]
                 item["encrypted_content"] = token

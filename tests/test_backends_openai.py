@@ -25,7 +25,7 @@ from cpdagthink.backends.openai_api.endpoints import public_url, redact
 from cpdagthink.backends.openai_api.payloads import chat_kwargs
 from cpdagthink.backends.profiles import profile_for, with_overrides
 from cpdagthink.backends.toolcalls import envelope_regex
-from cpdagthink.backends.transport import ServiceRejected
+from cpdagthink.backends.transport import RetriesExhausted, ServiceRejected
 from cpdagthink.method.chat import Constraint, Request
 from cpdagthink.method.schema import TOOL_NAME, analysis_regex, tool_definition
 from in_flight import InFlight
@@ -374,12 +374,14 @@ def silent_server():
         yield f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
 
 
-def test_a_server_that_never_answers_fails_within_the_timeout(silent_server):
-    backend = make_backend("openai", model="stub", base_url=silent_server, timeout=1.0, retries=3)
+def test_a_server_that_never_answers_is_retried_like_a_5xx_each_attempt_within_the_timeout(silent_server):
+    backend = make_backend("openai", model="stub", base_url=silent_server, timeout=0.5, retries=2,
+                           backoff_base=0.05, backoff_max=0.1)
     start = time.perf_counter()
-    with pytest.raises(BackendError, match="did not answer within 1 s"):
+    with pytest.raises(RetriesExhausted, match="after 3 attempts; last error: .*did not answer within 0.5 s"):
         backend.complete(Request(messages=user("hello")))
-    assert time.perf_counter() - start < 3  # one timeout, not (retries + 1) of them
+    assert backend.attempts == 3
+    assert 1.5 <= time.perf_counter() - start < 5  # three timeouts and two short backoffs, nothing longer
 
 
 def test_ctrl_c_during_a_batch_stops_at_once(silent_server, ctrl_c):
@@ -474,7 +476,7 @@ def test_conditions_run_end_to_end_through_the_reasoning_api(reasoning_server, t
     rows = read_csv(test_csv)
     items = [i for i in rows if i.num_variables == 3 and i.label == 1][:2] + [i for i in rows if i.num_variables == 4][:2]
     result = run_config(configured(condition.name, cache_dir=tmp_path / "cache",
-                                   decoding=Decoding(max_tokens_turn1=4096), chunk_size=3),
+                                   decoding=Decoding(max_tokens_turn1=4096, max_tokens_answer=512), chunk_size=3),
                         backend, items, tmp_path / "run", progress=False)
     assert reasoning_server.rejected == 0 and len(result.records) == len(items)
     assert all("max_tokens" not in body and "temperature" not in body for body in reasoning_server.requests)
@@ -653,8 +655,10 @@ def test_turn_two_carries_turn_one_reasoning_through_the_responses_api(reasoning
                                    decoding=Decoding(max_tokens_turn1=8192, max_tokens_answer=4096)),
                         backend, items, tmp_path / "run", progress=False)
     assert reasoning_server.rejected == 0 and set(reasoning_server.paths) == {"/v1/responses"}
-    first, second = reasoning_server.requests[:3], reasoning_server.requests[3:]
-    assert all(b["store"] is False and b["include"] == ["reasoning.encrypted_content"] for b in first + second)
+    # the streaming runner sends an instance's turn 2 as soon as its turn 1 arrives: told apart by content, not order
+    second = [b for b in reasoning_server.requests if any(i.get("type") == "function_call_output" for i in b["input"])]
+    assert len(second) == 3 and len(reasoning_server.requests) == 6
+    assert all(b["store"] is False and b["include"] == ["reasoning.encrypted_content"] for b in reasoning_server.requests)
     for body in second:  # turn 1's reasoning item, as the server issued it, right before the call it made
         kinds = [i.get("type", "message") for i in body["input"]]
         assert kinds == ["message", "message", "reasoning", "function_call", "function_call_output"]
@@ -795,7 +799,7 @@ def test_reasoning_items_without_encrypted_content_are_not_sent_back(test_csv, t
     with ReasoningAPIServer(encrypted=False) as server:
         result = _structured_run(server, items, tmp_path / "run", tmp_path / "cache")
         assert server.rejected == 0 and len(server.requests) == 4
-        assert all(i.get("type") != "reasoning" for body in server.requests[2:] for i in body["input"])
+        assert all(i.get("type") != "reasoning" for body in server.requests for i in body["input"])  # any turn
     for record in result.records:
         assert not record.rejected and record.prediction == record.oracle_label
         assert record.turns[0].meta["reasoning_items_not_carried"] == "1 without encrypted content"
@@ -889,11 +893,10 @@ def test_answers_are_parsed_one_at_a_time():
     assert results == ["parsed"] * 8 and flight.peak == 1
 
 
-def test_a_request_timing_out_in_a_chunk_keeps_every_finished_one(test_csv, tmp_path):
+def test_a_request_timing_out_every_attempt_leaves_its_instance_unanswered_and_the_rerun_asks_only_it(
+        test_csv, tmp_path):
     from reasoning_api_server import ReasoningAPIServer
 
-    from cpdagthink.run.cache import CallCache
-    from cpdagthink.method.conditions import CONDITIONS
     from cpdagthink.run.data import read_csv
     from cpdagthink.run.runner import run_config
 
@@ -901,13 +904,18 @@ def test_a_request_timing_out_in_a_chunk_keeps_every_finished_one(test_csv, tmp_
     slow = items[3].hypothesis
     with ReasoningAPIServer(fault="trickle", fault_when=json.dumps(slow)[1:-1], fault_times=1) as server:
         backend = make_backend("openai", model="gpt-5-mini", base_url=server.url, timeout=2, retries=0)
-        with pytest.raises(BackendError, match="did not answer within 2 s"):
-            run_config(configured("baseline_enhanced", cache_dir=tmp_path / "cache", chunk_size=6),
-                       backend, items, tmp_path / "run", progress=False)
+        first = run_config(configured("baseline_enhanced", cache_dir=tmp_path / "cache"), backend, items,
+                           tmp_path / "run", progress=False)
+        assert first.summary.status == "incomplete" and list(first.summary.not_answered) == [items[3].id]
+        assert "did not answer within 2 s" in first.summary.not_answered[items[3].id]
+        assert first.summary.message.startswith("finished with 1 instance not answered")
+        assert [r.id for r in first.records] == [i.id for i in items if i is not items[3]]
         assert len(list((tmp_path / "cache").rglob("*.json"))) == 5  # every paid answer kept
-        again = run_config(configured("baseline_enhanced", cache_dir=tmp_path / "cache", chunk_size=6),
-                           backend, items, tmp_path / "run", progress=False)
+        again = run_config(configured("baseline_enhanced", cache_dir=tmp_path / "cache"), backend, items,
+                           tmp_path / "run", progress=False)
     assert again.model_calls == 1 and len(again.records) == 6 and len(server.requests) == 7
+    assert again.summary.status == "finished" and again.summary.not_answered == {}
+    assert slow in json.dumps(server.requests[-1])  # the one asked again is the one that timed out
 
 
 # ----------------------------------------------------------------------------------------- real server (slow)
@@ -1145,3 +1153,24 @@ def test_a_run_folder_of_the_former_weights_is_refused_with_what_changed(test_cs
             run_config(config, make_backend("openai", model="qwen", base_url=server.url), items, tmp_path / "run",
                        progress=False)
         assert '"/models/b" asked, "/models/a" in the folder' in str(refused.value) and server.posts == posts
+
+
+# ----------------------------------------------------------------------------------------- what no retry mends
+@pytest.mark.parametrize("kind, status", [("auth", 401), ("quota", 429)])
+def test_a_refused_key_or_a_spent_quota_stops_the_run_at_its_first_call_without_a_retry(kind, status, test_csv,
+                                                                                         tmp_path):
+    from loopback_api import Faults, LoopbackAPI
+
+    from cpdagthink.run.data import read_csv
+    from cpdagthink.run.runner import run_config
+
+    with LoopbackAPI(faults=Faults(rate=1.0, kinds=(kind,), times=1 << 30)) as server:
+        backend = make_backend("openai", model="gpt-4.1-mini", base_url=server.url, max_concurrency=1, retries=4)
+        with pytest.raises(BackendError, match=f"HTTP {status}.*no retry mends it") as raised:
+            run_config(configured("baseline_enhanced", cache_dir=tmp_path / "cache"), backend,
+                       read_csv(test_csv)[:5], tmp_path / "run", progress=False)
+    assert not isinstance(raised.value, RetriesExhausted)
+    # no request retried; at most those already on a lane (4 a slot) went out before the run stopped
+    assert len({json.dumps(s.instance) for s in server.log}) == len(server.log) <= 4
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["status"] == "error" and summary["not_answered"] == {}

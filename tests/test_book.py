@@ -6,11 +6,13 @@ notebooks is what `make book` runs (and `benchmarks/book.py` times).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import re
 import shutil
 import types
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -75,10 +77,12 @@ def test_book_dash_p_reads_values_as_json_or_text(capsys):
 
 
 def _executed(path, configuration, headline=None, injected=True):
-    """A small executed notebook as papermill leaves it: an injected-parameters cell and a first screen."""
+    """A small executed notebook as papermill leaves it: an injected-parameters cell and a first screen, each
+    with the execution count of a cell that ran."""
     nb = nbformat.v4.new_notebook()
-    cells = [nbformat.v4.new_code_cell("limit = 0", metadata={"tags": ["injected-parameters"]})] if injected else []
-    screen = nbformat.v4.new_code_cell("first_screen()")
+    cells = [nbformat.v4.new_code_cell("limit = 0", metadata={"tags": ["injected-parameters"]}, execution_count=1)
+             ] if injected else []
+    screen = nbformat.v4.new_code_cell("first_screen()", execution_count=2)
     screen.outputs = [nbformat.v4.new_output("display_data", data={"text/markdown": "**This run:**"}, metadata={
         "cpdagthink": {"chapter": path.stem, "command": f"cpdagthink book --only {path.stem[:2]}",
                        "configuration": configuration, "headline": headline or {
@@ -102,20 +106,22 @@ def test_render_reads_each_chapters_configuration_and_marks_a_mixed_book(tmp_pat
     records = chapter_records(book)
     assert list(records) == ["01_main_results", "04_probes"]
     one = _html(build_summary(records))
-    assert one.startswith("<blockquote>\n<p><strong>Does the method work on this model?</strong> No chapter's key")
+    assert one.startswith("<blockquote>\n<p><strong>Does Structured Thinking beat BaselineEnhanced on this model?"
+                          "</strong> No claim about LLMs: chapter 01 ran the symbolic reference agent")
     assert "<p><strong>One configuration for every chapter:</strong> symbolic reference agent" in one
-    # text cells are shown literally, commands as code
-    assert ("<td>01_main_results</td>\n<td>the gain</td>\n<td>+1 [-40, +45]</td>\n<td>+13.35</td>\n"
+    # text cells are shown literally, commands as code, chapters by their names
+    assert ("<td>01 main results</td>\n<td>the gain</td>\n<td>+1 [-40, +45]</td>\n<td>+13.35</td>\n"
             "<td>This build cannot test the paper's claim</td>") in one
-    assert "<li>04_probes: <code>cpdagthink book --only 04</code></li>" in one
+    assert "<li>04 probes: <code>cpdagthink book --only 04</code></li>" in one
     several = _html(build_summary({"01_main_results": {**records["01_main_results"], "configuration": {
         **records["01_main_results"]["configuration"], "seeds": [0, 1, 2]}}}))
-    assert "seeds 0, 1, 2, token budgets" in several and "[0" not in several  # prose, not a Python list
+    assert "seeds 0, 1, 2, no token budgets or decoding (the reference agent computes" in several
+    assert "[0" not in several and "greedy" not in several  # prose, not a Python list; the agent has no decoding
     _executed(book / "04_probes.ipynb", {**CONFIG, "instances": 20})
     assert "Each chapter's configuration" not in one  # one configuration: said once, not per chapter
     mixed = _html(build_summary(chapter_records(book)))
     assert "</blockquote>\n<p><strong>This book is mixed:</strong>" in mixed
-    assert ("<td>04_probes</td>\n<td>symbolic reference agent</td>\n<td>test split</td>\n"
+    assert ("<td>04 probes</td>\n<td>symbolic reference agent</td>\n<td>test split</td>\n"
             "<td>20 (2 positive, 2 negative)</td>") in mixed
     hide_injected_parameters(book / "01_main_results.ipynb")
     cell = nbformat.read(book / "01_main_results.ipynb", as_version=4).cells[0]
@@ -131,16 +137,20 @@ def test_the_intros_box_says_why_this_builds_numbers_look_as_they_do_from_the_re
     headline = {"figure": "the gain", "paper": 13.35, "value": -66.67, "ci_low": -100.0, "ci_high": 0.0,
                 "verdict": "This build cannot test the paper's claim: ...", "paper_key": "main_delta", "degenerate": True,
                 "causes": [constant, "BaselineEnhanced finished 1 of its 4 answers (3 cut off at the token budget)"]}
-    _executed(book / "01_main_results.ipynb", CONFIG, headline)
-    _executed(book / "04_probes.ipynb", CONFIG, headline | {"causes": [constant]})
-    _executed(book / "05_audit.ipynb", CONFIG, headline | {"degenerate": False, "causes": [
+    llm = {**CONFIG, "backend": "openai", "model": "m"}
+    _executed(book / "01_main_results.ipynb", llm, headline)
+    _executed(book / "04_probes.ipynb", llm, headline | {"causes": [constant]})
+    _executed(book / "05_audit.ipynb", llm, headline | {"degenerate": False, "causes": [
         "4 of 4 parsed Structured Thinking objects show the violation <b>“edge both directed and undirected”</b>"]})
     box = build_summary(chapter_records(book))
     text = str(box)
-    assert text.startswith("Does the method work on this model? Not on this build's evidence: the key figure of 2 "
-                           "chapters (01, 04) is what degenerate answers produce, not a finding. Its records show: "
-                           "Structured Thinking answered NO on every one of its 4 rows (chapter 01, 04); BaselineEnhanced")
-    assert "edge both directed and undirected”</b> (chapter 05). So this build shows the pipeline running" in text
+    assert text.startswith("Does Structured Thinking beat BaselineEnhanced on this model? Not on this build's evidence. "
+                           "This build cannot test the paper's claim: ... Each other chapter, for its own question: "
+                           "chapter 04 (the gain, -66.7 pp (95% CI [-100.0, +0.0])): this build cannot test the paper's "
+                           "claim; chapter 05")
+    assert ("Their records show: Structured Thinking answered NO on every one of its 4 rows (chapter 01, 04); "
+            "BaselineEnhanced") in text
+    assert "edge both directed and undirected”</b> (chapter 05)." in text
     html = _html(box)
     assert html.startswith("<blockquote>") and "<b>" not in html and "&lt;b&gt;" in html
 
@@ -242,6 +252,7 @@ def test_book_builds_with_tables_and_figures(test_csv, tmp_path, monkeypatch):
         assert "<table" in page, name
         assert "sample of 12 instances" in page, name
         assert "Traceback" not in page and "nan" not in re.sub(r"<[^>]+>", " ", page).split(), name
+        assert not re.search(r">\s*\d+\.0{6}\s*<", page), name  # a seed or a count never prints as 0.000000
         check_results_before_code(name, page)
         check_captions(name, page)
         check_tables_fit(name, page)
@@ -253,10 +264,11 @@ def test_book_builds_with_tables_and_figures(test_csv, tmp_path, monkeypatch):
     assert "<strong>18</strong> rows" in html["05_audit"]
     assert "alarm7 Structured Thinking:" in html["02_complexity"]  # the reading's line, not the code that writes it
     assert "On <code" in html["02_complexity"] and "generated:paraphrase" in html["02_complexity"]
-    assert re.search(r"swap_valid_cpdag</span></code> [+-]\d", html["04_probes"])
-    appendix = (pages / "paper_figures.html").read_text()
-    for key in paper()["key"]:
-        assert f">{key}<" in appendix, key
+    assert re.search(r"swap to another valid CPDAG [+-]\d", html["04_probes"])  # a probe by its display name
+    appendix = (pages / "paper_figures.html").read_text()  # a table to read: figures in words, not the CSV's keys
+    figures = paper()
+    assert all(f">{metric}<" in appendix for metric in figures["metric"]) and ">main_delta<" not in appendix
+    assert ">13.35<" in appendix and ">2.4e-06<" in appendix  # the paper's own precision
 
 
 def check_results_before_code(name: str, page: str) -> None:
@@ -646,6 +658,8 @@ def test_render_reads_only_the_chapters_of_the_toc_and_names_a_notebook_it_canno
     _executed(tmp_path / "book" / "07_x.ipynb", {**CONFIG, "instances": 99})  # a stray notebook, in no toc
     summary = _rendered_without_sphinx(tmp_path, monkeypatch)
     assert "\n\n**One configuration for every chapter:**" in summary and "07" not in summary
+    # a chapter of the book never executed (a build with --only, or one stopped before papermill began) is named
+    assert summary.startswith("**Chapters not executed yet:** 04 probes; run `cpdagthink book --only 04`\n\n")
     (tmp_path / "book" / "04_probes.ipynb").write_text("{not json")
     with pytest.raises(ValueError, match=re.escape(str(tmp_path / "book" / "04_probes.ipynb")) + " is not a readable "
                        "notebook .*cpdagthink book --only 04"):
@@ -659,7 +673,7 @@ def test_a_chapter_from_another_version_is_listed_as_such_not_a_crash(tmp_path, 
     old = {k: v for k, v in CONFIG.items() if k != "decoding"}
     _executed(tmp_path / "book" / "04_probes.ipynb", old)
     summary = _rendered_without_sphinx(tmp_path, monkeypatch)
-    assert summary.startswith("**Chapters not counted here:** 04_probes: made by another version (its first "
+    assert summary.startswith("**Chapters not counted here:** 04 probes: made by another version (its first "
                               "screen's 'configuration' lacks 'decoding'); run `cpdagthink book --only 04` again")
     assert "**One configuration for every chapter:**" in summary  # the readable chapter is still reported
 
@@ -677,61 +691,224 @@ def _interrupted(path):
 
 
 def test_a_half_built_book_is_refused_unless_a_partial_book_is_asked_for(tmp_path, monkeypatch, capsys):
+    """A chapter executed in place and interrupted (papermill run directly, or an earlier version): its page is
+    never one with results."""
     _book_root(tmp_path, ("01_main_results", "06_failure_gallery"))
     _interrupted(tmp_path / "book" / "01_main_results.ipynb")
     _executed(tmp_path / "book" / "06_failure_gallery.ipynb", CONFIG)
     monkeypatch.setattr("cpdagthink.book.build.render", functools.partial(render, root=tmp_path))
     assert main(["render"]) == 2
     error = capsys.readouterr().err
-    assert ("the execution of 01_main_results did not finish (a cell raised KeyboardInterrupt): run `cpdagthink book "
-            "--only 01` again, or pass --allow-partial") in error
+    assert ("no complete execution of 01_main_results (its execution did not finish, a cell raised KeyboardInterrupt): "
+            "run `cpdagthink book --only 01` again, or pass --allow-partial") in error
     assert not (tmp_path / "book" / "build_summary.md").exists()  # nothing published
-    summary = _rendered_without_sphinx(tmp_path, monkeypatch, allow_partial=True)
-    assert summary.startswith("**Chapters not counted here:** 01_main_results: its execution did not finish, "
-                              "a cell raised KeyboardInterrupt; run `cpdagthink book --only 01` again")
-    assert "| 06_failure_gallery |" in summary and "| 01_main_results |" not in summary
-    cells = nbformat.read(tmp_path / "book" / "01_main_results.ipynb", as_version=4).cells
-    assert _unescaped(cells[1].source).startswith(
-        "**This chapter's execution did not finish** (a cell raised KeyboardInterrupt)")
-    _rendered_without_sphinx(tmp_path, monkeypatch, allow_partial=True)  # rendered again: one note, not two
-    assert sum("did not finish" in c.source for c in nbformat.read(tmp_path / "book" / "01_main_results.ipynb",
-                                                                   as_version=4).cells) == 1
+    for _ in range(2):  # rendered again: the same page, one note
+        summary = _rendered_without_sphinx(tmp_path, monkeypatch, allow_partial=True)
+        assert summary.startswith("**Chapters not counted here:** 01 main results: its execution did not finish, "
+                                  "a cell raised KeyboardInterrupt, so it has no page with results; run `cpdagthink "
+                                  "book --only 01` again")
+        assert "| 06 failure gallery |" in summary and "| 01 main results |" not in summary
+        page = nbformat.read(tmp_path / "book" / "01_main_results.ipynb", as_version=4)
+        assert [c.cell_type for c in page.cells] == ["markdown", "markdown"]  # no result, no code
+        assert _unescaped(page.cells[1].source).startswith(
+            "**This chapter has no results:** its execution did not finish, a cell raised KeyboardInterrupt")
+    kept = nbformat.read(tmp_path / "book" / ".01_main_results.partial.ipynb", as_version=4)  # set aside, not lost
+    assert any(o.get("ename") == "KeyboardInterrupt" for c in kept.cells for o in c.get("outputs", []))
+    assert main(["render"]) == 2  # its page is still no complete execution
     assert _unescaped(build_summary({}, []).source()) == "No chapter of this book has been executed yet: run `make book`."
 
 
-@pytest.mark.slow
-def test_ctrl_c_during_a_chapter_prints_one_clear_line_and_no_kernel_traceback(test_csv, tmp_path):
-    """Ctrl-C (SIGINT to the foreground group) while a chapter's kernel runs: the console gets the command's
-    own line, while the kernel's log (its traceback as its sockets are torn down) goes to a file beside it."""
+def _book_in_subprocess(root, test_csv, limit, interrupt_when, kernel_only=False):
+    """``cpdagthink book --only 01 --backend reference --limit LIMIT`` into ``root/book``, in a process group of
+    its own, sent SIGINT (a Ctrl-C at the terminal) as soon as ``interrupt_when()`` is true (``kernel_only``: to
+    the chapter's kernel alone); its exit status and standard error."""
     import signal
     import subprocess
     import sys
     import textwrap
     import time
 
-    _book_root(tmp_path)
-    script = tmp_path / "book_here.py"
+    script = root / "book_here.py"
     script.write_text(textwrap.dedent(f"""
         import functools, pathlib, sys
         import cpdagthink.book.build as build
-        build.build = functools.partial(build.build, root=pathlib.Path({str(tmp_path)!r}))
+        build.build = functools.partial(build.build, root=pathlib.Path({str(root)!r}))
         from cpdagthink.cli import main
-        sys.exit(main(["book", "--only", "01", "--backend", "reference", "--limit", "400",
-                       "-p", "out_root={tmp_path / 'runs'}", "-p", "cache_dir={tmp_path / 'cache'}"]))
+        sys.exit(main(["book", "--only", "01", "--backend", "reference", "--limit", "{limit}", "--no-build",
+                       "-p", "out_root={root / 'runs'}", "-p", "cache_dir={root / 'cache'}"]))
     """))
     book = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True, env={**os.environ, "CORR2CAUSE_CSV": str(test_csv)},
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert book.stdout.readline().startswith("executing 01_main_results.ipynb")
+    deadline = time.monotonic() + 300
+    while not interrupt_when():
+        assert time.monotonic() < deadline and book.poll() is None, "the moment to interrupt never came"
+        time.sleep(0.05)
+    if kernel_only:
+        [kernel] = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _parent(p) == book.pid
+                    and b"ipykernel" in (p / "cmdline").read_bytes()]
+        os.kill(kernel, signal.SIGINT)
+    else:
+        os.killpg(book.pid, signal.SIGINT)
+    _, err = book.communicate(timeout=120)
+    return book.returncode, err
+
+
+def _parent(proc) -> int | None:
+    """The parent process id of ``/proc/PID`` (None: it has ended meanwhile)."""
+    try:
+        return int((proc / "stat").read_text().rpartition(")")[2].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+@pytest.mark.slow
+def test_ctrl_c_that_reaches_the_chapters_kernel_alone_is_one_line_too(test_csv, tmp_path):
+    """The kernel, not the book's process, takes the interruption (it raises in the running cell): the same line."""
+    _book_root(tmp_path)
+    status, err = _book_in_subprocess(tmp_path, test_csv, 400, lambda: any((tmp_path / "runs").glob("**/records.jsonl")),
+                                      kernel_only=True)
+    assert status == 130 and err.strip().splitlines() == [
+        "cpdagthink book: interrupted; every finished record is kept, run again to resume"], err
+    assert not (tmp_path / "book" / "01_main_results.ipynb").exists()
+
+
+@pytest.mark.slow
+def test_ctrl_c_during_a_chapter_prints_one_clear_line_and_no_kernel_traceback(test_csv, tmp_path):
+    """Ctrl-C (SIGINT to the foreground group) while a chapter's kernel runs: the console gets the command's
+    own line, while the kernel's log (its traceback as its sockets are torn down) goes to a file beside it."""
+    _book_root(tmp_path)
     # Interrupted once the kernel is writing the chapter's first records, not after a fixed wait: on a fast
     # machine the chapter is done within seconds and the signal would reach the jupyter-book step instead.
-    deadline = time.monotonic() + 300
-    while not any((tmp_path / "runs").glob("**/records.jsonl")):
-        assert time.monotonic() < deadline and book.poll() is None, "the chapter wrote no record"
-        time.sleep(0.05)
-    os.killpg(book.pid, signal.SIGINT)
-    _, err = book.communicate(timeout=120)
-    assert book.returncode == 130, err
+    status, err = _book_in_subprocess(tmp_path, test_csv, 400, lambda: any((tmp_path / "runs").glob("**/records.jsonl")))
+    assert status == 130, err
     assert err.strip().splitlines() == [
         "cpdagthink book: interrupted; every finished record is kept, run again to resume"]
     assert (tmp_path / "book" / ".01_main_results.kernel.log").is_file()
+
+
+def _known_book(tmp_path, structured: float, baseline: float, gallery_model: str | None = None):
+    """A book of chapters 01 and 06 on 400-row runs of known answers (tests/known_answers.py): chapter 01's first
+    screen records the headline its reading computes; the gallery reads the primary seed of the same runs."""
+    from cpdagthink.analysis import tables
+    from cpdagthink.book import readings
+    from cpdagthink.causal.instance import Instance
+    from known_answers import GOLD, records, right_on
+
+    runs = {("structured", 0): records("structured", right_on(structured, 1)),
+            ("baseline_enhanced", 0): records("baseline_enhanced", right_on(baseline, 2))}
+    rows = [Instance(id=f"r{i}", premise="", hypothesis="", label=g, num_variables=5, template="t", split="test",
+                     source="test") for i, g in enumerate(GOLD)]
+    paired = tables.paired_frame(runs, "structured", ["baseline_enhanced"], n_resamples=1000)
+    headline = readings.main_results(tables.scores_frame(runs), paired, rows, [0], runs).headline
+    headline = dataclasses.replace(headline, answered_by="openai")
+    config = {**CONFIG, "backend": "openai", "model": "Qwen/Qwen3.5-27B", "instances": 400, "positives": 200,
+              "negatives": 200, "sample": "whole split", "seeds": [0, 1, 2]}
+    book = tmp_path / "book"
+    book.mkdir()
+    _executed(book / "01_main_results.ipynb", config, headline.record())
+    gallery = {**config, "seeds": [0], "model": gallery_model or config["model"]}
+    _executed(book / "06_failure_gallery.ipynb", gallery, {
+        "figure": "errors localised", "paper": 32.0, "value": 50.0, "ci_low": None, "ci_high": None, "unit": "",
+        "verdict": "This chapter describes rather than tests: it localises 50 errors.", "paper_key": "gallery_cases",
+        "causes": [], "degenerate": False})
+    return build_summary(chapter_records(book)), headline
+
+
+def test_the_intros_box_answers_yes_from_chapter_01s_interval_on_a_book_built_by_one_command(tmp_path):
+    """92% against 75% right on 400 rows: the box says yes with the gain and its interval; the gallery reading the
+    primary seed of the same runs by design does not make the book mixed."""
+    box, headline = _known_book(tmp_path, 0.92, 0.75)
+    text = str(box)
+    assert text.startswith("Does Structured Thinking beat BaselineEnhanced on this model? Yes, on this build's "
+                           f"evidence: in chapter 01, the gain of Structured Thinking over BaselineEnhanced is "
+                           f"{headline.value:+.1f} pp (95% CI [{headline.ci_low:+.1f}, {headline.ci_high:+.1f}]), an "
+                           "interval wholly above zero.")
+    assert "chapter 06 (errors localised): this chapter describes rather than tests" in text
+    assert "This book is mixed" not in text
+    reference = {"figure": "the drop under the full scramble", "paper": 25.0, "value": 1.0, "ci_low": 0.0,
+                 "ci_high": 2.0, "verdict": "This build makes no claim about LLMs: the symbolic reference agent ...",
+                 "paper_key": "probe_full_drop", "causes": [], "degenerate": False, "answered_by": "reference"}
+    _executed(tmp_path / "book" / "04_probes.ipynb", {**CONFIG, "backend": "reference"}, reference)
+    assert ("chapter 04 (the drop under the full scramble, +1.0 pp (95% CI [+0.0, +2.0])): this build makes no "
+            "claim about LLMs") in str(build_summary(chapter_records(tmp_path / "book")))
+    assert "One configuration for every chapter: Qwen/Qwen3.5-27B (backend openai), test split, whole split, seeds " \
+           "0, 1, 2 (chapter 06 reads 0)," in text
+
+
+def test_the_intros_box_answers_no_for_a_method_no_better_and_a_book_of_two_models_is_mixed(tmp_path):
+    box, headline = _known_book(tmp_path, 0.80, 0.80, gallery_model="another/model-9B")
+    text = str(box)
+    assert text.startswith("Does Structured Thinking beat BaselineEnhanced on this model? Not by the paper's margin: "
+                           "in chapter 01, the gain")
+    assert "an interval that contains zero and excludes the paper's +13.35 pp." in text
+    assert "This book is mixed: its chapters ran with different models" in text
+
+
+# How a chapter stopped by Ctrl-C reads: the signal reaches papermill's process, which then marks the cells it never
+# reached "completed", and the kernel (same process group), whose running cell may raise it first.
+STOPPED = r"(\d+ of \d+ code cells never ran|a cell raised KeyboardInterrupt|a cell was left running)"
+
+
+@pytest.mark.slow
+def test_an_interrupted_chapter_is_never_published_and_the_complete_one_it_would_replace_is_kept(
+        test_csv, tmp_path, monkeypatch, capsys):
+    """``cpdagthink book --only 01`` stopped by Ctrl-C mid-chapter, then ``cpdagthink render``: first with no earlier
+    execution of the chapter, then with a complete one, which the interrupted rebuild leaves in place."""
+    _book_root(tmp_path)
+    book, partial = tmp_path / "book", tmp_path / "book" / ".01_main_results.partial.ipynb"
+    monkeypatch.setenv("CORR2CAUSE_CSV", str(test_csv))
+    monkeypatch.setattr("cpdagthink.book.build.render", functools.partial(render, root=tmp_path))
+    monkeypatch.setattr("cpdagthink.book.build.build_html", lambda root: root / "_build" / "html" / "index.html")
+    monkeypatch.setattr("cpdagthink.book.build.build_single_file", lambda root: None)
+    chapter = book / "01_main_results.ipynb"
+
+    def writing_records():  # of the 400-row sample: mid-chapter (a Ctrl-C as the kernel starts can be swallowed)
+        return any((tmp_path / "runs").glob("*-n400-*/records.jsonl"))
+
+    status, err = _book_in_subprocess(tmp_path, test_csv, 400, writing_records)
+    assert status == 130, err
+    assert not chapter.exists() and partial.is_file()
+    capsys.readouterr()
+    assert main(["render"]) == 2  # nothing to publish
+    assert re.search(rf"no complete execution of 01_main_results \(its execution did not finish, {STOPPED}\): run "
+                     r"`cpdagthink book --only 01` again", capsys.readouterr().err)
+    assert not (book / "build_summary.md").exists()
+
+    build({"backend": "reference", "limit": 4, "out_root": str(tmp_path / "runs"), "cache_dir": str(tmp_path / "cache")},
+          only=["01"], root=tmp_path, render_book=False)
+    complete = chapter.read_bytes()
+    assert not partial.exists()
+    for records in list((tmp_path / "runs").glob("*-n400-*/records.jsonl")):  # the first try's: a fresh start
+        shutil.rmtree(records.parent)
+    status, err = _book_in_subprocess(tmp_path, test_csv, 400, writing_records)  # another sample, stopped
+    assert status == 130, err
+    assert chapter.read_bytes() == complete and partial.is_file()
+    assert main(["render"]) == 0
+    assert "01_main_results: its latest execution did not finish" in capsys.readouterr().err
+    summary = _unescaped((book / "build_summary.md").read_text())
+    assert re.match(rf"\*\*Chapters kept from an earlier execution:\*\* 01 main results: its latest execution did not "
+                    rf"finish, {STOPPED}; its page is its previous complete execution \(run `cpdagthink book --only 01` "
+                    r"again to replace it\)", summary)
+    assert "limit 4" in summary and "limit 400" not in summary  # the complete chapter's figures, counted
+
+
+@pytest.mark.slow
+def test_render_while_a_chapter_executes_says_it_is_under_way_not_stopped(test_csv, tmp_path, monkeypatch, capsys):
+    _book_root(tmp_path)
+    monkeypatch.setattr("cpdagthink.book.build.render", functools.partial(render, root=tmp_path))
+    said = []
+
+    def render_meanwhile():  # once the chapter's kernel writes its first records: mid-chapter
+        if not any((tmp_path / "runs").glob("**/records.jsonl")):
+            return False
+        said.append((main(["render"]), capsys.readouterr().err))
+        return True
+
+    status, err = _book_in_subprocess(tmp_path, test_csv, 0, render_meanwhile)  # the whole split: minutes
+    assert status == 130, err
+    [(code, error)] = said
+    assert code == 2 and "kernel was stopped" not in error
+    assert re.search(r"no complete execution of 01_main_results \(its execution is still under way in process \d+\): "
+                     r"wait for the execution under way to end, or pass --allow-partial", error), error

@@ -4,7 +4,9 @@ workflow, the notebooks and the README rely on."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -58,21 +60,28 @@ def test_bad_input_is_a_clear_error(tmp_path):
 
 def test_book_passes_its_overrides_to_every_notebook(monkeypatch, capsys):
     import cpdagthink.book.build
+    import cpdagthink.book.plan
     from cpdagthink.cli import main
 
+    streamed = []  # an API book computes its runs first, every chapter's at once
+    monkeypatch.setattr(cpdagthink.book.plan, "execute_streamed", lambda *args: streamed.append(args))
     seen = {}
     monkeypatch.setattr(cpdagthink.book.build, "build", lambda overrides, only=None, parameters=None, render_only=False,
                         render_book=True, allow_partial=False, watch=None: seen.update(
                             overrides, only=only, parameters=parameters, render_only=render_only,
                             render_book=render_book, allow_partial=allow_partial) or "index.html")
-    assert main(["book", "--backend", "openai", "--limit", "0", "--seeds", "0", "1", "--temperature", "0.7",
+    assert main(["book", "--backend", "openai", "--model", "gpt-4.1-mini", "--limit", "0", "--seeds", "0", "1", "--temperature", "0.7",
                  "--max-tokens-turn1", "8192", "--max-tokens-answer", "4096", "--only", "01",
                  "--sample-variables", "5", "6", "--api", "chat"]) == 0
-    assert seen == {"backend": "openai", "limit": 0, "seeds": [0, 1], "temperature": 0.7, "max_tokens_turn1": 8192,
+    assert seen == {"backend": "openai", "model": "gpt-4.1-mini", "limit": 0, "seeds": [0, 1], "temperature": 0.7,
+                    "max_tokens_turn1": 8192,
                     "max_tokens_answer": 4096, "only": ["01"], "sample_variables": [5, 6],
                     "backend_options": {"api": "chat"},
                     "parameters": {}, "render_only": False, "render_book": True, "allow_partial": False}
+    assert streamed == [({k: v for k, v in seen.items() if k not in ("only", "parameters", "render_only",
+                                                                       "render_book", "allow_partial")}, ["01"], {})]
     assert main(["book", "--render-only", "--only", "01"]) == 0 and seen["render_only"] is True
+    assert len(streamed) == 1  # nothing computed when rendering only, nor for the local model's book
     assert main(["book", "--allow-partial", "--only", "01"]) == 0 and seen["allow_partial"] is True
     assert "book: index.html" in capsys.readouterr().out
     assert main(["book", "--no-build", "--only", "01"]) == 0 and seen["render_book"] is False
@@ -113,6 +122,9 @@ def test_oracle_refuses_to_write_over_its_input(tmp_path):
     (["run", "--condition", "structured", "--backend", "reference", "--model", "x"],
      "backend 'reference' does not take model"),
     (["run", "--condition", "nosuch", "--backend", "reference"], "unknown condition 'nosuch'"),
+    (["prompt", "--condition", "structured", "--backend", "openai", "--row", "0"],
+     "backend 'openai' needs model: give it with --model NAME"),
+    (["run", "--condition", "structured", "--backend", "openai"], "backend 'openai' needs model"),
 ])
 def test_bad_flags_are_clear_errors(tmp_path, args, message):
     result = run(*args, *(["--out", str(tmp_path / "g.csv")] if args[0] == "generate" else []))
@@ -373,6 +385,51 @@ def test_book_refuses_what_run_refuses_before_any_notebook(test_csv, tmp_path, m
         assert message in capsys.readouterr().err
 
 
+def _main_alone(tmp_path, prelude: str, *args: str, **env: str) -> subprocess.CompletedProcess:
+    """``cpdagthink ARGS`` in a process of its own after ``prelude`` (Python that sets what the test needs): its
+    standard error holds only what the command wrote (in this process, a loopback server an earlier test left
+    may write there too)."""
+    script = tmp_path / "main_alone.py"
+    script.write_text(f"import sys\n{prelude}\nfrom cpdagthink.cli import main\nsys.exit(main(sys.argv[1:]))\n")
+    return subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, **env})
+
+
+def test_a_split_out_of_reach_offline_is_one_line_naming_the_file_to_place_and_where(test_csv, tmp_path):
+    """The paraphrase split offline: ``run`` and ``book`` (its chapter 02's OOD split, before any notebook) say in
+    one line which file to place where; once placed, that file is what is read."""
+    # the hub client fails at once, as with no network, and finds no earlier download
+    offline = {"HF_HUB_OFFLINE": "1", "CORR2CAUSE_CSV": str(tmp_path / "test.csv")}
+    no_download = f"import cpdagthink.run.data as data; data.HUB_CACHE = __import__('pathlib').Path({str(tmp_path / 'hub')!r})"
+    shutil.copy(test_csv, tmp_path / "test.csv")
+    place = f"place its perturbation_by_paraphrasing_test.csv at {tmp_path / 'perturbation_by_paraphrasing_test.csv'}"
+    run_ood = ["run", "--condition", "structured", "--backend", "reference", "--split", "perturbation_by_paraphrasing",
+               "--out", str(tmp_path / "run")]
+    for args in (run_ood, ["book", "--only", "02", "--backend", "reference", "-p", "ood_split=perturbation_by_paraphrasing"]):
+        result = _main_alone(tmp_path, no_download, *args, **offline)
+        assert result.returncode == 2 and len(result.stderr.splitlines()) == 1, result.stderr
+        assert "could not fetch split 'perturbation_by_paraphrasing'" in result.stderr and place in result.stderr
+        assert "set CORR2CAUSE_CSV" not in result.stderr and "executing" not in result.stdout  # no notebook started
+    shutil.copy(test_csv, tmp_path / "perturbation_by_paraphrasing_test.csv")  # the test split: not its size
+    result = _main_alone(tmp_path, no_download, *run_ood, **offline)
+    assert "the 'perturbation_by_paraphrasing' split does not match its fingerprint" in result.stderr, result.stderr
+
+
+def test_a_chapter_that_cannot_write_its_runs_says_so_in_one_line(test_csv, tmp_path):
+    """The outputs folder cannot be written (here a file stands where a folder should, which even root cannot
+    write into): ``book`` says what ``run`` says, naming the chapter, in one line."""
+    into_here = ("import functools, pathlib, cpdagthink.book.build as build\n"
+                 f"build.build = functools.partial(build.build, root=pathlib.Path({str(tmp_path)!r}))")
+    (tmp_path / "outputs").write_text("a file, not a folder")
+    result = _main_alone(tmp_path, into_here, "book", "--only", "01", "--backend", "reference", "--limit", "2",
+                         "--no-build", "-p", f"out_root={tmp_path / 'outputs' / 'runs'}",
+                         "-p", f"cache_dir={tmp_path / 'cache'}", CORR2CAUSE_CSV=str(test_csv))
+    assert result.returncode == 2 and len(result.stderr.splitlines()) == 1, result.stderr
+    assert re.match(rf"cpdagthink book: error: 01_main_results: cannot create the run folder "
+                    rf"{re.escape(str(tmp_path / 'outputs' / 'runs'))}/\S+: Not a directory", result.stderr)
+    assert not (tmp_path / "book" / "01_main_results.ipynb").exists()
+
+
 README_API_RUN = ["run", "--condition", "structured", "--backend", "openai", "--model", "gpt-5.4-mini",
                   "--reasoning-effort", "medium", "--max-tokens-turn1", "8192", "--max-tokens-answer", "4096"]
 
@@ -441,6 +498,20 @@ def test_oracle_on_rows_it_labels_none_of_writes_them_and_ends_well(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "labelled 0/1 rows" in result.stdout and "no score, no row was labelled" in result.stdout
     assert json.loads((tmp_path / "o.jsonl").read_text())["problem"].startswith("unfaithful premise")
+
+
+def test_run_ends_non_zero_saying_how_many_instances_were_not_answered(test_csv, tmp_path):
+    from loopback_api import Faults, LoopbackAPI
+
+    with LoopbackAPI(faults=Faults(rate=0.5, kinds=("503",), times=1 << 30, seed=4)) as server:
+        args = ("run", "--condition", "baseline_enhanced", "--backend", "openai", "--model", "gpt-4.1-mini",
+                "--base-url", server.url, "-o", "retries=0", "-o", "fail_on_error=0", "--data", str(test_csv),
+                "--limit", "6", "--out", str(tmp_path / "run"), "--cache", str(tmp_path / "cache"))
+        done = run(*args)
+    missing = 6 - int(done.stdout.split(" of 6")[0])
+    assert done.returncode == 1 and 0 < missing < 6, done.stderr
+    assert f"finished with {missing} instance" in done.stderr and "not answered" in done.stderr
+    assert "Traceback" not in done.stderr
 
 
 # ----------------------------------------------------------------------------------------- help that tells the truth

@@ -225,3 +225,13 @@ def test_an_object_with_a_self_loop_and_a_foreign_name_goes_to_turn2_as_emitted(
     result = request.messages[-1]["content"]
     assert "not usable" not in result and "C -> D;" in result and "B -> B [dir=none];" in result
     assert json.loads(request.messages[-2]["tool_calls"][0]["function"]["arguments"]) == json.loads(arguments)
+
+
+def test_the_flexible_reading_reads_what_a_reviewer_reads_and_the_strict_one_stays_as_it_was():
+    from cpdagthink.method.conditions import parse_answer_flexible
+
+    assert parse_answer("The answer is YES.") is None  # strict: the format the prompt asks for
+    cases = {"The answer is YES.": "YES", "The answer is: **No**.": "NO", "There is no edge, so the answer is yes": "YES",
+             "Answer: NO": "NO", "I weighed both and say NO.": "NO", "no idea": None, "": None,
+             "Answer: YES\nOn reflection the answer is no.": "YES"}  # a strict line, when there is one, wins
+    assert {text: parse_answer_flexible(text) for text in cases} == cases

@@ -84,3 +84,22 @@ def test_plan_cost_prints_per_run_and_total(where):
     lines = shown.stdout.splitlines()
     assert lines[0].startswith("calls") and any(line.startswith("total: ") for line in lines)
     assert "estimated from characters" in shown.stdout
+
+
+def test_the_batch_price_stands_beside_the_direct_one_where_the_backend_offers_batches(tmp_path):
+    from cpdagthink.book.cost import BATCH_SHARE, cost_lines
+
+    def costs(**overrides):
+        return plan_cost(plan_recipes(selected(["APPENDIX_A1"]), {"limit": 4, "out_root": str(tmp_path / "runs"),
+                                                                  "cache_dir": str(tmp_path / "cache"), **overrides}),
+                         Pricing(1.0, 10.0))
+
+    api = costs(backend="openai", backend_options={"base_url": "http://127.0.0.1:9/v1"})
+    assert all(c.batch_price == (c.price[0] * BATCH_SHARE, c.price[1] * BATCH_SHARE) for c in api)
+    shown = "\n".join(cost_lines(api))
+    assert "batch price" in shown and "with batch files where a backend offers them" in shown
+    batched = costs(backend="openai", backend_options={"base_url": "http://127.0.0.1:9/v1", "batch": True})
+    assert all(c.wall_s is None and c.batch_price == a.batch_price for c, a in zip(batched, api))
+    local = costs(backend="local")
+    assert all(c.price is not None and c.batch_price is None for c in local)
+    assert "with batch files" not in "\n".join(cost_lines(local))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import re
 from pathlib import Path
 
 import pytest
@@ -43,11 +44,15 @@ def test_missing_file_and_missing_columns(tmp_path):
         read_csv(bad)
 
 
-def test_offline_hub_gives_the_advice(monkeypatch, tmp_path):
-    monkeypatch.delenv(data.ENV_CSV, raising=False)
+def test_offline_hub_says_which_file_to_place_where(monkeypatch, tmp_path):
+    """``$CORR2CAUSE_CSV`` is the test split's copy only: another split's file goes beside it, by its hub name."""
+    monkeypatch.setenv(data.ENV_CSV, str(tmp_path / "copies" / "test.csv"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    with pytest.raises(DataError, match="set CORR2CAUSE_CSV or connect to the hub"):
+    with pytest.raises(DataError, match="connect to the hub, or place its perturbation_by_paraphrasing_test.csv at "
+                       + re.escape(str(tmp_path / "copies" / "perturbation_by_paraphrasing_test.csv"))):
         data.download_split("perturbation_by_paraphrasing", cache=tmp_path)
+    with pytest.raises(DataError, match="connect to the hub, or set CORR2CAUSE_CSV to its test.csv"):
+        data.download_split("test", cache=tmp_path)
 
 
 def test_unknown_split_is_named():

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cpdagthink.book.build import SUMMARY
+from cpdagthink.book.build import PAPER_TABLE, SUMMARY
 from cpdagthink.book.build_record import RECORD
 
 ROOT = Path(__file__).parents[1]
@@ -60,7 +60,7 @@ def _included(page: Path) -> str:
 
 def _pages() -> list[Path]:
     """The documentation's pages as written (not those ``cpdagthink render`` writes into ``book/``)."""
-    written = {SUMMARY, RECORD}
+    written = {SUMMARY, RECORD, PAPER_TABLE}
     return [ROOT / "README.md", ROOT / "benchmarks" / "README.md", *sorted((ROOT / "docs").glob("*.md")),
             *sorted(page for page in (ROOT / "book").rglob("*.md") if page.name not in written)]
 
@@ -151,7 +151,7 @@ def test_the_using_pages_build_with_the_book_without_a_warning(tmp_path):
                  "book/using", "benchmarks/README.md"):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (shutil.copytree if (ROOT / name).is_dir() else shutil.copy)(ROOT / name, tmp_path / name)
-    for written in (SUMMARY, RECORD):  # what `cpdagthink render` writes for the intro
+    for written in (SUMMARY, RECORD, PAPER_TABLE):  # what `cpdagthink render` writes for the intro and appendix
         (tmp_path / "book" / written).write_text("Written by the render.\n")
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
     using = next(part for part in toc["parts"] if part["caption"] == "Using cpdagthink")

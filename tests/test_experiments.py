@@ -40,11 +40,18 @@ def test_banner_names_the_resolved_model_budgets_and_runs_and_puts_the_verdict_f
                        verdict="This build cannot test the paper's claim: X.", command="cpdagthink book --only 01")
     text = str(banner)
     assert text.startswith("Verdict. This build cannot test the paper's claim")
-    assert banner.source().startswith("**Verdict\\.** This build") and "Probes\\: `scramble_full`\\." in banner.source()
+    assert banner.source().startswith("**Verdict\\.** This build") and "Probes\\: full scramble\\." in banner.source()
     assert banner.source().endswith("Reproduce this page\\: `cpdagthink book --only 01`")
     assert "model the symbolic reference agent" in text and "default" not in text
-    assert "token budgets 512 for turn 1 and 128 for the answer (640 for one-turn conditions)" in text
-    assert "Conditions: Structured Thinking, BaselineEnhanced." in text and "Probes: scramble_full." in text
+    # the reference agent computes its answers: no budgets or decoding are named for it
+    assert "no token budgets or decoding (the reference agent computes its answers)" in text
+    assert "token budgets" not in text.replace("no token budgets", "") and "greedy" not in text
+    llm = ex.updated(setup, backend="openai", model="m", backend_options={"base_url": "http://127.0.0.1:9/v1"})
+    assert "token budgets 512 for turn 1 and 128 for the answer (640 for one-turn conditions)" in \
+        str(ex.banner(llm, instances, [0]))
+    whole = str(ex.banner(ex.updated(setup, limit=0), instances, [0]))
+    assert "the whole split, 20 instances" in whole and "sample of" not in whole
+    assert "Conditions: Structured Thinking, BaselineEnhanced." in text and "Probes: full scramble." in text
     assert text.endswith("Reproduce this page: cpdagthink book --only 01")
     local = ex.updated(setup, backend="local", model=None)
     assert ex.model_name(local) == "Qwen2.5-Coder-0.5B-Instruct (GGUF)"
@@ -125,3 +132,39 @@ def test_render_only_refuses_a_run_not_yet_computed_naming_its_folder(setup, mon
     monkeypatch.setenv(ex.ENV_RENDER_ONLY, "1")
     _refuse_backends(monkeypatch)
     assert ex.run(setup.for_run("structured", 0), instances, progress=False) == made
+
+
+def test_the_banner_lists_conditions_whose_names_hold_no_comma(setup):
+    """Chapter 03's banner read "BaselineEnhanced, BaselineEnhanced, no thinking": a name with a comma in a
+    comma-separated list reads as two conditions."""
+    from cpdagthink.book import presentation
+    from cpdagthink.method.conditions import CONDITIONS
+
+    assert [c for c in CONDITIONS if "," in presentation.label(c)] == []
+    text = str(ex.banner(setup, setup.instances(), [0], conditions=["baseline_enhanced", "baseline_no_thinking"]))
+    assert "Conditions: BaselineEnhanced, BaselineEnhanced without thinking." in text
+
+
+def test_a_run_left_with_instances_unanswered_stops_its_chapter_and_reads_as_incomplete(test_csv, tmp_path):
+    from loopback_api import Faults, LoopbackAPI, key_of, key_of_instance
+
+    from cpdagthink.run.config import RunParameters
+    from cpdagthink.run.runfolder import completeness
+
+    def config_on(url):
+        return RunParameters(backend="openai", model="gpt-4.1-mini", data=str(test_csv), limit=4,
+                             backend_options={"base_url": url, "retries": 0, "timeout": 5},
+                             out_root=str(tmp_path / "runs"), cache_dir=str(tmp_path / "cache")
+                             ).to_config().for_run("baseline_enhanced")
+
+    instances = config_on("http://127.0.0.1:9/v1").instances()
+    failing = key_of_instance(instances[2], "baseline_enhanced")
+    with LoopbackAPI(faults=Faults(pick=lambda body: "500" if key_of(body) == failing else None, times=1)) as server:
+        config = config_on(server.url)
+        with pytest.raises(ex.RunIncompleteError, match="finished with 1 instance not answered"):
+            ex.run(config, instances, progress=False)
+        held = completeness(config.folder(instances), config, instances)
+        assert not held.complete and "status 'incomplete': finished with 1 instance not answered" in held.missing
+        records = ex.run(config, instances, progress=False)  # the server answers it this time
+    assert [r.id for r in records] == [i.id for i in instances]
+    assert sum(s.instance == failing for s in server.log) == 2  # asked again, and only it

@@ -111,6 +111,8 @@ STATE = """(() => {
     heads: [...root.querySelectorAll('.cpx-live .cpx-head')].map(h => h.textContent),
     more: getComputedStyle(root.querySelector('.cpx-more')).display !== 'none',
     options: [...root.querySelectorAll('select')].map(s => [s.name, [...s.options].map(o => o.value)]),
+    shown: [...root.querySelectorAll('select')].map(s => [s.parentNode.firstChild.textContent,
+                                                          [...s.options].map(o => o.textContent)]),
   };
 })()"""
 
@@ -134,6 +136,13 @@ def test_filters_change_the_visible_cases_and_the_graphs_render(gallery, browser
         "num_variables": ["", "3", "4"],
     }
     assert TRICKY.id in state["heads"][3]  # markup in an id is shown as text
+    # a reader sees display names; the values (and so the links) keep the keys
+    assert dict(state["shown"]) == {
+        "condition:": ["(all)", "BaselineEnhanced", "Structured Thinking"],
+        "failure kind:": ["(all)", "class ambiguity", "no graph reached turn 2", "one-turn: class ambiguity",
+                          "one-turn: other", "wrong graph state"],
+        "template:": ["(all)", "parent"], "variables:": ["(all)", "3", "4"]}
+    assert not any(key in head for head in state["heads"] for key in ("baseline_enhanced", "mec_ambiguity"))
 
     choose(browser, "kind", "mec_ambiguity")
     state = browser.evaluate(STATE % 0)

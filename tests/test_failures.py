@@ -22,10 +22,19 @@ def rejected(inst, **kwargs):
     return out.model_copy(update={"turns": [*out.turns[:-1], refused]})
 
 
+def cut_off(out, turn: int):
+    """``out`` with its turn ``turn`` stopped at its token budget."""
+    turns = list(out.turns)
+    turns[turn] = turns[turn].model_copy(update={"finish_reason": "length"})
+    return out.model_copy(update={"turns": turns})
+
+
 def test_every_kind_on_a_constructed_case():
     cases = {
         FailureKind.UNPARSED_ANSWER: record(COLLIDER, None, parsed=reference(COLLIDER)),
         FailureKind.REJECTED: rejected(COLLIDER, parsed=reference(COLLIDER)),
+        FailureKind.TURN1_CUT_OFF: cut_off(record(COLLIDER, None, parsed=None), 0),
+        FailureKind.CUT_OFF: cut_off(record(COLLIDER, None), -1),
         FailureKind.NO_GRAPH: record(COLLIDER, "NO", parsed=None),
         FailureKind.WRONG_GRAPH: record(COLLIDER, "NO", parsed=reversed_graph(COLLIDER)),
         FailureKind.WRONG_READOUT: record(COLLIDER, "NO", parsed=reference(COLLIDER)),
@@ -61,12 +70,15 @@ def test_a_false_yes_no_member_supports_is_not_an_ambiguity_case():
     assert classify(record(never, "YES", parsed=reference(never)), never) is FailureKind.WRONG_READOUT
 
 
-def test_a_missing_answer_is_scored_as_chapter_01_scores_it():
-    """Scored as NO: an error on a YES row (kind from the record's own flags), correct on a NO row."""
+def test_a_missing_answer_is_never_correct_in_the_gallery():
+    """A row that states no answer is a failure of its own kind on a YES row and on a NO row alike (the scores
+    read it as NO, so count it right on a NO row; the gallery shows no reasoning as right)."""
     assert classify(record(COLLIDER, None, parsed=None), COLLIDER) is FailureKind.UNPARSED_ANSWER
-    assert classify(record(CHAIN, None, parsed=None), CHAIN) is None
+    assert classify(record(CHAIN, None, parsed=None), CHAIN) is FailureKind.UNPARSED_ANSWER
     assert classify(rejected(COLLIDER), COLLIDER) is FailureKind.REJECTED
-    assert classify(rejected(CHAIN), CHAIN) is None
+    assert classify(rejected(CHAIN), CHAIN) is FailureKind.REJECTED
+    # turn 1 stopped at its budget is its own class, not an unparsed answer
+    assert classify(cut_off(record(CHAIN, None, parsed=None), 0), CHAIN) is FailureKind.TURN1_CUT_OFF
     # A row that was not posed has nothing to localise against.
     unposed = record(COLLIDER, None).model_copy(update={"problem": "PremiseError: x", "oracle_label": None})
     assert classify(unposed, COLLIDER) is None
@@ -104,15 +116,16 @@ def test_failure_counts_by_run_name_or_by_condition():
 
 
 def test_failure_counts_agree_with_the_records_and_the_scores():
-    """Errors are the scores' false answers against the corrected labels; unparsed and refused answers are
-    counted from the records' own flags, also where scoring them as NO made them correct."""
+    """Errors are the scores' false answers against the corrected labels and every missing answer (never
+    correct, also where scoring it as NO would be); unparsed and refused answers are counted from the records'
+    own flags."""
     run = [record(COLLIDER, None, parsed=None), record(CHAIN, None, parsed=None), rejected(TAIL, parsed=None),
            rejected(CHAIN), record(TAIL, "YES", parsed=reference(TAIL))]
     row = failure_counts({"structured": run}, INSTANCES).loc["structured"]
-    wrong = sum(r.says_yes != r.oracle_label for r in run)
-    assert (row["n"], row["errors"], row["correct"]) == (5, wrong, 5 - wrong) == (5, 2, 3)
+    wrong = sum(r.answer is None or r.says_yes != r.oracle_label for r in run)
+    assert (row["n"], row["errors"], row["correct"]) == (5, wrong, 5 - wrong) == (5, 4, 1)
     assert (row["unparsed"], row["rejected"]) == (sum(r.unparsed for r in run), sum(r.rejected for r in run)) == (2, 2)
-    assert (row["unparsed_answer"], row["rejected_request"], row["cut off"]) == (1, 1, 0)
+    assert (row["unparsed_answer"], row["rejected_request"], row["cut off"]) == (2, 2, 0)
     assert row[[k.value for k in FailureKind]].sum() == row["errors"]
 
 

@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from cpdagthink.files import write_atomic
+from cpdagthink.files import remove_stale_temporaries, write_atomic
 
 
 def test_a_write_killed_midway_leaves_the_old_file_and_no_temporary_file(tmp_path, monkeypatch):
@@ -59,3 +59,18 @@ def test_concurrent_writers_of_one_file_leave_one_whole_text(tmp_path):
     for thread in threads:
         thread.join()
     assert target.read_text() in texts and [p.name for p in tmp_path.iterdir()] == ["entry.json"]
+
+
+def test_only_the_temporary_files_of_writers_no_longer_running_are_removed(tmp_path):
+    import subprocess
+    import sys
+
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                           check=True)
+    dead = tmp_path / f".records.jsonl.{int(ended.stdout)}-0123abcd.tmp"
+    live = tmp_path / f".records.jsonl.{os.getpid()}-89abcdef.tmp"
+    other = tmp_path / ".notes.tmp"  # not a name write_atomic gives
+    for path in (dead, live, other):
+        path.write_text("x")
+    assert remove_stale_temporaries(tmp_path) == [dead]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([live.name, other.name])

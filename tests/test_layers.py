@@ -40,13 +40,13 @@ LAYERS = (
                        *FAMILIES, "backend",  # each family folder holds its own backend module
                        "models", "jump_forward", "chat_template", "regex_indexes", "state_store", "kept_states",
                        "llama_loading",  # local/
-                       "endpoints", "payloads", "responses", "served")),  # openai_api/
-    Layer("run", ("parameters", "data", "generate", "spec", "config", "records", "runfolder", "cache", "repair", "runner",
-                  "inspection", "estimate")),
+                       "endpoints", "payloads", "responses", "served", "batches", "run_batch")),  # openai_api/
+    Layer("run", ("parameters", "data", "generate", "spec", "config", "records", "runfolder", "provenance", "cache", "repair",
+                  "streaming", "runner", "together", "inspection", "estimate")),
     Layer("analysis", ("metrics", "markup", "audit", "failures", "probes", "tables", "factorial")),
     Layer("book", ("chapters", "presentation", "figures", "readings", "glue", "verdicts", "results", "bins", "removals",
                    "probing", "graph_audit", "gallery", "experiments", "components", "carriers", "plan", "cost", "explorer", "failure_views", "browser",
-                   "site", "build_record", "build", "recipes", "reproduce", "reproduce_page", "progress")),
+                   "site", "build_record", "chapter_state", "intro", "build", "recipes", "reproduce", "reproduce_page", "progress")),
     Layer("", ("cli", "__main__", "workflow", "scheduler")),  # the command line and the Snakemake workflow's entry, over everything
 )
 RANK = {module: rank for rank, layer in enumerate(LAYERS) for module in layer.modules}

@@ -247,3 +247,17 @@ def test_render_only_and_run_agree_on_every_folder_of_the_plan(roots, monkeypatc
         monkeypatch.setenv(ex.ENV_RENDER_ONLY, "1")
         assert [ex.run(r.config) for r in alias] == ran and all(ran)
         assert len(server.requests) == asked
+
+
+def test_a_book_on_an_api_computes_every_chapters_api_runs_first_and_leaves_the_others_to_their_chapters(roots):
+    from loopback_api import LoopbackAPI
+
+    with LoopbackAPI() as server:
+        overrides = {"backend": "openai", "model": "gpt-4.1-mini", "limit": 2,
+                     "backend_options": {"base_url": server.url}, **roots}
+        computed = plan.execute_streamed(overrides, only=["01", "03"])
+    after = plan.plan_book(overrides, only=["01", "03"])
+    assert computed and {r.config.backend for r in computed} == {"openai"}
+    assert {r.folder for r in after if r.complete} == {r.folder for r in computed}
+    assert {r.config.backend for r in after if not r.complete} == {"reference"}  # its chapter computes it
+    assert server.peak_in_flight > 1

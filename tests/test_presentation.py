@@ -4,6 +4,7 @@ figures in words, a run's details."""
 from __future__ import annotations
 
 import math
+import re
 import subprocess
 
 import pandas as pd
@@ -86,5 +87,28 @@ def test_tables_print_counts_and_seeds_as_whole_numbers_and_name_every_key():
                          index=pd.Index(["structured", "always YES"], name="condition"))
     assert presentation.markdown_table(seeds).source().splitlines()[2:] == [
         r"| Structured Thinking | 0 | 4 | 50\.00 |", r"| always YES | — | 4 | 66\.67 |"]
+    shown = presentation.show(seeds).to_html()  # the HTML table too: chapter 01's per-seed F1 printed 0.000000
+    assert re.search(r">0</td>", shown) and "0.000000" not in shown and ">66.67</td>" in shown
     kinds = presentation.show(pd.DataFrame({"outputs": [2]}, index=pd.Index(["directed_and_undirected"], name="kind")))
     assert "edge both directed and undirected" in kinds.to_html()
+
+
+def test_p_values_print_below_a_thousandth_as_less_than_never_as_zero():
+    paired = pd.DataFrame({"comparison": ["structured vs baseline_enhanced"] * 2, "seed": [0, 1],
+                           "gain (pp)": [29.6, 3.0], "McNemar p": [3e-23, 0.0412]})
+    html = presentation.show(paired).to_html()
+    assert "&lt; 0.001" in html and ">0.041</td>" in html and "0.00<" not in html and "e-23" not in html
+    rows = presentation.markdown_table(paired).source().splitlines()[2:]
+    assert rows[0].endswith(r"| \< 0\.001 |") and rows[1].endswith(r"| 0\.041 |")
+    assert presentation.p_text(math.nan) == "n/a" and presentation.p_text(0.5) == "0.5"
+
+
+def test_the_paper_appendix_is_a_table_to_read_at_the_papers_precision():
+    appendix = presentation.paper_appendix()
+    assert list(appendix.columns) == ["figure", "value", "model", "split", "condition", "section", "page", "note"]
+    assert len(appendix) == len(tables.paper())
+    delta = appendix[appendix["figure"] == "F1 gain pp"].iloc[0]
+    assert (delta["value"], delta["condition"]) == ("13.35", "Structured Thinking vs BaselineEnhanced")
+    assert "2.4e-06" in set(appendix["value"])  # as the file writes it, not 0.00 or 2.40e-06
+    text = presentation.markdown_table(appendix).source()
+    assert "main_delta" not in text and "baseline_enhanced" not in text

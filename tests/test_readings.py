@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from cpdagthink.analysis import tables
-from cpdagthink.analysis.markup import Markdown, strong
+from cpdagthink.analysis.markup import Markdown, code, strong
 from cpdagthink.analysis.metrics import OmittedGroup
 from cpdagthink.book import presentation, readings
 from cpdagthink.book.chapters import NOTEBOOKS
@@ -41,7 +41,7 @@ def test_signed_never_prints_negative_zero():
 
 
 def test_verdict_counts_seeds_by_their_own_intervals():
-    one = paired_rows((0, 2.0, -1.0, 5.0, 0.4))
+    one = paired_rows((0, 2.0, -10.0, 15.0, 0.4))  # 25 pp wide: wider than the paper's +13.35
     assert readings.verdict(one, "structured vs baseline_enhanced") == (
         "On its 1 seed the interval contains zero: this run cannot separate the two conditions.")
     mixed = paired_rows((0, 8.0, 1.0, 15.0, 0.01), (1, 3.0, -2.0, 9.0, 0.3), (2, 9.0, 2.0, 16.0, 0.02))
@@ -127,17 +127,31 @@ def test_bin_gain_table_puts_the_papers_id_and_ood_gains_beside_each_bin():
     assert list(table["paper gain (pp)"]) == [5.3, 18.6, 5.9, 13.6]
     headline = readings.bin_headline(table, 3)
     assert headline.paper_key == "gain_n6_id" and headline.figure == "the gain at n = 6 on test"
-    assert headline.verdict().startswith("This build cannot test the paper's claim: the 95% CI of the gain at n = 6")
+    assert headline.verdict().startswith("This build cannot tell the direction: the gain at n = 6 on test is +1.0 pp "
+                                         "(95% CI [-20.0, +30.0]), an interval that contains zero and is 50.0 pp wide")
     empty = readings.bin_headline(readings.bin_gain_table({"test": gains.iloc[:0]}), 3)
     assert "no bin of this sample is scored" in empty.verdict()
 
 
-def test_headline_verdict_compares_the_interval_with_the_papers_effect():
+def test_headline_verdict_answers_the_direction_from_an_interval_that_excludes_zero_whatever_its_width():
     wide = readings.Headline("the gain", "main_delta", 10.0, -20.0, 40.0)
-    assert wide.verdict() == ("This build cannot test the paper's claim: the 95% CI of the gain is 60.0 pp wide, "
-                              "wider than the paper's whole effect (+13.35 pp).")
+    assert wide.verdict() == ("This build cannot tell the direction: the gain is +10.0 pp (95% CI [-20.0, +40.0]), an "
+                              "interval that contains zero and is 60.0 pp wide, wider than the paper's effect "
+                              "(+13.35 pp), so this run cannot separate the two sides.")
+    above = readings.Headline("the gain", "main_delta", 29.6, 19.7, 39.8)  # one seed of 300 rows
+    assert above.verdict() == ("This build answers the paper's claim in its direction: the gain is +29.6 pp (95% CI "
+                               "[+19.7, +39.8]), an interval wholly above zero; at 20.1 pp wide it cannot tell the "
+                               "paper's size of effect (+13.35 pp) from another.")
     narrow = readings.Headline("the gain", "main_delta", 10.0, 5.0, 15.0)
-    assert narrow.verdict().startswith("This build can test the paper's claim: the 95% CI of the gain is 10.0 pp")
+    assert narrow.verdict().endswith("wholly above zero; at 10.0 pp wide it can tell an effect of the paper's size "
+                                     "(+13.35 pp, inside the interval) from another.")
+    below = readings.Headline("the gain", "main_delta", -10.0, -15.0, -5.0)
+    assert below.verdict().startswith("This build answers the paper's claim against its direction: the gain is -10.0 pp")
+    null = readings.Headline("the gain", "main_delta", 1.0, -4.0, 6.0)
+    assert null.verdict().startswith("This build finds no effect of the paper's size: the gain is +1.0 pp (95% CI "
+                                     "[-4.0, +6.0]), an interval that contains zero and is 10.0 pp wide, narrower")
+    reference = readings.Headline("the gain", "main_delta", 14.0, 8.0, 20.0, answered_by="reference")
+    assert reference.verdict().startswith("This build makes no claim about LLMs: the symbolic reference agent answered")
     assert readings.Headline("the gain", "main_delta", missing="nothing ran").verdict() == \
         "This build cannot test the paper's claim: nothing ran."
     assert wide.record()["paper"] == 13.35 and readings.Headline("g", "main_delta").record()["value"] is None
@@ -186,8 +200,9 @@ def test_probe_reading_reports_drops_as_unprobed_minus_probed():
                            "flipped_share": 0.6}])
     reading = readings.probes_reading(table, "m", ["scramble_full", "drop_premise"], instances([1, 0]), [0])
     assert reading.numbers["drop_scramble_full"] == 12.0  # the same sign as the probe table and the figure
-    assert str(reading.phrases["probe_drops"]).startswith("scramble_full +12.0 pp; drop_premise +0.0 pp.")
-    assert reading.phrases["probe_drops"].source().startswith("`scramble_full` \\+12\\.0 pp\\; `drop_premise` ")
+    # display names, not the probes' keys
+    assert str(reading.phrases["probe_drops"]).startswith("full scramble +12.0 pp; premise removed +0.0 pp.")
+    assert "scramble_full" not in reading.phrases["probe_drops"].source()
     assert "validity-preserving swaps were not run" in str(reading.phrases["probe_drops"])
     assert (reading.numbers["flips_model"], reading.numbers["flips_reference"]) == pytest.approx((10.0, 60.0))
     alone = readings.probes_reading(table[table["agent"] == "m"], "m", ["scramble_full"], instances([1, 0]), [0])
@@ -265,6 +280,13 @@ def test_a_section_that_could_not_run_is_one_sentence_and_its_command(displayed)
     texts, figures_drawn = _shown(displayed, readings.show_stress, readings.stress_table({}))
     assert len(texts) == 1 and "`cpdagthink book --only 02 -p 'stress_families=[\"alarm7\"]'`" in texts[0]
     assert figures_drawn == 0
+    # the page's own backend, model and limit stay in the command that fills a section
+    page = {"backend": "openai", "model": "Qwen/Qwen3.5-27B", "limit": 0}
+    texts, _ = _shown(displayed, readings.show_ood, None, page)
+    assert texts[0].endswith("`cpdagthink book --only 02 -p backend=openai -p model=Qwen/Qwen3.5-27B -p limit=0 "
+                             "-p ood_split=generated:paraphrase`\\.")
+    assert readings.fill_command("03_ablations", page, compare_tool_choice=True).endswith(
+        "-p backend=openai -p model=Qwen/Qwen3.5-27B -p limit=0 -p compare_tool_choice=true")
 
 
 def test_a_section_that_ran_shows_its_figure_with_a_caption_of_what_is_drawn(displayed):
@@ -286,9 +308,11 @@ def test_first_screen_carries_configuration_and_headline_for_the_intro(test_csv,
     headline = readings.Headline("the gain", "main_delta", 2.0, -30.0, 40.0)
     readings.first_screen(setup, rows, [0], "01_main_results", namespace, headline, ["structured"])
     (text, metadata), = displayed
-    assert str(text).startswith("Verdict. This build cannot test the paper's claim")
-    assert text.source().startswith("**Verdict\\.** This build cannot test")
+    # the reference agent answered: an upper bound's figures are no claim about LLMs
+    assert str(text).startswith("Verdict. This build makes no claim about LLMs: the symbolic reference agent")
+    assert text.source().startswith("**Verdict\\.** This build makes no claim about LLMs")
     record = metadata[METADATA_KEY]
+    assert record["headline"]["answered_by"] == "reference"
     assert record["configuration"]["instances"] == 4 and record["configuration"]["negatives"] == 2
     assert record["headline"]["value"] == 2.0 and record["command"].startswith("cpdagthink book --only 01 -p backend=reference")
 
@@ -401,7 +425,7 @@ def _degenerate_grid():
     from analyses import run_record
     from cpdagthink.run.records import TurnRecord
 
-    gold = [1, 0, 1, 0]
+    gold = [1, 0] * 6  # at least readings.MIN_ROWS rows: only the answers can make a figure degenerate
     cut = [TurnRecord(messages_sha256="", request_sha256="", finish_reason="length")]
     never = [run_record(f"r{i}", answer="NO", gold_label=g) for i, g in enumerate(gold)]
     baseline = [run_record("r0", answer="YES", gold_label=1)] + [
@@ -419,8 +443,8 @@ def test_a_degenerate_runs_verdicts_name_the_causes_they_compute_and_state_no_fi
     reading = readings.main_results(tables.scores_frame(main), paired, instances(gold), [0], main)
     text = reading.headline.verdict()
     assert text.startswith("This build cannot test the paper's claim: Structured Thinking answered NO on every one "
-                           "of its 4 rows; BaselineEnhanced finished 1 of its 4 answers (3 cut off at the token budget")
-    assert text.endswith("(-66.7 pp) is what such answers produce, not a finding.")
+                           "of its 12 rows; BaselineEnhanced finished 1 of its 12 answers (11 cut off at the token budget")
+    assert text.endswith("(-28.6 pp) is what such answers produce, not a finding.")
     record = reading.headline.record()
     assert record["degenerate"] and len(record["causes"]) == 2
     assert reading.phrases["verdict"].startswith("Seed 0 is not a finding: Structured Thinking answered NO")
@@ -428,43 +452,43 @@ def test_a_degenerate_runs_verdicts_name_the_causes_they_compute_and_state_no_fi
 
     drops = readings.ablation_table(tables.scores_frame(ablation), ablation)
     assert math.isnan(drops.loc["no_constrained_decoding", "drop vs Structured Thinking (pp)"])
-    assert "no constrained decoding finished 0 of its 4 answers (4 cut off" in drops.loc["no_constrained_decoding", "note"]
+    assert "no constrained decoding finished 0 of its 12 answers (12 cut off" in drops.loc["no_constrained_decoding", "note"]
     phrase = readings.ablation_phrase(drops, {})
     assert "removing the regex constraint gives no drop to report" in phrase and "+0.0" not in phrase
     paired = tables.paired_frame(ablation, "structured", ["no_constrained_decoding"], n_resamples=200)
     headline = readings.ablation_headline(paired, drops, ablation)
-    assert headline.degenerate and "finished 0 of its 4 answers" in headline.verdict()
+    assert headline.degenerate and "finished 0 of its 12 answers" in headline.verdict()
     assert "not a finding" in headline.verdict()
 
     paired = tables.paired_frame(probed, "unprobed", ["scramble_full"], n_resamples=200)
     headline = readings.probe_headline(paired, probed, 0)
-    assert "unprobed answered NO on every one of its 4 rows" in headline.verdict()
-    assert "the drop under the full scramble is 0 by construction" in headline.verdict()
+    # one constant answer on every row of both sides carries no information
+    assert headline.degenerate and "unprobed answered NO on every one of its 12 rows" in headline.verdict()
     assert readings.probe_causes(probed, ["scramble_full"], 0) == (
-        "Not a finding at seed 0: unprobed answered NO on every one of its 4 rows; under full scramble no scored "
-        "answer changed, so its drop is 0 by construction.")
+        "Not a finding at seed 0: unprobed answered NO on every one of its 12 rows.")
     # a probe that turns every answer of a varied run to NO is named, and can be a finding
     _, _, sound, _ = _degenerate_grid()
     followed = {("unprobed", 0): sound[("structured", 0)], ("scramble_full", 0): probed[("scramble_full", 0)]}
     paired = tables.paired_frame(followed, "unprobed", ["scramble_full"], n_resamples=200)
     headline = readings.probe_headline(paired, followed, 0)
-    assert not headline.degenerate and headline.causes == ("full scramble answered NO on every one of its 4 rows",)
+    assert not headline.degenerate and headline.causes == ("full scramble answered NO on every one of its 12 rows",)
 
 
 def test_a_sound_runs_verdict_keeps_the_interval_rule_and_names_its_cut_offs():
     from analyses import run_record
     from cpdagthink.run.records import TurnRecord
 
-    gold = [1, 0, 1, 0, 1, 0]
+    gold = [1, 0] * 6
     cut = [TurnRecord(messages_sha256="", request_sha256="", text="Answer: NO", finish_reason="length")]
     runs = {("structured", 0): [run_record(f"r{i}", answer="YES" if g else "NO", gold_label=g) for i, g in enumerate(gold)],
-            ("baseline_enhanced", 0): [run_record(f"r{i}", answer="YES" if i < 4 else "NO", gold_label=g,
-                                                  turns=cut if i == 5 else None) for i, g in enumerate(gold)]}
+            ("baseline_enhanced", 0): [run_record(f"r{i}", answer="YES" if i < 8 else "NO", gold_label=g,
+                                                  turns=cut if i == 11 else None) for i, g in enumerate(gold)]}
     paired = tables.paired_frame(runs, "structured", ["baseline_enhanced"], n_resamples=200)
     headline = readings.main_results(tables.scores_frame(runs), paired, instances(gold), [0], runs).headline
-    assert not headline.degenerate
-    assert headline.verdict().startswith("This build cannot test the paper's claim: the 95% CI of the gain")
-    assert headline.verdict().endswith("1 of BaselineEnhanced's 6 answers were cut off at the token budget.")
+    assert not headline.degenerate  # 8 of 12 answers right against 12 of 12: an interval wholly above zero
+    assert headline.verdict().startswith("This build answers the paper's claim in its direction: the gain of "
+                                         "Structured Thinking over BaselineEnhanced is +42.9 pp")
+    assert headline.verdict().endswith("1 of BaselineEnhanced's 12 answers were cut off at the token budget.")
 
 
 def test_the_audits_verdict_names_the_violation_kinds_most_objects_show():
@@ -493,7 +517,7 @@ def test_the_bin_headline_names_the_causes_of_its_bins_answers():
                            "CI high": 0.0}])
     table = readings.bin_gain_table({"test": gains})
     headline = readings.bin_headline(table, 2, {"test": runs})
-    assert headline.degenerate and "Structured Thinking answered NO on every one of its 4 rows" in headline.verdict()
+    assert headline.degenerate and "Structured Thinking answered NO on every one of its 12 rows" in headline.verdict()
     assert not readings.bin_headline(table, 2, {"test": {}}).degenerate  # no records: the interval rule alone
 
 
@@ -550,3 +574,239 @@ def test_no_chapter_prints_a_python_value_in_its_prose(chapter, reference_roots,
              if isinstance(v, (Markdown, str))]
     assert len(texts) > 3  # the chapter's prose was read, not skipped
     assert {text: python_values(text) for text in texts if python_values(text)} == {}
+
+
+# Chapters read on runs of known answers at a size where the intervals are narrow (tests/known_answers.py).
+
+def _known_main(structured: float, baseline: float):
+    from known_answers import GOLD, records, right_on
+
+    runs = {("structured", 0): records("structured", right_on(structured, 1)),
+            ("baseline_enhanced", 0): records("baseline_enhanced", right_on(baseline, 2))}
+    paired = tables.paired_frame(runs, "structured", ["baseline_enhanced"], n_resamples=1000)
+    return readings.main_results(tables.scores_frame(runs), paired, instances(GOLD), [0], runs)
+
+
+def test_a_method_that_beats_the_baseline_on_400_rows_answers_the_claim_in_its_direction():
+    reading = _known_main(0.92, 0.75)
+    headline = reading.headline
+    assert not headline.degenerate and headline.ci_low > 0
+    assert headline.verdict().startswith("This build answers the paper's claim in its direction: the gain of "
+                                         "Structured Thinking over BaselineEnhanced is +")
+    assert reading.phrases["verdict"] == "By their own intervals, 1 of 1 seed favours Structured Thinking."
+
+
+def test_a_method_no_better_than_the_baseline_on_400_rows_finds_no_effect_of_the_papers_size():
+    reading = _known_main(0.80, 0.80)
+    assert reading.phrases["verdict"] == ("On its 1 seed the interval contains zero: narrower than the paper's "
+                                          "effect (+13.35 pp), it finds no effect of that size.")
+    headline = reading.headline
+    assert headline.ci_low < 0 < headline.ci_high and headline.ci_high - headline.ci_low < 13.35
+    assert headline.verdict().startswith("This build finds no effect of the paper's size: the gain of Structured "
+                                         "Thinking over BaselineEnhanced is")
+
+
+def _known_probes(probed):
+    from known_answers import records, right_on
+
+    unprobed = right_on(0.9, 1)
+    runs = {("unprobed", 0): records("unprobed", unprobed), ("scramble_full", 0): probed(unprobed)}
+    paired = tables.paired_frame(runs, "unprobed", ["scramble_full"], n_resamples=500)
+    return runs, readings.probe_headline(paired, runs, 0)
+
+
+def test_a_probe_that_changes_no_answer_on_400_rows_is_a_finding():
+    from known_answers import records
+
+    runs, headline = _known_probes(lambda answers: records("scramble_full", answers))
+    assert not headline.degenerate and (headline.ci_low, headline.ci_high) == (0, 0)
+    assert headline.verdict().startswith("This build finds no effect of the paper's size: the drop under the full "
+                                         "scramble is +0.0 pp (95% CI [+0.0, +0.0]); both sides gave the same")
+    assert "answers do not depend on what differs between them, a finding" in headline.verdict()
+    assert readings.probe_causes(runs, ["scramble_full"], 0) == (
+        "A finding at seed 0: under full scramble no scored answer changed on any of the 400 rows, so its drop is 0 "
+        "with an interval of [0, 0]: on this model the answers do not depend on the graph shown in turn 2.")
+
+
+def test_a_probe_whose_answers_were_all_cut_off_is_degenerate():
+    from known_answers import N, records
+
+    runs, headline = _known_probes(lambda _: records("scramble_full", [None] * N, cut_off=True))
+    assert headline.degenerate
+    assert headline.verdict().startswith("This build cannot test the paper's claim: full scramble finished 0 of its "
+                                         "400 answers (400 cut off at the token budget, 0 unparsed")
+    assert readings.probe_causes(runs, ["scramble_full"], 0).startswith("Not a finding at seed 0: full scramble (")
+
+
+def test_an_ablation_the_backend_does_not_apply_is_named_so_and_has_no_key_figure():
+    """Through a generic OpenAI-compatible server no regex is sent: no_constrained_decoding's turn 1 is
+    Structured Thinking's own request, row by row, so its drop cannot differ from zero."""
+    from known_answers import records, right_on
+
+    answers = right_on(0.9, 1)
+    runs = {("structured", 0): records("structured", answers),
+            ("no_constrained_decoding", 0): records("no_constrained_decoding", answers, asked="structured"),
+            ("minimal_instruction", 0): records("minimal_instruction", right_on(0.7, 3))}
+    drops = readings.ablation_table(tables.scores_frame(runs), runs)
+    assert drops.loc["no_constrained_decoding", "note"].startswith(
+        "not applied on this backend: turn 1 sent Structured Thinking's own request on every row (turn 1 is "
+        "unconstrained in both conditions; a vLLM server applies the constraint with regex_mode=vllm)")
+    assert math.isnan(drops.loc["no_constrained_decoding", "drop vs Structured Thinking (pp)"])
+    assert drops.loc["minimal_instruction", "note"] == ""  # its own request: an ordinary drop
+    assert "removing the regex constraint gives no drop to report (not applied on this backend" in \
+        readings.ablation_phrase(drops, {})
+    paired = tables.paired_frame(runs, "structured", ["no_constrained_decoding"], n_resamples=200)
+    headline = readings.ablation_headline(paired, drops, runs)
+    assert headline.record()["value"] is None
+    assert headline.verdict().startswith("This build cannot test the paper's claim: removing the regex constraint is "
+                                         "not applied on this backend")
+
+
+def test_a_constraint_the_backend_noted_as_not_enforced_makes_its_removal_not_applied():
+    """A generic OpenAI-compatible server without regex support: each Structured Thinking call's note says its
+    constraint was not enforced, so removing it removes nothing."""
+    from known_answers import records, right_on
+
+    answers = right_on(0.9, 1)
+    runs = {("structured", 0): records("structured", answers, meta={"constraint": "not enforced"}),
+            ("no_constrained_decoding", 0): records("no_constrained_decoding", right_on(0.85, 2))}
+    assert readings.not_applied(runs)["no_constrained_decoding"].startswith(
+        "not applied on this backend: the backend noted on every row that Structured Thinking's constraint was not "
+        "enforced")
+    enforced = {**runs, ("structured", 0): records("structured", answers, meta={"constraint": "regex"})}
+    assert readings.not_applied(enforced) == {}
+
+
+def test_the_answer_is_yes_is_read_yes_by_the_flexible_reading_and_counted_apart_by_the_strict_one():
+    """A reply "The answer is YES." on 40 of 400 gold-YES rows: the strict reading (the stored answer) finds no
+    answer there, the flexible one reads YES; the page and the headline say which one the scores use and how
+    many rows differ."""
+    from known_answers import GOLD, records, right_on
+
+    answers = right_on(0.9, 1)
+    stated = [i for i, g in enumerate(GOLD) if g == 1][:40]
+    texts = [("The answer is YES." if i in stated else f"Answer: {a}") for i, a in enumerate(answers)]
+    stored = [None if i in stated else a for i, a in enumerate(answers)]
+    runs = {("structured", 0): records("structured", stored, texts=texts),
+            ("baseline_enhanced", 0): records("baseline_enhanced", right_on(0.75, 2))}
+    assert all(tables.flexible_answer(runs[("structured", 0)][i]) == "YES" for i in stated)
+    assert runs[("structured", 0)][stated[0]].answer is None  # the record is what was stored: untouched
+    frame = tables.reading_frame(runs).set_index("condition")
+    assert frame.loc["structured", "differ"] == 40 and frame.loc["baseline_enhanced", "differ"] == 0
+    assert frame.loc["structured", "F1 flexible"] > frame.loc["structured", "F1 strict"]
+    paired = tables.paired_frame(runs, "structured", ["baseline_enhanced"], n_resamples=200)
+    reading = readings.main_results(tables.scores_frame(runs), paired, instances(GOLD), [0], runs)
+    text = str(reading.phrases["answer_reading"])
+    assert text.startswith("Every score here reads answers strictly: the Answer: YES|NO line the prompt asks for")
+    assert "differs on 40 rows: Structured Thinking: 40 rows of 400, F1 " in text
+    assert ("the gain reads answers strictly; a flexible reading would read 40 rows of Structured Thinking and "
+            "BaselineEnhanced otherwise") in reading.headline.causes
+
+
+def test_the_scale_reading_is_chosen_from_what_answered_and_how_many_rows():
+    """Never the default sample's words on a whole split, never a claim about models from the reference agent."""
+    assert readings.scale_phrase(instances([0, 1] * 2), "local").startswith("With 4 instances, differences of a few")
+    assert readings.scale_phrase(instances([0, 1] * 300), "openai") == (
+        "With 600 instances, each figure's own interval says which differences are more than noise.")
+    assert "nothing about a language model" in readings.scale_phrase(instances([0, 1] * 300), "reference")
+
+
+INTERNAL = {key for key, shown in presentation.LABELS.items() if "_" in key and shown != key} | {
+    path.stem for path in NOTEBOOKS.glob("0*.ipynb")}
+
+
+def _labels(markdown) -> set[str]:
+    """The internal keys a page's Markdown shows as words or as a bare code span (a command or an option in
+    code, with its spaces or ``=``, left out)."""
+    text = re.sub(r"`[^`]*[ =][^`]*`", "", Markdown(markdown).source())
+    text = re.sub(r"\\(.)", r"\1", text)
+    return {key for key in INTERNAL if re.search(rf"(?<![\w.=-]){re.escape(key)}(?![\w])", text)}
+
+
+def test_no_internal_key_is_a_label_in_any_chapters_prose_tables_or_the_intro(tmp_path):
+    """What the pages paste (each reading's phrases, tables and verdict; the tables the notebooks show; the
+    intro's account) names conditions, probes, kinds, columns and chapters by their display names."""
+    from failure_cases import INSTANCES, mixed_runs
+    from known_answers import GOLD, N, records, right_on
+    from cpdagthink.analysis import audit, failures
+    from cpdagthink.book.build import build_summary
+
+    answers = right_on(0.9, 1)
+    runs = {("structured", 0): records("structured", answers),
+            ("baseline_enhanced", 0): records("baseline_enhanced", right_on(0.75, 2)),
+            ("no_constrained_decoding", 0): records("no_constrained_decoding", answers, asked="structured"),
+            ("minimal_instruction", 0): records("minimal_instruction", right_on(0.7, 3))}
+    probed = {("unprobed", 0): records("unprobed", answers), ("scramble_full", 0): records("scramble_full", answers),
+              ("drop_premise", 0): records("drop_premise", [None] * N, cut_off=True)}
+    scores, rows = tables.scores_frame(runs), instances(GOLD)
+    paired = tables.paired_frame(runs, "structured", ["baseline_enhanced", "no_constrained_decoding"], n_resamples=100)
+    drops = readings.ablation_table(scores, runs)
+    probe_table, _, probe_paired = readings.probe_grid(probed, ["scramble_full", "drop_premise"], [0], "m")
+    made = [readings.main_results(scores, paired, rows, [0], runs),
+            readings.ablations(drops, True, rows, [0], {"no_thinking": "the model always reasons"}, backend="openai"),
+            readings.probes_reading(probe_table, "m", ["scramble_full", "drop_premise"], rows, [0], probed, "openai")]
+    headlines = [made[0].headline, readings.ablation_headline(paired, drops, runs),
+                 readings.probe_headline(probe_paired, probed, 0)]
+    found = {}
+    for reading in made:
+        for name, phrase in reading.phrases.items():
+            found[name] = _labels(phrase)
+        for name, table in reading.tables.items():
+            found[name] = _labels(presentation.markdown_table(table))
+    for headline in headlines:
+        found[headline.figure] = _labels(headline.verdict())
+    failure_runs = mixed_runs()
+    shown = {"scores": tables.score_table(scores, "gold", GOLD), "gains": tables.gain_seed_frame(paired),
+             "shifts": tables.error_shift_table(paired), "drops": drops, "probes": readings.probe_summary(probe_table),
+             "answers": tables.answers_frame(runs), "shortcut": audit.shortcut_table(failure_runs, INSTANCES),
+             "kinds": failures.failure_counts(failure_runs, INSTANCES).T.rename_axis("count")}
+    for name, frame in shown.items():
+        html = presentation.show(frame).to_html()
+        found[name] = {key for key in INTERNAL if re.search(rf">\s*{re.escape(key)}\s*<", html)}
+    book = tmp_path / "book"
+    book.mkdir()
+    for chapter, headline in (("01_main_results", headlines[0]), ("03_ablations", headlines[1]),
+                              ("04_probes", headlines[2])):
+        _executed_chapter(book / f"{chapter}.ipynb", headline)
+    from cpdagthink.book.build import chapter_records
+    found["intro"] = _labels(build_summary(chapter_records(book)))
+    assert {name: keys for name, keys in found.items() if keys} == {}
+    # the check sees a key used as a word, and leaves a command's code span alone
+    assert _labels(Markdown("under scramble_full, 01_main_results")) == {"scramble_full", "01_main_results"}
+    assert _labels(Markdown("run ", code("cpdagthink book -p probes=scramble_full"))) == set()
+    assert _labels(Markdown(code("scramble_full"), " +12.0 pp")) == {"scramble_full"}
+
+
+def _executed_chapter(path, headline) -> None:
+    """A chapter as papermill leaves it, with the first screen a build of ``headline`` records."""
+    screen = nbformat.v4.new_code_cell("first_screen()")
+    configuration = {"backend": "openai", "model": "m", "data": "test split", "instances": 400, "positives": 200,
+                     "negatives": 200, "sample": "whole split", "seeds": [0], "budgets": "1024 + 512",
+                     "decoding": "greedy decoding", "tool choice": "auto", "conditions": [], "probes": []}
+    screen.outputs = [nbformat.v4.new_output("display_data", data={"text/markdown": "x"}, metadata={"cpdagthink": {
+        "chapter": path.stem, "command": f"cpdagthink book --only {path.stem[:2]}", "configuration": configuration,
+        "headline": headline.record()}})]
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [screen]
+    nbformat.write(nb, path)
+
+
+def test_the_cost_section_shows_only_what_the_calls_measured(displayed):
+    """No ratios of zeros where no call counted tokens (the reference agent), and no time table where every call
+    took 0.00 s; both where the calls measured them."""
+    from known_answers import records, right_on
+
+    def costed(condition, tokens, seconds):
+        return [r.model_copy(update={"turns": [t.model_copy(update={"prompt_tokens": tokens, "completion_tokens": tokens,
+                                                                    "latency_s": seconds}) for t in r.turns]})
+                for r in records(condition, right_on(0.8, 1))]
+
+    texts, _ = _shown(displayed, readings.show_cost, {(c, 0): costed(c, 0, 0.0) for c in ("structured", "baseline_enhanced")})
+    assert len(texts) == 1 and "no cost to compare" in texts[0]
+    displayed.clear()
+    readings.show_cost({("structured", 0): costed("structured", 300, 0.0), ("baseline_enhanced", 0): costed("baseline_enhanced", 100, 0.0)})
+    shown = " ".join(str(o) for o, _ in displayed)
+    assert "Tokens per instance" in shown and "Model time" not in shown
+    displayed.clear()
+    readings.show_cost({("structured", 0): costed("structured", 300, 2.0), ("baseline_enhanced", 0): costed("baseline_enhanced", 100, 1.0)})
+    assert "Model time" in " ".join(str(o) for o, _ in displayed)

@@ -91,6 +91,36 @@ def test_a_full_disk_leaves_no_torn_line_and_no_temporary_file(tmp_path, monkeyp
     assert sorted(p.name for p in tmp_path.iterdir()) == [".lock", RECORDS]
 
 
+def test_a_kill_at_the_rename_that_ends_a_rewrite_leaves_no_trace_once_the_run_resumes(tmp_path):
+    """``kill -9`` as the rewrite's temporary file is renamed over ``records.jsonl``: the next run removes the
+    dead writer's temporary file and does not set the same bad line aside a second time."""
+    import subprocess
+    import sys
+    import textwrap
+
+    good = [run_record(f"r{i}").model_dump_json() for i in range(3)]
+    (tmp_path / RECORDS).write_text("\n".join([good[0], '{"id": "r9", "torn', *good[1:]]) + "\n")
+    killed_at_the_rename = textwrap.dedent(f"""
+        import os, pathlib, signal
+        from cpdagthink.run.runfolder import RunFolder
+        pathlib.Path.replace = lambda self, target: os.kill(os.getpid(), signal.SIGKILL)
+        folder = RunFolder({str(tmp_path)!r})
+        with folder.locked():
+            folder.load_records()
+    """)
+    killed = subprocess.run([sys.executable, "-c", killed_at_the_rename], capture_output=True, text=True, timeout=60)
+    assert killed.returncode == -9, killed.stderr
+    left = [p.name for p in tmp_path.glob(f".{RECORDS}.*.tmp")]
+    assert len(left) == 1 and (tmp_path / REJECTED_LINES).read_text().count('"line": 2') == 1  # the kill's traces
+    alive = tmp_path / f".{RECORDS}.{os.getpid()}-0123abcd.tmp"  # a live writer's file is not touched
+    alive.write_text("")
+    with RunFolder(tmp_path).locked() as folder:
+        assert [r.id for r in folder.load_records()] == ["r0", "r1", "r2"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([".lock", RECORDS, REJECTED_LINES, alive.name])
+    rejected = [json.loads(line) for line in (tmp_path / REJECTED_LINES).read_text().splitlines()]
+    assert [(r["line"], r["text"]) for r in rejected] == [(2, '{"id": "r9", "torn')]
+
+
 # ------------------------------------------------------------------------------------------------ completeness
 class _Answering(ReferenceBackend):
     """A thinking model behind an API, answered by the reference agent (no server needed to write a folder)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 
 import pytest
 
@@ -13,11 +14,11 @@ from cpdagthink.method.chat import Completion, Request
 from cpdagthink.method.conditions import CONDITIONS
 from cpdagthink.method.decoding import Decoding
 from cpdagthink.run.data import read_csv, sample
-from cpdagthink.run.records import GitRevision
 from cpdagthink.run.runfolder import read_records
 from cpdagthink.run.runner import RunMismatchError, run_config
-from conftest import committed_checkout, configured
+from conftest import configured
 from dying_backend import DiesAfter, Killed
+from loopback_api import Faults, Latency, LoopbackAPI, backend_on, key_of, key_of_instance, turn_of
 
 
 class InterruptedMidBatch(Backend):
@@ -363,17 +364,6 @@ class WithProvenance(Backend):
         return ReferenceBackend().complete(request)
 
 
-def test_the_git_revision_names_the_commit_and_whether_tracked_files_changed(tmp_path):
-    from cpdagthink.run.runner import git_revision
-
-    assert git_revision(tmp_path) is None  # not a checkout
-    head = committed_checkout(tmp_path, "code.py")
-    (tmp_path / "notes.txt").write_text("untracked")  # untracked files do not make the code dirty
-    assert git_revision(tmp_path) == GitRevision(commit=head, dirty=False)
-    (tmp_path / "code.py").write_text("x = 2\n")
-    assert git_revision(tmp_path) == GitRevision(commit=head, dirty=True)
-
-
 def test_metadata_records_the_backends_provenance(items, tmp_path):
     from cpdagthink.run.records import RunMetadata
 
@@ -544,6 +534,138 @@ def test_an_option_that_computes_differently_is_refused_on_resume_and_misses_the
     # every changed request is asked (a budget of turn 1 alone leaves turn 2 the very request it was)
     assert first.model_calls == 6 and not any(r.turns[0].cache_hit for r in elsewhere.records)
     assert elsewhere.model_calls == (3 if "max_tokens_turn1" in change else 6)
+
+
+# ----------------------------------------------------------------------------- streaming (an API, one request at a time)
+def test_an_instances_turn_2_is_sent_while_another_instances_turn_1_is_still_in_flight(items, tmp_path):
+    slow = key_of_instance(items[0])
+    latency = Latency(pick=lambda body: 1.0 if turn_of(body) == 1 and key_of(body) == slow else 0.05)
+    with LoopbackAPI(latency=latency) as server:
+        result = run_config(configured("structured", cache_dir=tmp_path / "cache"), backend_on(server), items,
+                            tmp_path / "run", progress=False)
+    assert result.summary.status == "finished" and result.model_calls == 24
+    assert all(r.prediction == r.oracle_label for r in result.records)
+    held = next(s for s in server.log if s.instance == slow and s.turn == 1)
+    overtaking = [s for s in server.log if s.turn == 2 and s.instance != slow and held.arrived < s.arrived < held.left]
+    assert len(overtaking) >= 5  # in chunks, every turn 2 waited for the slow turn 1 of its chunk
+    assert [r.id for r in result.records] == [i.id for i in items]  # the result in the order asked
+    assert read_records(tmp_path / "run")[-1].id == items[0].id  # the file in the order finished
+
+
+def test_streamed_records_and_cache_entries_are_those_of_a_batched_run_and_resume_it_with_zero_calls(
+        items, tmp_path, monkeypatch):
+    from cpdagthink.backends.openai_api import OpenAIBackend
+
+    def computed(records):  # what each call computed, without how fast or through which attempt
+        return [r.model_dump(exclude={"turns"}) | {"turns": [t.model_dump(exclude={"meta", "latency_s"})
+                                                             for t in r.turns]} for r in records]
+
+    with LoopbackAPI() as server:
+        monkeypatch.setattr(OpenAIBackend, "streams_requests", False)
+        batched = run_config(configured("structured", cache_dir=tmp_path / "cache-b"), backend_on(server), items[:6],
+                             tmp_path / "batched", progress=False)
+        monkeypatch.setattr(OpenAIBackend, "streams_requests", True)
+        streamed = run_config(configured("structured", cache_dir=tmp_path / "cache-s"), backend_on(server),
+                              items[:6], tmp_path / "streamed", progress=False)
+        assert sorted(p.name for p in (tmp_path / "cache-s").rglob("*.json")) == \
+            sorted(p.name for p in (tmp_path / "cache-b").rglob("*.json"))
+        resumed = run_config(configured("structured", cache_dir=tmp_path / "cache-b"), backend_on(server), items,
+                             tmp_path / "batched", progress=False)
+    assert computed(streamed.records) == computed(batched.records)
+    assert resumed.model_calls == 12 and resumed.records[:6] == batched.records  # only the six it lacked
+
+
+_KILLED_RUN = """
+import sys
+from cpdagthink.backends import make_backend
+from cpdagthink.run.config import RunConfig
+from cpdagthink.run.data import read_csv, sample
+from cpdagthink.run.runner import run_config
+
+csv, url, out, cache = sys.argv[1:]
+backend = make_backend("openai", model="gpt-4.1-mini", base_url=url, max_concurrency=4)
+config = RunConfig(backend="reference", condition="structured", cache_dir=cache)
+run_config(config, backend, sample(read_csv(csv), 40, seed=1), out, progress=False)
+"""
+
+
+def test_a_killed_runs_cache_holds_every_answer_that_arrived(test_csv, tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    with LoopbackAPI(latency=Latency(0.1, 0.8, seed=3)) as server:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+        run = subprocess.Popen([sys.executable, "-c", _KILLED_RUN, str(test_csv), server.url, str(tmp_path / "run"),
+                                str(tmp_path / "cache")], env=env)
+        try:
+            deadline = time.monotonic() + 60
+            while len(server.answered()) < 30 and time.monotonic() < deadline and run.poll() is None:
+                time.sleep(0.01)
+            time.sleep(0.05)  # the last answers reach the client
+            os.kill(run.pid, signal.SIGKILL)
+            run.wait()
+            answered = len(server.answered())
+        finally:
+            run.kill()
+        assert run.returncode == -signal.SIGKILL
+        kept = len(list((tmp_path / "cache").rglob("*.json")))
+        assert 30 <= answered and answered - 4 <= kept <= answered  # at most the calls in flight lost
+        before = len(server.log)
+        resumed = run_config(configured("structured", cache_dir=tmp_path / "cache"), backend_on(server),
+                             sample(read_csv(test_csv), 40, seed=1), tmp_path / "run", progress=False)
+        repaid = len(server.log) - before - (80 - answered)
+    assert resumed.summary.status == "finished" and len(resumed.records) == 40
+    assert resumed.model_calls == 80 - kept and repaid <= 4
+
+
+def test_a_hanging_call_costs_its_instance_a_retry_and_never_the_run(items, tmp_path):
+
+    slow = key_of_instance(items[2])
+    faults = Faults(pick=lambda body: "hang" if key_of(body) == slow and turn_of(body) == 1 else None, times=1, hang_s=3)
+    with LoopbackAPI(faults=faults) as server:
+        result = run_config(configured("structured", cache_dir=tmp_path / "cache"), backend_on(server, timeout=0.5),
+                            items, tmp_path / "run", progress=False)
+    assert result.summary.status == "finished" and len(result.records) == 12
+    assert [t.meta["attempts"] for t in result.records[2].turns] == [2, 1]  # the hang cost one retry
+
+
+def test_an_exhausted_retry_leaves_its_instance_unanswered_and_the_rerun_asks_only_those(items, tmp_path):
+
+    failing = {key_of_instance(items[1]): "hang", key_of_instance(items[5]): "500"}
+    faults = Faults(pick=lambda body: failing.get(key_of(body)) if turn_of(body) == 2 else None, times=2, hang_s=2)
+    with LoopbackAPI(faults=faults) as server:
+        first = run_config(configured("structured", cache_dir=tmp_path / "cache"), backend_on(server, timeout=0.5,
+                           retries=1), items, tmp_path / "run", progress=False)
+        asked = len(server.log)
+        again = run_config(configured("structured", cache_dir=tmp_path / "cache"), backend_on(server, timeout=0.5,
+                           retries=1), items, tmp_path / "run", progress=False)
+        rerun = server.log[asked:]
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert first.summary.status == "incomplete" and set(first.summary.not_answered) == {items[1].id, items[5].id}
+    assert "did not answer within 0.5 s" in first.summary.not_answered[items[1].id]
+    assert "HTTP 500" in first.summary.not_answered[items[5].id]
+    assert first.summary.message.startswith("finished with 2 instances not answered")
+    assert first.model_calls == 22 and len(first.records) == 10  # every turn 1 answered and cached
+    assert {(s.instance, s.turn) for s in rerun} == {(k, 2) for k in failing} and again.model_calls == 2
+    assert again.summary.status == "finished" and len(again.records) == 12 and summary["not_answered"] == {}
+
+
+def test_the_threshold_stops_a_run_against_a_server_that_fails_everything(test_csv, tmp_path):
+    from cpdagthink.run.runner import RunAborted
+
+    rows = sample(read_csv(test_csv), 60, seed=2)
+    with LoopbackAPI(faults=Faults(rate=1.0, kinds=("503",), times=1 << 30)) as server:
+        with pytest.raises(RunAborted, match=r"the service looks broken: \d+ of the last \d+ requests failed"):
+            run_config(configured("structured", cache_dir=tmp_path / "cache"), backend_on(server, retries=1), rows,
+                       tmp_path / "run", progress=False)
+        time.sleep(0.3)  # what was in flight at the stop lands
+        sent = {s.instance for s in server.log}
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["status"] == "aborted" and "HTTP 503" in summary["message"]
+    assert len(sent) < 40  # it stopped, the rest never asked
 
 
 class BreaksTheGraph(Backend):

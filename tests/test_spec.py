@@ -89,13 +89,14 @@ def test_transport_options_never_separate_two_runs(rows):
     """How a model is reached (its address, waits, retries, concurrency, the key's variable) is not what it
     computes: a run served from another address, or by replicas in turn, is the same run, folder and job."""
     transport = {"base_url": ["http://a/v1", "http://b/v1"], "timeout": 5, "retries": 1, "max_retries": 2,
-                 "max_concurrency": 9, "api_key_env": "OTHER_KEY"}
+                 "max_concurrency": 9, "api_key_env": "OTHER_KEY", "fail_on_error": 0.2, "batch": True,
+                 "batch_poll_s": 5, "run_batch": "vllm run-batch", "run_batch_args": "-tp 2"}
     assert set(transport) == TRANSPORT_OPTIONS
     assert computed_options({**transport, "regex_mode": "vllm"}) == {"regex_mode": "vllm"}
     from cpdagthink.run.config import RunConfig
 
     here = RunConfig(backend="openai", model="gpt-4o", backend_options={"base_url": "http://a/v1"})
-    served = {k: v for k, v in transport.items() if k != "max_retries"}  # an option of none of today's backends
+    served = {k: v for k, v in transport.items() if k not in ("max_retries", "run_batch", "run_batch_args")}  # none's, a node's
     there = RunConfig(backend="openai", model="gpt-4o", backend_options={**served, "base_url": "http://b/v1"})
     assert here.spec == there.spec and here.folder(rows) == there.folder(rows)
     computed = RunConfig(backend="openai", model="gpt-4o", backend_options={"regex_mode": "vllm"})

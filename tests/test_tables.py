@@ -79,6 +79,16 @@ def test_cut_off_and_usage():
     assert set(scores["cut off"]) == {1} and set(scores["unparsed"]) == {1}
 
 
+def test_an_instance_answered_through_a_batch_has_tokens_but_no_model_time():
+    import math
+
+    direct = record(0, 1, 1)
+    batched = direct.model_copy(update={"turns": [t.model_copy(update={"meta": {**t.meta, "batch": "batch_1"}})
+                                                  for t in direct.turns]})
+    assert tables.usage(batched).total_tokens == tables.usage(direct).total_tokens
+    assert math.isnan(tables.usage(batched).latency_s) and not math.isnan(tables.usage(direct).latency_s)
+
+
 def test_paper_rows_in_order_and_missing_keys_refused():
     table = tables.paper(["main_f1_baseline", "main_f1_structured"])
     assert list(table["value"]) == [73.01, 86.36] and set(table["source"]) == {"paper"}
@@ -199,3 +209,33 @@ def test_the_cost_tables_lead_with_tokens_and_flag_time_as_load_sensitive():
                                                           "ms per completion token (load-sensitive)",
                                                           "time vs baseline (load-sensitive)"]
     assert times.set_index("condition").loc["structured", "ms_per_completion_token"] == pytest.approx(40.0)
+
+
+def test_same_first_requests_compares_the_turn_1_hashes_row_by_row_and_never_empty_ones():
+    from known_answers import records
+
+    answers = ["YES", "NO", "YES"]
+    structured = records("structured", answers, [1, 0, 1])
+    assert tables.same_first_requests(structured, records("no_constrained_decoding", answers, [1, 0, 1],
+                                                          asked="structured"))
+    assert not tables.same_first_requests(structured, records("no_constrained_decoding", answers, [1, 0, 1]))
+    unhashed = [r.model_copy(update={"turns": [t.model_copy(update={"request_sha256": ""}) for t in r.turns]})
+                for r in structured]
+    assert not tables.same_first_requests(unhashed, unhashed) and not tables.same_first_requests([], [])
+
+
+def test_constraint_not_enforced_needs_the_backends_note_on_every_row():
+    from known_answers import records
+
+    noted = records("structured", ["YES", "NO"], [1, 0], meta={"constraint": "not enforced"})
+    assert tables.constraint_not_enforced(noted)
+    assert not tables.constraint_not_enforced(noted[:1] + records("structured", ["NO"], [0]))
+    assert not tables.constraint_not_enforced([])
+
+
+def test_the_flexible_reading_never_reads_a_reply_cut_off_at_its_budget():
+    from known_answers import records
+
+    cut = records("structured", [None], [1], texts=["The answer is YES, because"], cut_off=True)
+    assert tables.flexible_answer(cut[0]) is None
+    assert tables.reading_frame({("structured", 0): cut})["differ"].tolist() == [0]

@@ -11,7 +11,7 @@ import pytest
 from in_flight import InFlight
 
 from cpdagthink.backends.base import BackendError
-from cpdagthink.backends.transport import Failure, ServiceRejected, Transport, status_failure
+from cpdagthink.backends.transport import Failure, RetriesExhausted, ServiceRejected, Transport, status_failure
 
 
 class Refused(Exception):
@@ -80,9 +80,25 @@ def test_an_exception_classify_does_not_know_is_raised_as_it_is():
 
 def test_retries_exhausted_name_every_endpoint_tried_and_the_last_error():
     plan = {url: [Refused(Failure("retry", f"{url}: busy {n}")) for n in range(2)] for url in ("http://a", "http://b")}
-    with pytest.raises(BackendError, match=r"endpoint http://a, http://b unreachable or failing after 3 attempts; "
-                                           r"last error: http://a: busy 1"):
+    with pytest.raises(RetriesExhausted, match=r"endpoint http://a, http://b unreachable or failing after 3 "
+                                               r"attempts; last error: http://a: busy 1"):
         transport().request(failing(plan), read)
+
+
+def test_a_fatal_failure_is_not_an_exhausted_retry():
+    with pytest.raises(BackendError) as raised:
+        transport().request(failing({"http://a": [Refused(Failure("fatal", "no key"))]}), read)
+    assert not isinstance(raised.value, RetriesExhausted)  # a runner stops the run on it, not just the instance
+
+
+def test_a_retry_waits_what_retry_after_asks_up_to_the_cap():
+    t = transport(backoff_base=0.001, backoff_max=0.3)
+    start = time.perf_counter()
+    t.request(failing({"http://a": [Refused(Failure("retry", "slow down", retry_after=0.2))]}), read)
+    waited = time.perf_counter() - start
+    start = time.perf_counter()
+    t.request(failing({"http://a": [Refused(Failure("retry", "slow down", retry_after=60))]}), read)
+    assert 0.2 <= waited < 0.3 <= time.perf_counter() - start < 1.0  # a minute asked, the cap obeyed
 
 
 def test_a_stopped_transport_does_not_wait_to_retry():

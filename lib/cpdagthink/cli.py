@@ -1,6 +1,6 @@
 """The ``cpdagthink`` command line: one subcommand per job, each a thin call into the package.
 
-Its one job needs more than the usual length: nine subcommands, each a handler and the function declaring its
+Its one job needs more than the usual length: eleven subcommands, each a handler and the function declaring its
 options, so that a flag and the code reading it sit in one file a reader greps.
 """
 
@@ -171,31 +171,41 @@ def _backend_options(args: argparse.Namespace) -> dict[str, Any]:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from .backends import make_backend
-    from .run.runner import run_config
+    from .run.together import Planned, run_configs
 
     config = _parameters(args).to_config()  # checks the backend's options too, before the data is read
     instances = config.instances()
     backend = make_backend(config.backend, **config.backend_arguments())
+    runs = []
+    for seed in config.seeds:
+        run = config.for_run(seed=seed, probe=config.probe)
+        out = Path(args.out) if args.out and len(config.seeds) == 1 else (
+            Path(args.out) / f"seed{seed}" if args.out else run.folder(instances))
+        runs.append(Planned(run, instances, out))
     try:
-        for seed in config.seeds:
-            run = config.for_run(seed=seed, probe=config.probe)
-            out = Path(args.out) if args.out and len(config.seeds) == 1 else (
-                Path(args.out) / f"seed{seed}" if args.out else run.folder(instances))
-            result = run_config(run, backend, instances, out)
-            s = result.summary
-            print(f"{s.asked_records} of {s.asked} instances in {result.out_dir} ({result.model_calls} model calls, "
-                  f"{s.unparsed} unparsed, {s.rejected} rejected, {s.cut_off} cut off, {s.problems} not posed"
-                  + (f"; the folder holds {s.records} records" if s.records != s.asked_records else "") + ")")
-            if s.asked_records < s.asked:
-                return 1
-            refused = [r for r in result.records if r.rejected]
-            if refused and len(refused) == sum(r.problem is None for r in result.records):
-                first = next(t.rejected for t in refused[0].turns if t.rejected)
-                print(f"cpdagthink run: error: the service refused every request of this run ({len(refused)} "
-                      f"instances, none answered); its first message: {first}", file=sys.stderr)
-                return 1
+        # the seeds at once where the backend streams requests (one pool of its slots), else one after the other
+        results = run_configs(runs, backend)
     finally:
         backend.close()
+    return max(_report_run(result) for result in results)
+
+
+def _report_run(result: Any) -> int:
+    """Print what a run made; 1 when it left asked instances without a record or the service refused all."""
+    s = result.summary
+    print(f"{s.asked_records} of {s.asked} instances in {result.out_dir} ({result.model_calls} model calls, "
+          f"{s.unparsed} unparsed, {s.rejected} rejected, {s.cut_off} cut off, {s.problems} not posed"
+          + (f"; the folder holds {s.records} records" if s.records != s.asked_records else "") + ")")
+    if s.not_answered:
+        print(f"cpdagthink run: {result.out_dir}: {s.message}", file=sys.stderr)
+    if s.asked_records < s.asked:
+        return 1
+    refused = [r for r in result.records if r.rejected]
+    if refused and len(refused) == sum(r.problem is None for r in result.records):
+        first = next(t.rejected for t in refused[0].turns if t.rejected)
+        print(f"cpdagthink run: error: the service refused every request of this run ({len(refused)} "
+              f"instances, none answered); its first message: {first}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -279,12 +289,18 @@ def _list_parameters(args: argparse.Namespace) -> int:
 
 
 def cmd_book(args: argparse.Namespace) -> int:
-    from .book.build import build
+    from .backends import BACKENDS, backend_class
+    from .book.build import build, check_parameters, selected
+    from .book.plan import execute_streamed
     from .book.progress import chapter_progress
 
     if args.list_parameters:
         return _list_parameters(args)
     parameters = dict(args.parameter or [])
+    if not args.render_only and args.backend in BACKENDS and backend_class(args.backend).streams_requests:
+        check_parameters(*selected(_book_overrides(args), args.only, parameters))  # before anything is paid for
+        # the API runs of every chapter at once, on one pool of the service's slots; the chapters then read them
+        execute_streamed(_book_overrides(args), args.only, parameters)
     index = build(_book_overrides(args), only=args.only, parameters=parameters,  # every notebook's values are checked first
                   render_only=args.render_only, render_book=not args.no_build, allow_partial=args.allow_partial,
                   watch=chapter_progress)
@@ -322,6 +338,46 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if left:
         print(f"cpdagthink plan: {len(left)} run(s) still incomplete, first {left[0]}", file=sys.stderr)
     return 1 if left else 0
+
+
+def cmd_batches(args: argparse.Namespace) -> int:
+    """The batches a run in batch mode wrote down in its folder, as last seen (``--refresh``: as the service sees
+    them now); ``--cancel`` asks the service to cancel those not ended (a rerun then sends again only what they
+    did not answer)."""
+    import time
+
+    from .backends.openai_api.batches import STATE_FOLDER, BatchState, progress_line
+
+    folder = Path(args.run)
+    state = BatchState(folder / STATE_FOLDER)
+    if not state.records():
+        raise ValueError(f"{folder} holds no batches ({STATE_FOLDER}/ is empty or missing): was it run with -o batch=true?")
+    cancelled = _ask_the_service(folder, args.refresh, args.cancel) if args.refresh or args.cancel else None
+    now = time.time()
+    for record in state.records():
+        print(progress_line(record, now))
+    if cancelled is not None:
+        print(f"asked the service to cancel {len(cancelled)} batch(es){': ' + ', '.join(cancelled) if cancelled else ''}"
+              "; what they answered is kept, and a rerun sends the rest again")
+    return 0
+
+
+def _ask_the_service(folder: Path, refresh: bool, cancel: bool) -> list[str] | None:
+    """Through the backend the run folder's ``config.json`` names: each batch's state now (``refresh``), then
+    cancel those not ended (``cancel``: their ids)."""
+    from .backends import make_backend
+    from .run.config import RunConfig
+    from .run.runfolder import CONFIG
+
+    config = RunConfig.model_validate_json((folder / CONFIG).read_text(encoding="utf-8"))
+    backend = make_backend(config.backend, **config.backend_arguments())
+    try:
+        backend.attach_run(folder)
+        if refresh:
+            backend.batches.refresh()
+        return backend.batches.cancel_all() if cancel else None
+    finally:
+        backend.close()
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
@@ -395,7 +451,7 @@ _SHORTHANDS: tuple[tuple[str, str, dict[str, Any], str], ...] = (
     ("--token-param", "token_param", {}, "API: max_tokens or max_completion_tokens (overrides the profile)"),
     ("--regex-mode", "regex_mode", {}, "openai backend: vllm sends the schema regex to a vLLM server"),
     ("--revision", "revision", {}, "vLLM: the model revision to load"),
-    ("--timeout", "timeout", {}, "API: seconds one request may take in all (a timeout is not retried)"),
+    ("--timeout", "timeout", {}, "API: seconds one attempt may take in all (a timeout is retried like a 5xx)"),
     ("--retries", "retries", {}, "API: retries of a failed request"),
     ("--jump-forward", "jump_forward", {"nargs": 0, "const": True},
      "local: exact jump-forward decoding with drafts (fast on a build from `make llama-exact`)"),
@@ -504,8 +560,9 @@ def _chapter_options(book: argparse.ArgumentParser) -> None:
 def _allow_partial(parser: argparse.ArgumentParser) -> None:
     """``book`` and ``render``: whether a chapter whose execution did not finish stops the build."""
     parser.add_argument("--allow-partial", action="store_true",
-                        help="publish the book even when a chapter's execution did not finish (its "
-                             "page and the intro say so); without it that stops the build, exit 2")
+                        help="publish the book even when a chapter has no complete execution (its page "
+                             "says so, with no results, and so does the intro); without it that stops the "
+                             "build, exit 2")
 
 
 def _book_options(book: argparse.ArgumentParser) -> None:
@@ -576,6 +633,13 @@ def _prompt_options(prompt: argparse.ArgumentParser) -> None:
                         f"(default: {OUTPUTS_ROOT / 'cache'}, or ${ENV_OUTPUTS}/cache)")
 
 
+def _batches_options(batches: argparse.ArgumentParser) -> None:
+    """``batches``: the run folder, and whether to cancel."""
+    batches.add_argument("run", help="a run folder of a run made with -o batch=true")
+    batches.add_argument("--refresh", action="store_true", help="ask the service how each batch not ended stands now")
+    batches.add_argument("--cancel", action="store_true", help="ask the service to cancel every batch not ended")
+
+
 DESCRIPTION = ("Run the experiments of 'Externalized CPDAG Summaries Improve LLM Causal Deduction' on "
                "Corr2Cause: label rows with the exact causal oracle, run a prompting condition with a model, "
                "print the request a condition sends, and build the book of results.")
@@ -601,6 +665,7 @@ def build_parser() -> argparse.ArgumentParser:
         "schema": (cmd_schema, _schema_options, "print the CausalAnalysis JSON schema or its decoding regex"),
         "prompt": (cmd_prompt, _prompt_options,
                    "print one turn's request (messages, tools, tool choice) as JSON, probed or not"),
+        "batches": (cmd_batches, _batches_options, "list a batch-mode run's batches; --cancel cancels those running"),
     }
     for name, (handler, options, help_text) in commands.items():
         if name in CHECKOUT_COMMANDS:

@@ -7,8 +7,12 @@ The one atomic writer of the package: run folders (:mod:`cpdagthink.run.runfolde
 from __future__ import annotations
 
 import os
+import re
 import secrets
 from pathlib import Path
+
+# A temporary file of :func:`write_atomic`: ``.<name>.<pid>-<8 hex>.tmp``, its writer's process id in its name.
+_TEMPORARY = re.compile(r"\..+\.(\d+)-[0-9a-f]{8}\.tmp")
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -17,7 +21,7 @@ def write_atomic(path: Path, text: str) -> None:
     own temporary file, so two processes writing the same entry at once cannot mix their bytes. A failed write
     (a full disk) removes its temporary file and raises the ``OSError`` for the caller to word."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
+    temporary = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")  # :data:`_TEMPORARY`
     try:
         with temporary.open("x", encoding="utf-8") as handle:  # created here, with the usual permissions
             handle.write(text)
@@ -27,3 +31,27 @@ def write_atomic(path: Path, text: str) -> None:
     except BaseException:
         temporary.unlink(missing_ok=True)
         raise
+
+
+def alive(pid: int) -> bool:
+    """Whether a process of this id exists (one of another user's counts: its signal is refused, not unknown)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale_temporaries(folder: Path) -> list[Path]:
+    """Remove the temporary files :func:`write_atomic` left in ``folder`` when its writer was killed before
+    its rename (``kill -9``, a power cut): those whose writer's process no longer exists. A live writer's
+    file is left alone, whoever it is. Returns the files removed."""
+    removed = []
+    for path in folder.glob(".*.tmp"):
+        found = _TEMPORARY.fullmatch(path.name)
+        if found and not alive(int(found.group(1))):
+            path.unlink(missing_ok=True)
+            removed.append(path)
+    return removed

@@ -13,6 +13,8 @@ import signal
 import threading
 import time
 
+from .files import alive
+
 __all__ = ["ENV_SCHEDULER", "stop_with_scheduler"]
 
 # The Snakemake process that runs a group job's shell (set by the Snakefile in every Snakemake that reads it).
@@ -39,18 +41,8 @@ def stop_with_scheduler() -> None:
         if handle is not None:
             select.select([handle], [], [])
         else:
-            while _alive(int(pid)):
+            while alive(int(pid)):
                 time.sleep(1)
         os.kill(os.getpid(), signal.SIGTERM)
 
     threading.Thread(target=watch, name="stop-with-scheduler", daemon=True).start()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

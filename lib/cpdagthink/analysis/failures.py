@@ -6,9 +6,11 @@ every error of a run, using the record the runner wrote and the instance it came
 tabulates the kinds, and :func:`paper_sample` draws the paper's view: a seeded sample of 32 errors. Views of
 the errors (the gallery table, the drawings) are in :mod:`cpdagthink.book.failure_views`.
 
-An error is counted as the scores count it (chapter 01): the prediction as scored (:attr:`RunRecord.says_yes`,
-a missing answer is NO) differs from the label. Whether a missing answer was unparsed or refused is the
-record's own verdict (:attr:`RunRecord.unparsed`, :attr:`RunRecord.rejected`), never re-derived here.
+An answer is an error when the prediction as scored (:attr:`RunRecord.says_yes`) differs from the label, as
+the scores count it (chapter 01); a missing answer is always a failure of its own kind, even on a row whose
+label is NO (where the scores, reading it as NO, count it right): a row that states no answer shows no reasoning
+that was right. Whether a missing answer was refused, cut off or unparsed is the record's own verdict
+(:attr:`RunRecord.rejected`, the turns' ``finish_reason``, :attr:`RunRecord.unparsed`), never re-derived here.
 
 Errors are defined against the **corrected** label (``record.oracle_label``, the oracle's verdict), not the
 published one: 18 published test labels are wrong (a generator bug, see ``notes/corr2cause-semantics.md``),
@@ -39,6 +41,8 @@ class FailureKind(str, Enum):
 
     UNPARSED_ANSWER = "unparsed_answer"  # the model answered, but not with a readable YES or NO
     REJECTED = "rejected_request"  # the service refused a call: no answer, and not the model's fault
+    TURN1_CUT_OFF = "turn1_cut_off"  # tool run: turn 1 stopped at its token budget, and no answer came
+    CUT_OFF = "cut_off_answer"  # the answer's turn stopped at its token budget before an answer
     NO_GRAPH = "no_graph"  # tool run: no usable object reached turn 2
     WRONG_GRAPH = "wrong_graph"  # the object itself gives the model's wrong answer: the graph state erred
     MEC_AMBIGUITY = "mec_ambiguity"  # the object gives the right answer, the error is an ambiguity case
@@ -99,10 +103,11 @@ def diagnose(record: RunRecord, instance: Instance) -> Diagnosis:
     1. not classifiable (``kind=None``): the instance was not posed (``record.problem``), or it has no
        corrected label (a premise no DAG satisfies, or a premise or hypothesis the oracle cannot read):
        nothing to localise against.
-    2. correct (``kind=None``): the prediction as scored (:attr:`RunRecord.says_yes`; a missing answer is
-       NO, as every score counts it) equals the corrected label.
-    3. no answer: ``REJECTED`` when the service refused a call (:attr:`RunRecord.rejected`), else
-       ``UNPARSED_ANSWER`` (:attr:`RunRecord.unparsed`).
+    2. no answer, whatever the label (never counted correct): ``REJECTED`` when the service refused a call
+       (:attr:`RunRecord.rejected`), ``TURN1_CUT_OFF`` when a tool run's turn 1 stopped at its token budget,
+       ``CUT_OFF`` when the answer's turn did, else ``UNPARSED_ANSWER`` (:attr:`RunRecord.unparsed`).
+    3. correct (``kind=None``): the prediction as scored (:attr:`RunRecord.says_yes`) equals the corrected
+       label.
     4. tool runs (``record.tool_flow``), on the object shown in turn 2 (``record.shown``):
        a. ``NO_GRAPH``: no object (none emitted, or one that did not validate as a ``CausalAnalysis``);
        b. ``WRONG_GRAPH``: :meth:`CausalAnalysis.answer` on the object gives the model's (wrong) answer. A
@@ -125,10 +130,12 @@ def diagnose(record: RunRecord, instance: Instance) -> Diagnosis:
     if oracle is None and record.problem is None:
         oracle = readable_label(instance.text).label
     blank = Diagnosis(None, oracle, prediction, tool, None, None, None, None, None, _json(graph))
-    if oracle is None or int(record.says_yes) == oracle:
+    if oracle is None:
         return blank
     if record.answer is None:
-        return _with(blank, kind=FailureKind.REJECTED if record.rejected else FailureKind.UNPARSED_ANSWER)
+        return _with(blank, kind=_missing_kind(record))
+    if int(record.says_yes) == oracle:
+        return blank
     blank, ambiguous = _ambiguity(blank, instance)
     if not tool:
         return _with(blank, kind=FailureKind.ONE_TURN_MEC_AMBIGUITY if ambiguous else FailureKind.ONE_TURN_OTHER)
@@ -139,6 +146,17 @@ def diagnose(record: RunRecord, instance: Instance) -> Diagnosis:
     if int(verdict.holds) != oracle:
         return _with(blank, kind=FailureKind.WRONG_GRAPH)
     return _with(blank, kind=FailureKind.MEC_AMBIGUITY if ambiguous else FailureKind.WRONG_READOUT)
+
+
+def _missing_kind(record: RunRecord) -> FailureKind:
+    """Why a record has no answer: refused, turn 1 cut off (a tool run), the answer's turn cut off, or unparsed."""
+    if record.rejected:
+        return FailureKind.REJECTED
+    if record.tool_flow and record.turns and record.turns[0].cut_off:
+        return FailureKind.TURN1_CUT_OFF
+    if record.turns and record.turns[-1].cut_off:
+        return FailureKind.CUT_OFF
+    return FailureKind.UNPARSED_ANSWER
 
 
 def classify(record: RunRecord, instance: Instance) -> FailureKind | None:

@@ -16,6 +16,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..method.conditions import parse_answer_flexible
 from ..paths import PAPER_REPORTED
 from ..run.records import RunRecord
 from .metrics import (
@@ -38,11 +39,13 @@ Runs = Mapping[tuple[str, int], Sequence[RunRecord]]
 
 def usage(record: RunRecord) -> Usage:
     """Tokens and latency of one instance, summed over its turns (reasoning tokens where a turn's service
-    reported them, else None)."""
+    reported them, else None). A turn answered through a batch file (``meta["batch"]``) has no time of its own
+    (hours in a queue, shared by a whole file): such an instance's model time is NaN, not measured."""
     turns = record.turns
     reasoning = [t.meta["reasoning_tokens"] for t in turns if isinstance(t.meta.get("reasoning_tokens"), int)]
+    batched = any(t.meta.get("batch") for t in turns)
     return Usage(sum(t.prompt_tokens for t in turns), sum(t.completion_tokens for t in turns),
-                 sum(t.latency_s for t in turns), sum(reasoning) if reasoning else None)
+                 math.nan if batched else sum(t.latency_s for t in turns), sum(reasoning) if reasoning else None)
 
 
 def _columns(records: Sequence[RunRecord], labels: str = "gold") -> tuple[list[int | None], list[int]]:
@@ -147,6 +150,54 @@ def produced_no_object(records: Sequence[RunRecord]) -> bool:
     compares with nothing)."""
     tool = [r for r in records if r.tool_flow]
     return bool(tool) and all(r.emitted is None for r in tool)
+
+
+def same_first_requests(records: Sequence[RunRecord], others: Sequence[RunRecord]) -> bool:
+    """Whether two runs sent the same turn-1 request on every row, by the hashes their records keep: a condition
+    whose switch the backend does not apply (no regex sent to a generic OpenAI-compatible server, thinking off
+    on a model without it) asks exactly what the other asked, so it cannot differ from it."""
+    if not records or len(records) != len(others):
+        return False
+    firsts = [(a.turns[0].request_sha256 if a.turns else "", b.turns[0].request_sha256 if b.turns else "")
+              for a, b in zip(records, others)]
+    return all(x and x == y for x, y in firsts)
+
+
+def constraint_not_enforced(records: Sequence[RunRecord]) -> bool:
+    """Whether the backend noted, on every row's turn 1, that the request's constraint was not enforced (an
+    OpenAI-compatible API without regex support and without a strict or forced tool call)."""
+    return bool(records) and all(r.turns and r.turns[0].meta.get("constraint") == "not enforced" for r in records)
+
+
+def flexible_answer(record: RunRecord) -> str | None:
+    """The answer a reviewer reads in the record's reply (:func:`conditions.parse_answer_flexible`): the stored,
+    strict answer when there is one; else what the last turn's reply states, unless that turn stopped at its
+    token budget (a cut-off reply states no final answer) or the call was refused or never posed. Computed
+    beside the record, never stored in it."""
+    if record.answer is not None:
+        return record.answer
+    if record.rejected or record.problem is not None or not record.turns or record.turns[-1].cut_off:
+        return None
+    return parse_answer_flexible(record.turns[-1].text)
+
+
+def reading_frame(runs: Runs) -> pd.DataFrame:
+    """Per (condition, seed), the strict reading the scores use beside the flexible one (:func:`flexible_answer`),
+    as lm-evaluation-harness reports strict-match beside flexible-extract: rows, rows each reading finds an
+    answer on, rows where they differ, and F1 (gold, %) under each."""
+    rows = []
+    for (condition, seed), records in runs.items():
+        flexible = [flexible_answer(r) for r in records]
+        gold = [r.gold_label for r in records]
+        strict_f1 = binary_scores([r.prediction for r in records], gold).f1
+        flexible_f1 = binary_scores([None if a is None else int(a == "YES") for a in flexible], gold).f1
+        rows.append({"condition": condition, "seed": seed, "n": len(records),
+                     "strict answers": sum(r.answer is not None for r in records),
+                     "flexible answers": sum(a is not None for a in flexible),
+                     "differ": sum(a != r.answer for a, r in zip(flexible, records)),
+                     "F1 strict": 100 * strict_f1, "F1 flexible": 100 * flexible_f1})
+    return pd.DataFrame(rows, columns=["condition", "seed", "n", "strict answers", "flexible answers", "differ",
+                                       "F1 strict", "F1 flexible"])
 
 
 def answers_frame(runs: Runs) -> pd.DataFrame:

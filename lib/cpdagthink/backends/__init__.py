@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Callable
 
 from ..method.chat import Completion, Constraint, Request, ToolCall
@@ -50,12 +50,20 @@ def backend_class(name: str) -> type[Backend]:
     return factory if inspect.isclass(factory) and issubclass(factory, Backend) else Backend
 
 
-def check_options(name: str, options: Mapping[str, Any]) -> dict[str, Any]:
+def answers_without_model(name: str) -> bool:
+    """Whether the backend registered under ``name`` answers without a language model (``Backend.symbolic``:
+    the reference agent), so a page reads its rows as an upper bound, never as evidence about LLMs; False for a
+    name nobody registered (a record of unknown origin is read as a model's)."""
+    return name in BACKENDS and backend_class(name).symbolic
+
+
+def check_options(name: str, options: Mapping[str, Any], whole: bool = False) -> dict[str, Any]:
     """``options`` as the backend ``name`` takes them, read against its factory's signature without building
     anything (so configurations check them up front): an option it does not take is refused by name, with the
     ones it does take; a value its annotation refuses, by name and the annotation's reason (the value is not
-    quoted: it may be a URL). Returns the values as the annotations read them (``"30"`` for a float is 30.0,
-    a number for a string its text)."""
+    quoted: it may be a URL); and, when ``options`` are ``whole`` (all it will be built with), one it needs and
+    lacks (the ``openai`` backend's model), by name. Returns the values as the annotations read them (``"30"``
+    for a float is 30.0, a number for a string its text)."""
     factory = backend_factory(name)
     parameters = inspect.signature(factory).parameters.values()
     accepted = [p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
@@ -64,13 +72,25 @@ def check_options(name: str, options: Mapping[str, Any]) -> dict[str, Any]:
     if unknown and not takes_any:
         raise ValueError(f"backend {name!r} does not take {', '.join(unknown)}; it takes: {', '.join(accepted) or 'no options'}"
                          + (_RUNS_NO_MODEL if "model" in unknown else ""))
+    if whole:
+        _refuse_missing(name, parameters, options)
     return read_options(factory, name, options)
+
+
+def _refuse_missing(name: str, parameters: Iterable[inspect.Parameter], options: Mapping[str, Any]) -> None:
+    """Refuse, by name and the flag that gives it, an option backend ``name`` needs (no default) and lacks:
+    its factory would fail with a TypeError."""
+    needed = [p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+              and p.default is p.empty and p.name not in options]
+    if needed:
+        given = "--model NAME" if needed == ["model"] else f"-o {needed[0]}=VALUE"
+        raise ValueError(f"backend {name!r} needs {', '.join(needed)}: give it with {given}")
 
 
 def make_backend(name: str, **options: Any) -> Backend:
     """Build the backend registered under ``name`` with keyword ``options`` (see each backend's class);
-    options are checked first (:func:`check_options`)."""
-    check_options(name, options)
+    options are checked first (:func:`check_options`), as all it is built with."""
+    check_options(name, options, whole=True)
     return backend_factory(name)(**options)
 
 
@@ -83,6 +103,7 @@ __all__ = [
     "Request",
     "ToolCall",
     "backend_class",
+    "answers_without_model",
     "backend_factory",
     "check_options",
     "make_backend",

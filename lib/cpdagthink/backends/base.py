@@ -8,6 +8,7 @@ from __future__ import annotations
 import inspect
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Sequence
 
 from ..errors import CpdagthinkError
@@ -53,7 +54,11 @@ class Backend(ABC):
 
     Capabilities are typed attributes, so the runner never reads them out of ``identity()``:
     ``thinking_supported`` (False: the runner sends ``thinking=False`` so one request is one cache entry),
-    ``preferred_chunk_size`` (instances per batched call when a run does not choose one).
+    ``preferred_chunk_size`` (instances per batched call when a run does not choose one), ``streams_requests``
+    (True: it serves one request at a time over the network, so the runner sends each instance's turns on its
+    own as soon as the turn before arrives, up to ``max_concurrency`` requests in flight across every run on it;
+    False: whole batches, as an offline engine computes them), and ``fail_on_error`` (for a streaming backend:
+    the share of its last requests whose failing every attempt stops a run as a broken service; None: never).
 
     What the run configuration, the book and the workflow must know of a family before anything is built
     is answered by the class, so no module outside ``backends/`` switches on a backend's name: ``sized_by``
@@ -66,10 +71,14 @@ class Backend(ABC):
     name: str = "backend"
     thinking_supported: bool = False
     preferred_chunk_size: int = 1
+    streams_requests: bool = False
+    max_concurrency: int = 1
+    fail_on_error: float | None = None
     # (the scheduler resource a job of this backend holds, the option of this class that sizes it), e.g.
     # ("threads", "n_threads"); None: a job holds one thread.
     sized_by: ClassVar[tuple[str, str] | None] = None
     api_slots: ClassVar[int] = 0  # a job's share of the profile's ``api_slots`` (1 for a service called over HTTP)
+    offers_batches: ClassVar[bool] = False  # takes ``batch=true``: a run's calls as batch files, at the batch price
     # Building it loads no model and calls nothing, so a plan may build it to learn its identity (the cost estimate).
     builds_cheaply: ClassVar[bool] = False
     symbolic: ClassVar[bool] = False  # answers without a language model: no tokens to price
@@ -135,9 +144,21 @@ class Backend(ABC):
     def complete(self, request: Request) -> Completion:
         """Serve one request."""
 
+    def complete_or_rejected(self, request: Request) -> Completion:
+        """One request; one the service refuses comes back as a completion carrying why (``meta["rejected"]``)
+        instead of raising :class:`RequestRejected`."""
+        try:
+            return self.complete(request)
+        except RequestRejected as error:
+            return Completion(text="", meta={"rejected": str(error)})
+
     def complete_batch(self, requests: Sequence[Request]) -> list[Completion]:
         """Serve many requests; backends with real batching (vLLM, concurrent APIs) override this."""
         return [self.complete(r) for r in requests]
+
+    def attach_run(self, folder: Path) -> None:
+        """The run about to be made keeps its files in ``folder``: a backend with state of its own that must
+        outlive a session (the batches it submitted and waits for) keeps it there. No-op by default."""
 
     def close(self) -> None:
         """Release the model or connections (no-op by default)."""

@@ -3,8 +3,9 @@ concurrency, retried or not as the backend's :data:`Classify` hook says.
 
 * A failed attempt is classified once (``classify(exc, url)``) as a :class:`Failure`: ``retry`` (with capped
   exponential backoff and seeded jitter, ``Retry-After`` honoured up to the cap, each retry on the next
-  endpoint), ``rejected`` (the request itself is at fault: :class:`ServiceRejected`, which a runner records on
-  its instance) or ``fatal`` (:class:`BackendError`). HTTP statuses map by :func:`status_failure`:
+  endpoint; when every attempt failed, :class:`RetriesExhausted`, which a streaming runner records as its
+  instance unanswered), ``rejected`` (the request itself is at fault: :class:`ServiceRejected`, which a runner
+  records on its instance) or ``fatal`` (:class:`BackendError`). HTTP statuses map by :func:`status_failure`:
   408/409/425/429/5xx retry, 400/413/422 are rejections, any other is fatal.
 * ``timeout`` bounds each attempt as a whole (connecting, sending and every read together,
   :func:`bounded_http_client`), so a server that trickles bytes cannot hold a request open.
@@ -45,6 +46,11 @@ class ServiceRejected(RequestRejected):
     def __init__(self, url: str, status_code: int | None, server_message: str):
         self.url, self.status_code, self.server_message = url, status_code, server_message
         super().__init__(f"{url} rejected the request (HTTP {status_code}): {server_message}")
+
+
+class RetriesExhausted(BackendError):
+    """Every attempt of one request failed in a way worth retrying (a timeout, 429, 5xx, a reset or cut-off
+    answer): its instance goes unanswered and a runner that serves instances one by one goes on."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -243,7 +249,8 @@ class Transport:
         """``read(send(client), latency_s, attempt)`` for the first attempt that succeeds. ``attempt`` holds
         ``attempts`` (made so far), ``base_url`` (where this one went) and, after a retry, ``wall_s`` (seconds
         since the first attempt). Raises :class:`ServiceRejected` on a rejection, :class:`BackendError` on a
-        fatal failure, when every attempt failed, or when :attr:`stop` is set while waiting to retry."""
+        fatal failure or when :attr:`stop` is set while waiting to retry, and :class:`RetriesExhausted` when every
+        attempt failed."""
         errors: list[str] = []
         urls_tried: list[str] = []
         first = time.perf_counter()
@@ -267,7 +274,7 @@ class Transport:
                 errors.append(failure.message)
             if attempt < self.retries and self._wait(self._delay(attempt, failure.retry_after), attempt, errors[-1]):
                 raise BackendError("stopped (interrupted)")
-        raise BackendError(
+        raise RetriesExhausted(
             f"endpoint {', '.join(sorted(set(urls_tried)))} unreachable or failing after "
             f"{self.retries + 1} attempts; last error: {errors[-1]}"
         )

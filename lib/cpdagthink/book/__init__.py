@@ -2,7 +2,7 @@
 a page shows them (``presentation``), the pages' sentences (``readings``, one module per chapter), figures, the
 failure explorer and its views, the headless browser, the runs each chapter reads (``plan``; chapter 07's design and its cost in ``components``) and what they cost (``cost``), the recipe of each paper result and
 ``cpdagthink reproduce`` (``recipes``, ``reproduce``, and its page's generated parts, ``reproduce_page``), the build of the
-Jupyter Book (``build``; the HTML and its print in ``site``), the console's progress while a chapter runs
+Jupyter Book (``build``; where each chapter's execution stands in ``chapter_state``; the HTML and its print in ``site``; the intro's account of a build in ``intro``), the console's progress while a chapter runs
 (``progress``) and its record of what the build cost (``build_record``).
 
 Its modules import from every layer below it, never from a layer above, and none imports another that imports it
@@ -14,6 +14,7 @@ __all__ = [
     "browser",
     "build",
     "build_record",
+    "chapter_state",
     "chapters",
     "components",
     "cost",
@@ -21,6 +22,7 @@ __all__ = [
     "explorer",
     "failure_views",
     "figures",
+    "intro",
     "plan",
     "presentation",
     "progress",

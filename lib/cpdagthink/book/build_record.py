@@ -20,7 +20,7 @@ from typing import Any
 
 from ..analysis.markup import Markdown, code, emphasis, number, paragraphs, strong, table
 from ..paths import PROJECT_ROOT
-from ..run.runner import git_revision
+from ..run.provenance import git_revision
 
 METADATA_KEY = "cpdagthink_execution"  # in an executed notebook's metadata: what :func:`measure` recorded
 RECORD = "build_record.md"  # written by render() into book/, included by the intro
@@ -33,7 +33,7 @@ def now() -> str:
 
 def checkout(root: Path = PROJECT_ROOT) -> dict[str, Any]:
     """The code's commit and whether tracked files differ from it (``dirty``), as the run metadata records them
-    (:func:`~cpdagthink.run.runner.git_revision`); both None outside a git checkout."""
+    (:func:`~cpdagthink.run.provenance.git_revision`); both None outside a git checkout."""
     revision = git_revision(root)
     return {"commit": revision.commit, "dirty": revision.dirty} if revision else {"commit": None, "dirty": None}
 
@@ -75,15 +75,6 @@ def measure(record: dict[str, Any]) -> Iterator[None]:
         yield
     finally:
         record.update(wall_seconds=round(time.perf_counter() - start, 1), load_end=_load())
-
-
-def stamp(path: Path, record: dict[str, Any]) -> None:
-    """Write ``record`` (:func:`measure`'s) into the metadata of the executed notebook ``path``."""
-    import nbformat
-
-    nb = nbformat.read(path, as_version=4)
-    nb.metadata[METADATA_KEY] = record
-    nbformat.write(nb, path)
 
 
 def execution(nb: Any) -> dict[str, Any]:

@@ -15,9 +15,13 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
-from ..backends import backend_class
+from ..backends import answers_without_model, backend_class
+from ..run.config import RunConfig
 from ..run.estimate import CHARS_PER_TOKEN, Measured, Pending, earlier_runs, measured, pending
 from .plan import PlannedRun, Samples
+# The Batch API's price as a share of the direct one (OpenAI's batch pricing: half), for a backend that offers
+# batch files (``-o batch=true``).
+BATCH_SHARE = 0.5
 
 @dataclass(frozen=True)
 class Pricing:
@@ -44,6 +48,7 @@ class RunCost:
     price: tuple[float, float] | None
     wall_s: float | None
     latency_source: str
+    batch_price: tuple[float, float] | None = None  # the same calls through batch files, where the backend offers them
 
 
 def _prompt_tokens(p: Pending, m: Measured) -> tuple[int, bool]:
@@ -76,14 +81,24 @@ def run_cost(run: PlannedRun, instances: Sequence, pricing: Pricing, planned: se
     prompt, from_records = _prompt_tokens(p, m)
     expected = _expected(p, m, config.decoding.max_tokens_answer)
     price = None
-    if pricing.input_per_m is not None and pricing.output_per_m is not None and not backend_class(config.backend).symbolic:
+    priced = pricing.input_per_m is not None and pricing.output_per_m is not None
+    if priced and not answers_without_model(config.backend):
         paid = prompt * pricing.input_per_m
         price = ((paid + (expected or 0) * pricing.output_per_m) / 1e6, (paid + p.ceiling * pricing.output_per_m) / 1e6)
     latency, source = ((pricing.latency_s, "given") if pricing.latency_s is not None else
                        (m.latency_s, "measured") if m.latency_s is not None else (None, "unknown"))
     concurrency = pricing.concurrency or backend_class(config.backend).calls_in_flight(config.backend_options)
     wall = None if latency is None else math.ceil(p.calls / int(concurrency)) * latency
-    return RunCost(run, p, m, prompt, from_records, p.ceiling, expected, price, wall, source)
+    if config.backend_options.get("batch"):  # its batches end within the service's window, whatever the latency
+        wall = None
+    return RunCost(run, p, m, prompt, from_records, p.ceiling, expected, price, wall, source, _batch_price(config, price))
+
+
+def _batch_price(config: RunConfig, price: tuple[float, float] | None) -> tuple[float, float] | None:
+    """``price`` at the batch price, where the run's backend offers batch files (None elsewhere)."""
+    if price is None or not backend_class(config.backend).offers_batches:
+        return None
+    return price[0] * BATCH_SHARE, price[1] * BATCH_SHARE
 
 
 def plan_cost(runs: Sequence[PlannedRun], pricing: Pricing = Pricing()) -> list[RunCost]:
@@ -102,13 +117,13 @@ def _hours(seconds: float | None) -> str:
 
 def cost_lines(costs: Sequence[RunCost]) -> list[str]:
     """The costs as text: one line per run, the total, and how each figure was made."""
-    lines = ["calls   cached  prompt tok  ceiling tok  expected tok  price          wall      run"]
+    lines = ["calls   cached  prompt tok  ceiling tok  expected tok  price          batch price    wall      run"]
     for c in costs:
         r = c.run.config
         what = f"{r.condition}{' / ' + r.probe if r.probe else ''} {r.label} seed {r.seed}"
         lines.append(f"{c.pending.calls:>6}  {c.pending.cached:>6}  {c.prompt_tokens:>10,}{'' if c.tokens_measured else '*'}"
                      f"  {c.ceiling:>11,}  {'—' if c.expected is None else format(c.expected, ','):>12}  "
-                     f"{_money(c.price):<13}  {_hours(c.wall_s):<8}  {what} ({c.pending.done} of {c.pending.rows} "
+                     f"{_money(c.price):<13}  {_money(c.batch_price):<13}  {_hours(c.wall_s):<8}  {what} ({c.pending.done} of {c.pending.rows} "
                      "rows recorded)")
     lines.append(total_line(costs))
     return [*lines, *notes(costs)]
@@ -120,13 +135,21 @@ def total_line(costs: Sequence[RunCost]) -> str:
         return None if any(v is None for v in values) else sum(values)
 
     expected = whole([c.expected for c in costs])
-    prices = [c.price for c in costs if not backend_class(c.run.config.backend).symbolic]
-    price = None if not prices or any(p is None for p in prices) else (sum(p[0] for p in prices),
-                                                                        sum(p[1] for p in prices))
+    priced = [c for c in costs if not answers_without_model(c.run.config.backend)]
+    price, batch = _summed([c.price for c in priced]), _summed([c.batch_price or c.price for c in priced])
     return (f"total: {sum(c.pending.calls for c in costs):,} calls ({sum(c.pending.cached for c in costs):,} "
             f"answered by the cache or a run planned before), {sum(c.prompt_tokens for c in costs):,} prompt tokens, completion ceiling "
             f"{sum(c.ceiling for c in costs):,} tokens, expected {'—' if expected is None else format(expected, ',')}, "
-            f"price {_money(price)}, wall {_hours(whole([c.wall_s for c in costs]))} one run after another")
+            f"price {_money(price)}"
+            + (f" ({_money(batch)} with batch files where a backend offers them)" if any(c.batch_price for c in costs)
+               else "") + f", wall {_hours(whole([c.wall_s for c in costs]))} one run after another")
+
+
+def _summed(prices: list[tuple[float, float] | None]) -> tuple[float, float] | None:
+    """The sum of price ranges; None where there are none or one is missing."""
+    if not prices or any(p is None for p in prices):
+        return None
+    return sum(p[0] for p in prices), sum(p[1] for p in prices)
 
 
 def notes(costs: Sequence[RunCost]) -> list[str]:
@@ -137,4 +160,7 @@ def notes(costs: Sequence[RunCost]) -> list[str]:
             f"records), {estimated} estimated from characters ({CHARS_PER_TOKEN} a token), marked *",
             f"call cache: {'; '.join(cache) or 'no run'}",
             f"wall time: latency {', '.join(sorted({c.latency_source for c in costs})) or 'none'} per call "
-            "(--latency S to give one), calls spread over the backend's concurrency (--concurrency N)"]
+            "(--latency S to give one), calls spread over the backend's concurrency (--concurrency N)",
+            *(["batch price: the Batch API's, half the direct one (-o batch=true); a run in batch mode has no wall "
+               "time here: each of its turns ends within the service's 24 h"] if any(c.batch_price for c in costs)
+              else [])]

@@ -15,14 +15,15 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from ..analysis.markup import Markdown, code, emphasis, paragraphs, strong
 from ..analysis.metrics import counted
-from ..backends import Backend, make_backend
+from ..backends import Backend, answers_without_model, make_backend
 from ..causal.instance import Instance
 from ..errors import CpdagthinkError
 from ..method.conditions import Intervention
 from ..run.config import RunConfig, RunParameters, RunSet
 from ..run.records import RunRecord
 from ..run.runfolder import METADATA, completeness, read_json
-from ..run.runner import run_config
+from ..run.runner import RunResult
+from ..run.together import Planned, run_configs
 from .chapters import ENV_RENDER_ONLY, RenderOnlyError, render_only
 
 
@@ -84,23 +85,49 @@ def backend_of(setup: RunSet | RunConfig) -> Backend:
     return _backend(setup.backend, json.dumps(setup.backend_arguments(), sort_keys=True))
 
 
+class RunIncompleteError(CpdagthinkError):
+    """A run ended with instances not answered (a request failed every attempt): its folder is kept, and
+    computing it again asks exactly those."""
+
+
 def run(config: RunConfig, instances: Sequence[Instance] | None = None, intervention: Intervention | None = None,
         progress: bool = True) -> list[RunRecord]:
-    """Records of one run (``setup.for_run(condition, seed, probe)``) on its sample, in sample order. A complete
-    run folder (:func:`runfolder.completeness`) is read as it is: no backend, no model, no key. Otherwise the run
-    is computed (cached and resumable), unless rendering only (:func:`render_only`): then
-    :class:`RenderOnlyError` names the folder and how to compute it."""
+    """Records of one run (``setup.for_run(condition, seed, probe)``) on its sample, in sample order
+    (:func:`run_many`)."""
     instances = list(instances if instances is not None else config.instances())
-    folder = config.folder(instances)
-    held = completeness(folder, config, instances)
-    if held.complete:
-        return held.records
-    if render_only():
-        raise RenderOnlyError(
-            f"{folder} does not hold this run yet ({held.missing}) and {ENV_RENDER_ONLY} is set: compute it first "
-            "(`make grid`, or `cpdagthink plan` with the chapter's parameters and `--group KEY --execute`), or "
-            "execute the chapter without --render-only")
-    result = run_config(config, backend_of(config), instances, folder, intervention=intervention, progress=progress)
+    return run_many([Planned(config, instances, intervention=intervention)], progress)[0]
+
+
+def run_many(runs: Sequence[Planned], progress: bool = True) -> list[list[RunRecord]]:
+    """Records of each run on its rows, in row order. A complete run folder (:func:`runfolder.completeness`) is
+    read as it is: no backend, no model, no key. The others are computed (cached and resumable), those of one
+    backend together (:func:`~cpdagthink.run.runner.run_configs`: at once on a backend that streams requests),
+    unless rendering only (:func:`render_only`): then :class:`RenderOnlyError` names the first folder and how to
+    compute it. A run left with instances unanswered raises :class:`RunIncompleteError` once every run ended."""
+    held = [completeness(r.config.folder(r.instances), r.config, r.instances) for r in runs]
+    by_backend: dict[Backend, list[int]] = {}
+    for k, (planned, found) in enumerate(zip(runs, held)):
+        if found.complete:
+            continue
+        if render_only():
+            raise RenderOnlyError(
+                f"{planned.config.folder(planned.instances)} does not hold this run yet ({found.missing}) and "
+                f"{ENV_RENDER_ONLY} is set: compute it first (`make grid`, or `cpdagthink plan` with the chapter's "
+                "parameters and `--group KEY --execute`), or execute the chapter without --render-only")
+        by_backend.setdefault(backend_of(planned.config), []).append(k)
+    records = [found.records for found in held]
+    for backend, ks in by_backend.items():
+        asked = [Planned(runs[k].config, runs[k].instances, runs[k].config.folder(runs[k].instances),
+                         runs[k].intervention) for k in ks]
+        for k, result in zip(ks, run_configs(asked, backend, progress=progress)):
+            records[k] = _answered(result)
+    return records
+
+
+def _answered(result: RunResult) -> list[RunRecord]:
+    """A run's records, or :class:`RunIncompleteError` when it left instances unanswered."""
+    if result.summary.not_answered:
+        raise RunIncompleteError(f"{result.out_dir}: {result.summary.message}")
     return result.records
 
 
@@ -108,7 +135,8 @@ def run_grid(setup: RunSet, conditions: Iterable[str], seeds: Iterable[int],
              instances: Sequence[Instance] | None = None) -> dict[tuple[str, int], list[RunRecord]]:
     """Every (condition, seed) run, keyed by that pair."""
     instances = list(instances if instances is not None else setup.instances())
-    return {(c, s): run(setup.for_run(c, s), instances) for s in seeds for c in conditions}
+    keys = [(c, s) for s in seeds for c in conditions]
+    return dict(zip(keys, run_many([Planned(setup.for_run(c, s), instances) for c, s in keys])))
 
 
 def model_name(setup: RunSet) -> str:
@@ -147,15 +175,20 @@ def banner(setup: RunSet, instances: Sequence[Instance], seeds: Sequence[int], *
     source = setup.data or f"Corr2Cause {setup.split} split"
     drawn = _drawn_text(setup)
     d = setup.decoding
+    # What answered decides what the banner names: the reference agent computes its answers, so it has no
+    # token budget and no decoding to report; a whole split is not a sample.
+    rows = (f"the whole split, {counted(len(instances), 'instance')}" if setup.limit == 0 else
+            f"sample of {counted(len(instances), 'instance')}{drawn}")
+    decoding = ("no token budgets or decoding (the reference agent computes its answers)" if answers_without_model(setup.backend)
+                else f"token budgets {d.max_tokens_turn1} for turn 1 and {d.max_tokens_answer} for the answer "
+                     f"({d.one_turn_budget} for one-turn conditions), {_decoding_text(d)}")
     run = Markdown(
         strong("This run:"), f" model {model_name(setup)} (backend ", code(setup.backend), f"), {source}, "
-        f"sample of {counted(len(instances), 'instance')}{drawn} ({counted(positives, 'gold positive')} and "
+        f"{rows} ({counted(positives, 'gold positive')} and "
         f"{counted(len(instances) - positives, 'negative')}{_balance_text(setup)}), "
-        f"{counted(len(seeds), 'seed')} ({', '.join(map(str, seeds))}), token budgets {d.max_tokens_turn1} for turn 1 and "
-        f"{d.max_tokens_answer} for the answer ({d.one_turn_budget} for one-turn conditions), "
-        f"{_decoding_text(d)}.",
+        f"{counted(len(seeds), 'seed')} ({', '.join(map(str, seeds))}), {decoding}.",
         f" Conditions: {', '.join(label(c) for c in conditions)}." if conditions else "",
-        Markdown(" Probes: ", Markdown(", ").join(map(code, probes)), ".") if probes else "",
+        f" Probes: {', '.join(label(p) for p in probes)}." if probes else "",
         " Figures labelled ", emphasis("paper"), " are the paper's, reported for Qwen3.5-27B or the named model on "
         "the full data.")
     return paragraphs(Markdown(strong("Verdict."), f" {verdict}") if verdict else "", run,

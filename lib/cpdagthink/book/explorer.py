@@ -33,8 +33,10 @@ import pandas as pd
 
 from ..method.schema import CausalAnalysis
 from .failure_views import CORRECT, drawn_edges, graph_flags
+from .presentation import label
 
 FILTERS = ["condition", "kind", "template", "num_variables"]  # the select boxes, in order
+FILTER_NAMES = {"condition": "condition", "kind": "failure kind", "template": "template", "num_variables": "variables"}
 PAGE_SIZE = 10  # cards shown at once; "show more" adds as many
 MAX_TEXT = 2000  # characters of each model text kept per case (the page stays small on a full run)
 PRINT_CASES = 6  # cases of the static, printed version
@@ -227,7 +229,7 @@ BAR = ('<div class="cpx-bar"><label>search premise, hypothesis, answer:<input ty
 def _static_card(case: Mapping[str, Any]) -> str:
     """A case for print: the live card's text and graphs, without the controls, escaped here."""
     tags = "".join(f'<span class="cpx-tag">{html.escape(str(t))}</span>' for t in
-                   (case["condition"], case["kind"], case["template"], f"{case['num_variables']} variables"))
+                   (label(case["condition"]), label(case["kind"]), case["template"], f"{case['num_variables']} variables"))
     flags = (f'<div class="cpx-flags">Flagged in the object: {html.escape("; ".join(case["flags"]))}</div>'
              if case["flags"] else "")
     figures = "".join(f"<figure>{svg}<figcaption>{html.escape(title)}</figcaption></figure>"
@@ -253,6 +255,9 @@ def fragment(gallery: pd.DataFrame, sampled: pd.DataFrame | None = None, print_c
     for case in cases:
         case["messages"] = [None if m is None else [texts.setdefault(t, len(texts)) for t in m]
                             for m in case["messages"]]
+    # the filters and tags show display names; the values (and so the links) keep the keys
+    shown_as = {str(v): label(v) for c in cases for v in (c["condition"], c["kind"])}
+    data = {"cases": cases, "texts": list(texts), "labels": shown_as, "filter_names": FILTER_NAMES}
     script = (SCRIPT.replace("ROOT_ID", json.dumps(root_id)).replace("FILTERS", json.dumps(FILTERS))
               .replace("PAGE_SIZE", str(PAGE_SIZE)))
     printed = "".join(_static_card(c) for c in errors[:print_cases])
@@ -260,7 +265,7 @@ def fragment(gallery: pd.DataFrame, sampled: pd.DataFrame | None = None, print_c
              "searches and filters all of them and shows the messages each turn sent." if errors else
              "No errors in this run; the online book's explorer lists the correct cases.")
     return (f'<div class="cpx" id="{root_id}"><style>{STYLE}</style>'
-            f'<script type="application/json" class="cpx-data">{_script_json({"cases": cases, "texts": list(texts)})}'
+            f'<script type="application/json" class="cpx-data">{_script_json(data)}'
             "</script>"
             f'<div class="cpx-live">{BAR}<div class="cpx-legend">{html.escape(LEGEND)}</div>'
             f'<div class="cpx-list"></div><button type="button" class="cpx-more"></button></div>'

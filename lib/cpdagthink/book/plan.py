@@ -21,6 +21,7 @@ from ..errors import CpdagthinkError
 from ..run.config import RunConfig, RunSet
 from ..run.parameters import coerce_list
 from ..run.records import RunRecord
+from ..run.together import Planned
 from ..run.spec import rows_sha256
 from ..run.runfolder import is_complete
 from . import experiments as ex
@@ -159,8 +160,10 @@ def run_chapter(chapter: str, namespace: Mapping[str, Any], progress: bool = Tru
     read where it is (:func:`experiments.run`; render-only refuses to compute), and their records by part and
     key, in the order declared."""
     samples, parts = Samples(), {}
-    for run in declared(chapter, namespace):
-        parts.setdefault(run.part, {})[run.key] = ex.run(run.config, samples.of(run.config), progress=progress)
+    runs = declared(chapter, namespace)
+    made = ex.run_many([Planned(run.config, samples.of(run.config)) for run in runs], progress=progress)
+    for run, records in zip(runs, made):
+        parts.setdefault(run.part, {})[run.key] = records
     return parts
 
 
@@ -235,14 +238,32 @@ def groups(runs: Sequence[PlannedRun]) -> dict[str, list[PlannedRun]]:
 
 
 def execute(runs: Sequence[PlannedRun], progress: bool = True) -> None:
-    """Compute every run that is not complete, group by group: a group's runs share one backend, built once
-    (:func:`experiments.backend_of`), and a complete run is left as it is (:func:`experiments.run` reads it).
+    """Compute every run that is not complete: runs of one backend share it, built once
+    (:func:`experiments.backend_of`), and are computed together (:func:`experiments.run_many`: at once, on one
+    pool of its slots, where it streams requests; group by group otherwise); a complete run is left as it is.
     Runs whose rows no longer match the plan are refused (plan again)."""
-    samples = Samples()
+    samples, asked = Samples(), []
     for members in groups(runs).values():
         for run in members:
             c, instances = run.config, samples.of(run.config)
             if Rows.of(c, instances) != run.instances:
                 raise CpdagthinkError(f"the rows of {run.folder} are not those planned ({run.instances.source} "
                                       "changed since): run `cpdagthink plan` again")
-            ex.run(c, instances, progress=progress)
+            asked.append(Planned(c, instances))
+    ex.run_many(asked, progress=progress)
+
+
+def execute_streamed(overrides: dict[str, Any], only: list[str] | None = None,
+                     parameters: dict[str, Any] | None = None, progress: bool = True) -> list[PlannedRun]:
+    """Compute, before any chapter executes, every incomplete run of the chapters ``cpdagthink book`` would execute
+    (:func:`plan_book`'s arguments) whose backend streams requests (an API): all at once, on one pool of each
+    backend's slots, so that no slot idles at a chapter's end; the chapters then read complete folders. Runs of
+    a backend that computes whole batches (a local model, the reference agent) are left to their chapters, as
+    before. The runs computed."""
+    from ..backends import backend_class
+
+    runs = [r for r in plan_book(overrides, only, parameters)
+            if not r.complete and backend_class(r.config.backend).streams_requests]
+    if runs:
+        execute(runs, progress)
+    return runs

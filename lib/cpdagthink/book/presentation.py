@@ -6,6 +6,7 @@ in words, a run's details, the bins in two narrow tables).
 
 from __future__ import annotations
 
+import html
 import itertools
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -20,7 +21,7 @@ LABELS = {
     "structured": "Structured Thinking", "baseline_enhanced": "BaselineEnhanced",
     "twoturn_prose_pc": "TwoTurn-Prose-PC", "singleturn_structured": "single-turn structured",
     "minimal_instruction": "minimal instruction", "no_thinking": "no thinking",
-    "no_constrained_decoding": "no constrained decoding", "baseline_no_thinking": "BaselineEnhanced, no thinking",
+    "no_constrained_decoding": "no constrained decoding", "baseline_no_thinking": "BaselineEnhanced without thinking",
     "num_variables": "variables", "drop_gold_pp": "F1 drop, gold (pp)", "drop_oracle_pp": "F1 drop, corrected (pp)",
     "flipped_share": "answers flipped", "intervened_share": "turns changed", "flipped_share_pct": "answers flipped (%)",
     "intervened_share_pct": "turns changed (%)", "base_f1_gold": "F1 unprobed",
@@ -36,7 +37,12 @@ LABELS = {
     "v_structures_f1_micro": "v-structure F1 (micro)", "directed_f1": "directed-edge F1",
     "directed_f1_micro": "directed-edge F1 (micro)", "undirected_f1": "undirected-edge F1",
     "undirected_f1_micro": "undirected-edge F1 (micro)", "exact_match_rate": "exact CPDAG match rate",
-    "violation_rate": "violation rate",
+    "violation_rate": "violation rate", "graph_quality": "graph quality", "valid_not_exact": "valid, not exact",
+    "accuracy_corrected": "accuracy, corrected labels",
+    # the later-causes-earlier shortcut (chapter 05)
+    "n_later_causes_earlier": "later-causes-earlier hypotheses", "prediction_no_rate": "share answered NO",
+    "no_rate_other_causal": "share answered NO, other causal hypotheses", "gold_all_zero": "gold labels all NO",
+    "oracle_all_zero": "corrected labels all NO",
     # the certified validator's violation kinds (chapter 05)
     "unknown_variable": "unknown or repeated variable", "skeleton_mismatch": "skeleton not the edges' own",
     "directed_and_undirected": "edge both directed and undirected", "directed_cycle": "directed cycle",
@@ -53,6 +59,7 @@ LABELS = {
     "latency_ratio": "time vs baseline (load-sensitive)",
     # the failure classifier's counts and kinds (chapter 06)
     "cut off": "cut off", "unparsed_answer": "unparsed answer", "rejected_request": "refused request",
+    "turn1_cut_off": "turn 1 cut off", "cut_off_answer": "answer cut off",
     "no_graph": "no graph reached turn 2", "wrong_graph": "wrong graph state", "mec_ambiguity": "class ambiguity",
     "wrong_readout": "wrong readout", "one_turn_mec_ambiguity": "one-turn: class ambiguity",
     "one_turn_other": "one-turn: other",
@@ -72,6 +79,17 @@ def _counts(names: Iterable[Any], values: pd.DataFrame) -> list[Any]:
 
     return [name for name in names if isinstance(name, str) and name.split()[:1] and name.split()[0] in WHOLE
             and whole(values[name])]
+
+
+def p_text(p: float | None) -> str:
+    """A p-value as a page prints it: ``< 0.001`` below a thousandth (never ``0.000`` or ``1e-22``), else two
+    significant digits; ``n/a`` when missing."""
+    if p is None or pd.isna(p):
+        return "n/a"
+    return "< 0.001" if p < 0.001 else f"{p:.2g}"
+
+
+P_COLUMNS = {"McNemar p"}  # columns that hold p-values, printed by :func:`p_text`
 
 
 def label(key: Any) -> Any:
@@ -96,16 +114,21 @@ def readable(frame: pd.DataFrame) -> pd.DataFrame:
 _TABLE_IDS = itertools.count(1)  # a page's tables in the order it shows them: the same records, the same page
 
 
+def _float_columns(flat: pd.DataFrame) -> tuple[list[Any], list[Any], list[Any]]:
+    """A shown table's float columns by how they print: to ``digits`` places, as whole numbers (a seed or a count
+    stored as a float beside a missing value), and as p-values (:data:`P_COLUMNS`)."""
+    floats = [c for c in flat.columns if pd.api.types.is_float_dtype(flat[c])]
+    whole = _counts(floats, flat)
+    ps = [c for c in floats if c in P_COLUMNS]
+    return [c for c in floats if c not in whole and c not in ps], whole, ps
+
+
 def show(frame: pd.DataFrame, digits: int = 2):
     """A table as the book prints it: readable labels, no index column, numbers to ``digits`` places,
     missing values as a dash, text never cut short. Its HTML ids count the tables shown in this process
     (pandas would draw a random one), so a page made again from the same records is the same page."""
     flat = readable(frame)
-    floats = [c for c in flat.columns if pd.api.types.is_float_dtype(flat[c])]
-    # whole numbers stored as floats (a seed or a count beside a missing value) print as whole numbers, and so
-    # do the count rows of a frame of measures (records, parsed objects) whose first column names each row
-    whole = _counts(floats, flat)
-    floats = [c for c in floats if c not in whole]
+    floats, whole, ps = _float_columns(flat)
     names = flat.iloc[:, 0] if len(flat.columns) and not pd.api.types.is_numeric_dtype(flat.iloc[:, 0]) else pd.Series()
     rows = [i for i, name in names.items() if _counts([name], pd.DataFrame({name: flat.loc[i, floats]}))]
     # class "dataframe": the book's own table style, as pandas' plain HTML gets it. A Styler does not escape
@@ -114,8 +137,11 @@ def show(frame: pd.DataFrame, digits: int = 2):
               .format("{:.%df}" % digits, subset=floats, na_rep="—")
               .format("{:.0f}", subset=whole, na_rep="—")
               .format("{:.0f}", subset=pd.IndexSlice[rows, floats], na_rep="—")
+              .format(lambda p: html.escape(p_text(p)), subset=ps)  # a formatter's output is not escaped
               .format_index(escape="html", axis=1))
-    others = [c for c in flat.columns if c not in floats]
+    # the text and integer columns; a whole-number float column keeps its "{:.0f}" (the default would print
+    # a seed as 0.000000)
+    others = [c for c in flat.columns if c not in floats and c not in whole and c not in ps]
     return styler.format(na_rep="—", subset=others, escape="html") if others else styler
 
 
@@ -127,6 +153,8 @@ def markdown_table(frame: pd.DataFrame, digits: int = 2) -> Markdown:
     whole = set(_counts(flat.columns, flat))
 
     def cell(value: Any, column: Any) -> Part:
+        if isinstance(value, float) and column in P_COLUMNS:
+            return "—" if pd.isna(value) else p_text(value)
         if isinstance(value, float):
             return "—" if pd.isna(value) else number(value, ".0f" if column in whole else f".{digits}f")
         return "—" if value is None or value is pd.NA else str(value)
@@ -150,6 +178,23 @@ def paper_view(keys: Iterable[str]) -> pd.DataFrame:
     return pd.DataFrame({"paper figure": table["metric"] + ", " + table["condition"].map(label) + ", "
                          + table["split"], "value": table["value"].map(lambda v: f"{v:g}"),
                          "model": table["model"], "section": table["section"]})
+
+
+def paper_appendix() -> pd.DataFrame:
+    """Every figure of ``data/paper_reported.csv`` as the appendix shows it: what was measured, its value as the
+    file writes it (the paper's own precision: no digit added or rounded away), the model, split and condition
+    (by its display name) it was measured on, the section and page, and the paper's qualification; the file's
+    internal keys left out."""
+    import csv
+
+    from ..paths import PAPER_REPORTED
+
+    with open(PAPER_REPORTED, newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    return pd.DataFrame({"figure": [r["metric"] for r in rows], "value": [r["value"] for r in rows],
+                         "model": [r["model"] for r in rows], "split": [r["split"] for r in rows],
+                         "condition": [label(r["condition"]) for r in rows], "section": [r["section"] for r in rows],
+                         "page": [r["page"] for r in rows], "note": [r["note"] for r in rows]})
 
 
 def _hardware_text(hardware: Mapping[str, Any]) -> str:

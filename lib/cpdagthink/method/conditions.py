@@ -352,6 +352,26 @@ def parse_answer(text: str) -> str | None:
     return bare if bare in ("YES", "NO") else None
 
 
+# The flexible reading (lm-evaluation-harness's flexible-extract beside its strict-match): an answer phrase
+# ("the answer is yes", "Answer - **NO**") in any case, else a YES or NO written in capitals as a word.
+_STATED = re.compile(r"\banswer\b\W{0,6}(?:is|would be)?\W{0,6}(yes|no)\b", re.I)
+_SHOUTED = re.compile(r"\b(YES|NO)\b")
+
+
+def parse_answer_flexible(text: str) -> str | None:
+    """The answer a reviewer reads in a reply: :func:`parse_answer`'s when it finds one, else the last answer
+    phrase (``The answer is YES.``), else the last YES or NO written in capitals; None when the reply states
+    neither. An additional reading beside the strict one the records store: it never changes a record."""
+    strict = parse_answer(text)
+    if strict:
+        return strict
+    for pattern in (_STATED, _SHOUTED):
+        found = pattern.findall(text or "")
+        if found:
+            return found[-1].upper()
+    return None
+
+
 def describe(condition: Condition) -> dict[str, Any]:
     """The condition as plain JSON for run metadata. A design setting at the paper's level is left out, so a
     condition the design left as it was describes itself, and identifies its runs, as before the design."""

@@ -16,9 +16,12 @@ __all__ = [
     "generate",
     "inspection",
     "parameters",
+    "provenance",
     "records",
     "repair",
     "runfolder",
     "runner",
     "spec",
+    "streaming",
+    "together",
 ]

@@ -106,7 +106,8 @@ class _Choices(BaseModel):
 
         if self.backend not in BACKENDS:
             raise ValueError(f"unknown backend {self.backend!r}; choose one of {', '.join(sorted(BACKENDS))}")
-        check_options(self.backend, self.backend_arguments())  # a flag the backend does not take fails here
+        # a flag the backend does not take fails here, and so does a model it needs and was not given
+        check_options(self.backend, self.backend_arguments(), whole=True)
         backend_class(self.backend).check_condition(self.model, self.thinks(), self.backend_options)
         return self
 

@@ -9,11 +9,12 @@ fingerprint, so a silently different file never feeds an experiment.
 from __future__ import annotations
 
 import collections
+import contextlib
 import csv
 import os
 import random
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
 
 from pydantic import BaseModel
 
@@ -180,26 +181,46 @@ def store_fingerprint(instances: list[Instance], split: str, cache: Path | None 
         stored.write_text(fingerprint(instances).model_dump_json(indent=2), encoding="utf-8")
 
 
-def download_split(split: str, cache: Path = HUB_CACHE) -> Path:
-    """Fetch one split's CSV from the hub at the pinned revision (cached under ``data/hub``)."""
+def local_split_csv(split: str) -> Path:
+    """Where a local copy of a hub split is read from: ``$CORR2CAUSE_CSV`` (or the workspace copy) for the test
+    split, and for another, its hub file name (``perturbation_by_paraphrasing_test.csv``) in the same folder."""
+    test = Path(local_test_csv() or WORKSPACE_CSV)
+    return test if split == "test" else test.with_name(HUB_FILES[split])
+
+
+@contextlib.contextmanager
+def _quiet_hub() -> Iterator[None]:
+    """The hub client's retry warnings (a line per retry, offline) kept off the console: its failure is said once."""
+    import logging
+
+    hub = logging.getLogger("huggingface_hub")
+    level = hub.level
+    hub.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        hub.setLevel(level)
+
+
+def download_split(split: str, cache: Path | None = None) -> Path:
+    """Fetch one split's CSV from the hub at the pinned revision (cached in ``cache``, else :data:`HUB_CACHE`,
+    ``data/hub``); when it cannot be fetched, the error says which file to place where instead
+    (:func:`local_split_csv`)."""
     if split not in HUB_FILES:
         raise DataError(f"unknown split {split!r}; choose one of {sorted(HUB_FILES)}")
     from huggingface_hub import hf_hub_download
 
     try:
-        return Path(
-            hf_hub_download(
-                HUB_REPO,
-                HUB_FILES[split],
-                repo_type="dataset",
-                revision=HUB_REVISION,
-                cache_dir=str(cache),
-            )
-        )
+        with _quiet_hub():
+            return Path(hf_hub_download(HUB_REPO, HUB_FILES[split], repo_type="dataset", revision=HUB_REVISION,
+                                        cache_dir=str(cache or HUB_CACHE)))
     except Exception as error:  # the hub client raises many types; all mean the same to the user
+        place = (f"set {ENV_CSV} to its {HUB_FILES[split]}" if split == "test" else
+                 f"place its {HUB_FILES[split]} at {local_split_csv(split)}")
         raise DataError(
-            f"could not fetch split {split!r} of {HUB_REPO}@{HUB_REVISION[:8]} ({type(error).__name__}): "
-            f"set {ENV_CSV} or connect to the hub"
+            f"could not fetch split {split!r} of {HUB_REPO}@{HUB_REVISION[:8]} ({type(error).__name__}): connect "
+            f"to the hub, or {place} (the file of that name at https://huggingface.co/datasets/{HUB_REPO}/tree/"
+            f"{HUB_REVISION[:8]})"
         ) from error
 
 
@@ -215,12 +236,14 @@ def local_test_csv() -> str | None:
 def load_split(split: str = "test", csv_path: str | Path | None = None) -> list[Instance]:
     """Load a Corr2Cause split.
 
-    ``csv_path`` (or :func:`local_test_csv` for the ``test`` split) names a local copy; otherwise the split is
+    ``csv_path`` (or :func:`local_split_csv` where that file is) names a local copy; otherwise the split is
     downloaded at the pinned revision. The test split's fingerprint is always verified; another split's
     published row count is, and from its first download on, its stored positives and template counts too.
     """
     if csv_path is None and split == "test":
         csv_path = local_test_csv()
+    elif csv_path is None and split in HUB_FILES and local_split_csv(split).is_file():
+        csv_path = local_split_csv(split)
     if csv_path is not None:
         if not Path(csv_path).is_file():
             raise DataError(f"{csv_path} does not exist: set {ENV_CSV} to the Corr2Cause test CSV or unset it")

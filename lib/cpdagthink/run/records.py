@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Literal
+from typing import Any, Iterable, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationInfo, computed_field, model_validator
 
@@ -168,10 +168,14 @@ class RunSummary(BaseModel):
     wall_clock_s: float
     status: Literal["finished", "incomplete", "interrupted", "aborted", "error"]
     message: str | None = None
+    # The asked instances this session left without a record because a request failed every attempt, each with
+    # the last error: the next session asks exactly these again (a summary written before it existed: none).
+    not_answered: dict[str, str] = {}
 
     @classmethod
     def of(cls, folder: list[RunRecord], asked: int, asked_records: int, *, model_calls: int, cache_hits: int,
-           wall_clock_s: float, status: str | None = None, message: str | None = None) -> "RunSummary":
+           wall_clock_s: float, status: str | None = None, message: str | None = None,
+           not_answered: dict[str, str] | None = None) -> "RunSummary":
         """The summary of a folder holding the records ``folder`` after a session that asked for ``asked``
         instances and has records for ``asked_records`` of them; ``status`` None: finished or incomplete."""
         return cls(
@@ -188,6 +192,7 @@ class RunSummary(BaseModel):
             wall_clock_s=round(wall_clock_s, 3),
             status=status or ("finished" if asked_records >= asked else "incomplete"),
             message=message,
+            not_answered=not_answered or {},
         )
 
 
@@ -253,6 +258,7 @@ class RunMetadata(BaseModel):
     message: str | None = None  # why a run ended early (an error, an interruption)
     wall_clock_s: float | None = None
     model_calls_this_session: int | None = None
+    batched_calls: int | None = None  # the folder's answered calls that came through batch files (half price)
 
     @model_validator(mode="before")
     @classmethod
@@ -281,3 +287,9 @@ class RunMetadata(BaseModel):
     def identity(self) -> dict[str, Any]:
         """What a resumed session must match: the run's identity and the identity of what computes it."""
         return {"run": self.run, "backend": self.backend}
+
+
+def batched_calls(records: Iterable[RunRecord]) -> int:
+    """How many of the records' answered calls came through batch files (a turn's ``meta["batch"]``, its batch's
+    id): the calls a cost table prices at the batch price."""
+    return sum(1 for r in records for t in r.turns if t.meta.get("batch") and not t.rejected)

@@ -4,7 +4,9 @@
   run into the same folder fails at once with :class:`RunLockedError` instead of duplicating records.
 - Nothing good is dropped: reading keeps every valid line, sets each bad one aside in
   ``records.rejected.jsonl`` with its line number, and ignores a repeated id (first wins).
-- Nothing is half-written: rewrites go through a temporary file and a rename.
+- Nothing is half-written: rewrites go through a temporary file and a rename; the temporary files of a writer
+  killed before its rename are removed when the lock is next taken, and a bad line already set aside is not
+  set aside again.
 - A folder that holds its run whole is read as it is (:func:`completeness`): rendering a page from it needs no
   backend, no model and no lock, and changes nothing in it (it may be a read-only copy from another machine).
 - One identity: a folder holds the run its ``metadata.json`` names (``run``, the
@@ -25,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 from pydantic import BaseModel, ValidationError
 
 from ..errors import CpdagthinkError
-from ..files import write_atomic
+from ..files import remove_stale_temporaries, write_atomic
 from ..method.conditions import parse_answer
 from .records import SCHEMA_VERSION, RunMetadata, RunRecord, RunSummary
 
@@ -102,7 +104,9 @@ def parse_records(text: str) -> tuple[list[RunRecord], list[BadLine]]:
 
 
 def read_records(folder: str | Path) -> list[RunRecord]:
-    """The valid records of a run folder, in file order (a reader never changes the folder)."""
+    """The valid records of a run folder, in file order (a reader never changes the folder): the order they were
+    made, which on a streaming backend is the order they finished; :func:`completeness` gives them in the order
+    asked."""
     path = Path(folder) / RECORDS
     if not path.is_file():
         return []
@@ -243,7 +247,8 @@ class RunFolder:
 
     @contextlib.contextmanager
     def locked(self) -> Iterator["RunFolder"]:
-        """Hold the folder's exclusive lock for the duration of a run."""
+        """Hold the folder's exclusive lock for the duration of a run; once held, remove what a writer killed
+        before its rename left (:func:`~cpdagthink.files.remove_stale_temporaries`): no one else writes here."""
         with (self.path / LOCK).open("a+", encoding="utf-8") as handle:
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -256,6 +261,7 @@ class RunFolder:
             handle.truncate()
             handle.write(str(os.getpid()))
             handle.flush()
+            remove_stale_temporaries(self.path)
             try:
                 yield self
             finally:
@@ -269,12 +275,29 @@ class RunFolder:
             return []
         text = path.read_text(encoding="utf-8", errors="replace")
         records, bad = parse_records(text)
-        if bad:
+        # A kill between setting a line aside and the rewrite leaves it in the records: read again, it is not
+        # set aside twice.
+        known = self._set_aside()
+        fresh = [line for line in bad if line.text not in known]
+        if fresh:
             with (self.path / REJECTED_LINES).open("a", encoding="utf-8") as sink:
-                for line in bad:
+                for line in fresh:
                     sink.write(json.dumps({"line": line.line, "error": line.error, "text": line.text}) + "\n")
         self.rewrite_records(records, unless_equal=text)
         return records
+
+    def _set_aside(self) -> set[str]:
+        """The texts of the lines ``records.rejected.jsonl`` already holds (a torn entry of its own is skipped)."""
+        path = self.path / REJECTED_LINES
+        if not path.is_file():
+            return set()
+        texts = set()
+        for entry in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            with contextlib.suppress(ValueError):
+                found = json.loads(entry)
+                if isinstance(found, dict) and isinstance(found.get("text"), str):
+                    texts.add(found["text"])
+        return texts
 
     def rewrite_records(self, records: list[RunRecord], unless_equal: str | None = None) -> None:
         text = "".join(r.model_dump_json() + "\n" for r in records)

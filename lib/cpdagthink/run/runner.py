@@ -1,7 +1,10 @@
 """Run a condition over instances: cached model calls, one typed record per finished instance, resumable.
 
-Work proceeds in chunks: turn 1 for the whole chunk in one batched backend call, then turn 2, then the
-chunk's records are appended and flushed. A run killed midway restarts after its last written record; a
+On a backend that computes whole batches (an offline engine), work proceeds in chunks: turn 1 for the whole
+chunk in one batched backend call, then turn 2, then the chunk's records are appended and flushed. On one that
+serves one request at a time over the network (:attr:`Backend.streams_requests`), each instance goes through its
+turns on its own and its record is appended the moment its last turn arrives (:mod:`.streaming`); a request that
+fails every attempt leaves its instance unanswered (``summary.json``'s ``not_answered``) and the run goes on. A run killed midway restarts after its last written record; a
 finished run re-run makes zero model calls because every call is content-addressed in the cache. The run
 folder is locked while a run writes to it (:mod:`.runfolder`), and a record is only reused for the very
 same row (its id and its content).
@@ -9,19 +12,13 @@ same row (its id and its content).
 
 from __future__ import annotations
 
-import os
-import platform
-import shutil
-import subprocess
+import threading
 import time
-from dataclasses import dataclass, replace
-from importlib import metadata as importlib_metadata
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from tqdm.auto import tqdm
-
-from ..backends.base import Backend, BackendError, PartialBatchError, RequestRejected
+from ..backends.base import Backend, PartialBatchError, RequestRejected
 from ..causal.instance import Instance
 from ..causal.oracle import OracleLabel, UnfaithfulFactsError, label_text
 from ..causal.premise import PremiseError
@@ -42,20 +39,16 @@ from ..method.conditions import (
 )
 from ..method.decoding import Decoding
 from ..method.interventions import get_probe
-from ..paths import PROJECT_ROOT
 from .cache import CallCache, former_identities
 from .config import RunConfig
-from .records import (SCHEMA_VERSION, GitRevision, Hardware, InterventionRecord, RepairRecord, RunMetadata, RunRecord,
-                      RunSummary, ToolCallRecord, TurnRecord, json_sha256)
+from .provenance import served_models, session_metadata
+from .records import (SCHEMA_VERSION, InterventionRecord, RepairRecord, RunMetadata, RunRecord, RunSummary,
+                      ToolCallRecord, TurnRecord, batched_calls, json_sha256)
 from .repair import repair_round
 from .runfolder import CONFIG, METADATA, SUMMARY, RunFolder, RunFolderError, difference, read_metadata
-from .spec import rows_sha256
+from .streaming import Health, RunAborted, Tally, ask_once, counting, lanes_for, stream
 
 ABORT_AFTER_REJECTIONS = 5
-# The frameworks App. J names (torch, transformers, vLLM, llama.cpp) and what this package runs on; read from
-# the installed distributions, so no framework is imported just to learn its version.
-_PACKAGES = ("cpdagthink", "llama_cpp_python", "outlines", "outlines_core", "openai", "vllm", "torch", "transformers",
-             "tokenizers", "huggingface_hub", "networkx", "pydantic")
 
 
 class RunMismatchError(CpdagthinkError, ValueError):
@@ -64,11 +57,14 @@ class RunMismatchError(CpdagthinkError, ValueError):
 
 @dataclass
 class CachedBackend:
-    """A backend behind the call cache; counts the calls it really made."""
+    """A backend behind the call cache; counts the calls it really made. ``one_by_one``: each missing request is
+    asked alone on the calling thread (a streaming run's lane), once in the process however many runs ask it."""
 
     backend: Backend
     cache: CallCache
     calls: int = 0
+    one_by_one: bool = False
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def complete_batch(self, requests: Sequence[Request]) -> list[tuple[Completion, bool]]:
         """Completions in order, each with ``cache_hit``; only misses reach the model, in one batch. When the
@@ -81,15 +77,33 @@ class CachedBackend:
         keys = [r.cache_key(identity) for r in requests]
         formers = former_identities(identity, getattr(self.backend, "base_urls", None))
         found = [self.cache.get(k, [r.cache_key(f) for f in formers]) for k, r in zip(keys, requests)]
+        hits = [c is not None for c in found]
         missing = [i for i, c in enumerate(found) if c is None]
         self.cache.require_writable(len(missing))
         if missing:
             fresh = self._ask([requests[i] for i in missing], [keys[i] for i in missing])
-            for i, completion in zip(missing, fresh):
-                found[i] = completion
-        return [(c, i not in missing) for i, c in enumerate(found)]
+            for i, (completion, hit) in zip(missing, fresh):
+                found[i], hits[i] = completion, hit
+        return list(zip(found, hits))
 
-    def _ask(self, requests: list[Request], keys: list[str]) -> list[Completion]:
+    def _ask(self, requests: list[Request], keys: list[str]) -> list[tuple[Completion, bool]]:
+        """Each request's completion, cached under its key as it comes, and whether it was read from the cache
+        after all (another run in this process asked for it meanwhile): one by one (:attr:`one_by_one`), or in
+        one batch (:meth:`_ask_batch`)."""
+        if self.one_by_one:
+            return [self._ask_alone(request, key) for request, key in zip(requests, keys)]
+        return [(completion, False) for completion in self._ask_batch(requests, keys)]
+
+    def _ask_alone(self, request: Request, key: str) -> tuple[Completion, bool]:
+        """One request, asked once in the process (:func:`.streaming.ask_once`) and cached the moment it arrives."""
+        def ask() -> Completion:
+            completion = self._one(request)
+            self._keep([key], [completion])
+            return completion
+
+        return ask_once(self.cache.directory, key, lambda: self.cache.get(key), ask)
+
+    def _ask_batch(self, requests: list[Request], keys: list[str]) -> list[Completion]:
         """The model's completions of ``requests`` in one batch (one by one when the batch is refused), each
         cached under its ``keys``; when the batch stops on an error or is interrupted, what finished (the
         backend's ``completions`` of it) is cached first."""
@@ -112,15 +126,13 @@ class CachedBackend:
         for key, completion in zip(keys, completions):
             if completion is None:
                 continue
-            self.calls += 1
+            with self._lock:
+                self.calls += 1
             if "rejected" not in completion.meta:
                 self.cache.put(key, completion)
 
     def _one(self, request: Request) -> Completion:
-        try:
-            return self.backend.complete(request)
-        except RequestRejected as error:
-            return Completion(text="", meta={"rejected": str(error)})
+        return self.backend.complete_or_rejected(request)
 
 
 def _turn_record(request: Request, completion: Completion, cache_hit: bool) -> TurnRecord:
@@ -140,32 +152,6 @@ def _turn_record(request: Request, completion: Completion, cache_hit: bool) -> T
     )
 
 
-def git_revision(root: Path = PROJECT_ROOT) -> GitRevision | None:
-    """The commit the code at ``root`` is checked out at, and whether tracked files differ from it (untracked
-    files do not count, as with ``git describe --dirty``); None outside a git checkout or without git."""
-
-    def git(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=10)
-
-    try:
-        commit, status = git("rev-parse", "HEAD"), git("status", "--porcelain", "--untracked-files=no")
-    except (OSError, subprocess.SubprocessError):
-        return None
-    if commit.returncode or status.returncode:
-        return None
-    return GitRevision(commit=commit.stdout.strip(), dirty=bool(status.stdout.strip()))
-
-
-def _versions() -> dict[str, str]:
-    found = {}
-    for name in _PACKAGES:
-        try:
-            found[name] = importlib_metadata.version(name)
-        except importlib_metadata.PackageNotFoundError:
-            continue
-    return found
-
-
 def _oracle_verdict(instance: Instance) -> OracleLabel:
     """The oracle's verdict; a label of None where it has none: an unfaithful premise (with its problem), or text
     it cannot read (e.g. a hypothesis in a wording it does not know). A model needs no parse, so such a row is
@@ -183,28 +169,6 @@ def pose(condition: Condition, instance: Instance, decoding: Decoding) -> tuple[
     except (PremiseError, UnfaithfulFactsError) as error:
         return f"{type(error).__name__}: {error}"
     return verdict.problem or (request, verdict.label)  # no DAG satisfies it: no label to score an answer against
-
-
-def _hardware() -> Hardware:
-    gpus: list[str] = []
-    if shutil.which("nvidia-smi"):
-        try:
-            listed = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
-                                    text=True, timeout=10).stdout
-            gpus = [line.strip() for line in listed.splitlines() if line.strip()]
-        except (OSError, subprocess.SubprocessError):
-            pass  # a driver that does not answer: recorded as no GPU seen
-    cpu = platform.processor() or None
-    try:
-        cpu = next((line.partition(":")[2].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                    if line.startswith("model name")), cpu)
-    except OSError:
-        pass  # not Linux: platform.processor() stands
-    return Hardware(gpus=gpus, cpu=cpu, cpu_cores=os.cpu_count())
-
-
-def _served_models(records: Iterable[RunRecord]) -> list[str]:
-    return sorted({t.meta["served_model"] for r in records for t in r.turns if t.meta.get("served_model")})
 
 
 @dataclass
@@ -261,33 +225,6 @@ def _differences(new: dict[str, Any], held: dict[str, Any], differs: list[str]) 
     return details
 
 
-def _metadata(run: dict[str, Any], backend: Backend, instances: list[Instance], done: list[RunRecord],
-              started: float) -> RunMetadata:
-    """The ``metadata.json`` a session starts with: the run's identity, what computes it, and its provenance."""
-    provenance = backend.provenance()
-    return RunMetadata(
-        record_schema=SCHEMA_VERSION,
-        run=run,
-        backend=backend.identity(),
-        thinking_supported=backend.thinking_supported,
-        instances=len(instances),
-        instances_sha256=rows_sha256(instances),
-        sources=sorted({i.source for i in instances}),
-        seed=run["decoding"]["seed"],
-        model_revision=provenance.model_revision,
-        tokenizer_revision=provenance.tokenizer_revision,
-        model_package=provenance.model_package,
-        api=provenance.api,
-        served_models=_served_models(done),
-        served_weights=provenance.served_weights,
-        git=git_revision(),
-        packages=_versions(),
-        python=platform.python_version(),
-        hardware=_hardware(),
-        started_at=time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)),
-    )
-
-
 @dataclass
 class _Progress:
     """A session's work on its folder: the records it holds, those it adds, and what it writes when it ends."""
@@ -299,16 +236,24 @@ class _Progress:
     done: list[RunRecord]
     started: float
 
-    def run(self, chunk_size: int, progress: bool) -> RunResult:
-        """Make the missing records chunk by chunk; whatever ends the session, write its summary."""
+    def run(self, chunk_size: int, progress: bool, tally: "Tally | None" = None) -> RunResult:
+        """Make the missing records (chunk by chunk, or each on its own on a streaming backend), counted on
+        ``tally`` (shared by runs made together; None: a line of this run's own); whatever ends the session,
+        write its summary."""
+        with counting(tally, self.session.condition.name, progress) as bar:
+            return self._run(chunk_size, bar)
+
+    def _run(self, chunk_size: int, bar: "Tally") -> RunResult:
         in_folder = {r.id: r for r in self.done}  # the summary describes the folder, whatever subset is asked
         wanted = {i.id for i in self.instances}
         finished = {r.id: r for r in self.done if r.id in wanted}
         todo = [i for i in self.instances if i.id not in finished]
-        bar = self._bar(len(finished), progress)
-        status, message = None, None
+        bar.join(len(self.instances), len(finished), lambda: self.session.cached.calls)
+        status, message, unanswered = None, None, {}
         try:
-            self._make(todo, chunk_size, bar, finished, in_folder)
+            with self.folder.appender() as append:
+                unanswered = self._work(todo, chunk_size, self._keeper(append, bar, finished, in_folder), bar.stop)
+            message = _unanswered_message(unanswered)
         except KeyboardInterrupt as stop:  # Ctrl-C, or SIGTERM as the command line raises it
             status, message = "interrupted", str(stop) or "interrupted by Ctrl-C"
             raise
@@ -319,42 +264,54 @@ class _Progress:
             status, message = "error", f"{type(error).__name__}: {error}"
             raise
         finally:
-            bar.close()
             records = [finished[i.id] for i in self.instances if i.id in finished]
-            summary = self._end(list(in_folder.values()), records, status, message)
+            summary = self._end(list(in_folder.values()), records, status, message, unanswered)
         return RunResult(self.folder.path, records, self.session.cached.calls, self.session.hits, summary)
 
-    def _bar(self, initial: int, progress: bool) -> tqdm:
-        """The session's progress bar, ``initial`` instances done; off without ``progress`` or under
-        ``TQDM_DISABLE``."""
-        # TQDM_DISABLE, tqdm's own switch, read here too: its notebook bar ignores it, and the book's kernels set it
-        # (a page shows results, not the progress of computing them)
-        quiet = os.environ.get("TQDM_DISABLE", "").strip().lower() in ("1", "true", "yes")
-        return tqdm(total=len(self.instances), initial=initial, desc=self.session.condition.name, unit="inst",
-                    disable=not progress or quiet)
+    def _keeper(self, append: Any, bar: "Tally", finished: dict[str, RunRecord],
+                in_folder: dict[str, RunRecord]) -> Any:
+        """What keeps each record as it comes: appended to the folder, entered in ``finished`` and ``in_folder``
+        (so an error keeps, for the summary, every record made before it), counted on the bar with the calls
+        made so far, and watched for a service that refuses everything."""
+        def keep(record: RunRecord) -> None:
+            append(record)
+            finished[record.id] = in_folder[record.id] = record
+            bar.done()
+            self.session.watch(record)
 
-    def _make(self, todo: list[Instance], chunk_size: int, bar: tqdm, finished: dict[str, RunRecord],
-              in_folder: dict[str, RunRecord]) -> None:
-        """Make the records of ``todo`` chunk by chunk, each appended to the folder as it comes and entered in
-        ``finished`` and ``in_folder`` (so an error keeps, for the summary, every record made before it)."""
-        with self.folder.appender() as append:
-            for start in range(0, len(todo), chunk_size):
-                for record in self.session.chunk(todo[start:start + chunk_size]):
-                    append(record)
-                    finished[record.id] = in_folder[record.id] = record
-                    bar.update(1)
-                    self.session.watch(record)
+        return keep
+
+    def _work(self, todo: list[Instance], chunk_size: int, keep: Any, stop: threading.Event) -> dict[str, str]:
+        """Make the records of ``todo``, each on its own on a streaming backend, else chunk by chunk; the
+        instances left unanswered, each with why."""
+        if self.session.cached.one_by_one:
+            return self._stream(todo, keep, stop)
+        self._make(todo, chunk_size, keep)
+        return {}
+
+    def _make(self, todo: list[Instance], chunk_size: int, keep: Any) -> None:
+        """Make the records of ``todo`` chunk by chunk, keeping each (:meth:`_keeper`)."""
+        for start in range(0, len(todo), chunk_size):
+            for record in self.session.chunk(todo[start:start + chunk_size]):
+                keep(record)
+
+    def _stream(self, todo: list[Instance], keep: Any, stop: threading.Event) -> dict[str, str]:
+        """Make the records of ``todo`` each on its own (:func:`.streaming.stream`), keeping each as its last
+        turn arrives, until ``stop`` is set; the instances left unanswered, each with why."""
+        backend = self.session.cached.backend
+        return stream(todo, self.session.one, lanes_for(backend), Health(backend.fail_on_error), keep, stop)
 
     def _end(self, in_folder: list[RunRecord], records: list[RunRecord], status: str | None,
-             message: str | None) -> RunSummary:
+             message: str | None, unanswered: dict[str, str]) -> RunSummary:
         """Write the session's outcome: the summary of the folder, and the metadata finished."""
         summary = RunSummary.of(in_folder, len(self.instances), len(records), model_calls=self.session.cached.calls,
                                 cache_hits=self.session.hits, wall_clock_s=time.time() - self.started, status=status,
-                                message=message)
+                                message=message, not_answered=unanswered)
         metadata = self.metadata.model_copy(update={
             "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "status": summary.status,
             "message": summary.message, "wall_clock_s": summary.wall_clock_s,
-            "model_calls_this_session": summary.model_calls, "served_models": _served_models(records)})
+            "model_calls_this_session": summary.model_calls, "served_models": served_models(records),
+            "batched_calls": batched_calls(in_folder)})
         self.folder.write_json(METADATA, metadata)
         self.folder.write_json(SUMMARY, summary)
         return summary
@@ -362,13 +319,14 @@ class _Progress:
 
 def run_config(config: RunConfig, backend: Backend, instances: Iterable[Instance], out: str | Path | None = None, *,
                intervention: Intervention | None = None, progress: bool = True,
-               abort_after: int = ABORT_AFTER_REJECTIONS) -> RunResult:
+               abort_after: int = ABORT_AFTER_REJECTIONS, tally: Tally | None = None) -> RunResult:
     """Run one configured run on ``instances`` with ``backend``: the one entry of every front door, and the only
     way to run. Its condition, probe (from :data:`~cpdagthink.method.interventions.PROBES`, unless
     ``intervention`` gives the function), decoding, cache and chunk size come from ``config``, which the folder
     keeps as ``config.json``, and the run is its :attr:`~RunConfig.spec`; ``out`` defaults to the folder
     ``config`` names (:meth:`RunConfig.folder`). One :class:`RunRecord` per instance is appended to
-    ``records.jsonl``, ``metadata.json`` describes the run and ``summary.json`` its outcome.
+    ``records.jsonl``, ``metadata.json`` describes the run and ``summary.json`` its outcome. ``tally``: the
+    progress line it shares with runs made at once (:func:`.together.run_configs`).
 
     Raises :class:`RunMismatchError` for a folder of another run or other data, :class:`RunLockedError`
     while another run writes into the folder, and :class:`RunAborted` when the first ``abort_after``
@@ -386,20 +344,27 @@ def run_config(config: RunConfig, backend: Backend, instances: Iterable[Instance
     with folder.locked():
         done = folder.load_records()
         started = time.time()
-        metadata = _metadata(config.spec.identity(), backend, instances, done, started)
+        metadata = session_metadata(config.spec.identity(), backend, instances, done, started)
         _check_resumable(folder, metadata, done, instances)
         if any(r.rejected for r in done):  # a request the service refused is asked again
             done = [r for r in done if not r.rejected]
             folder.rewrite_records(done)
         folder.write_json(METADATA, metadata)
         folder.write_json(CONFIG, config)
-        session = _Session(get_condition(config.condition), CachedBackend(backend, CallCache(config.cache_dir)),
-                           config.decoding, intervention, config.probe, abort_after)
-        return _Progress(folder, session, metadata, instances, done, started).run(chunk_size, progress)
+        backend.attach_run(folder.path)
+        cached = CachedBackend(backend, CallCache(config.cache_dir), one_by_one=backend.streams_requests)
+        session = _Session(get_condition(config.condition), cached, config.decoding, intervention, config.probe,
+                           abort_after)
+        return _Progress(folder, session, metadata, instances, done, started).run(chunk_size, progress, tally)
 
 
-class RunAborted(BackendError):
-    """The service refused every one of the first requests of a run: paying for the rest would be waste."""
+def _unanswered_message(unanswered: dict[str, str]) -> str | None:
+    """How a session that left instances unanswered ended (None: it left none)."""
+    if not unanswered:
+        return None
+    first = next(iter(unanswered))
+    return (f"finished with {len(unanswered)} instance{'s' if len(unanswered) != 1 else ''} not answered (every "
+            f"attempt of a request failed; running it again asks exactly these). First: {first}: {unanswered[first]}")
 
 
 @dataclass
@@ -415,6 +380,7 @@ class _Session:
     hits: int = 0
     fresh_rejections: int = 0
     fresh_answers: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def _pose(self, chunk: list[Instance]) -> tuple[list[tuple[Instance, Request, int | None]], dict[str, str]]:
         """Each instance with its first request and oracle label, and why each other one cannot be posed."""
@@ -449,6 +415,10 @@ class _Session:
         made = self._records(posed, turns, emitted, given, repairs)
         return [made[i.id] if i.id in made else self._problem(i, problems[i.id]) for i in chunk]
 
+    def one(self, instance: Instance) -> RunRecord:
+        """The record of one instance, its turns asked one after the other (a streaming run's lane)."""
+        return self.chunk([instance])[0]
+
     def _records(self, posed: list, turns: list, emitted: list, given: list, repairs: dict) -> dict[str, RunRecord]:
         return {inst.id: self._record(inst, oracle, t, e, g, repairs.get(k))
                 for k, ((inst, _, oracle), t, e, g) in enumerate(zip(posed, turns, emitted, given))}
@@ -463,7 +433,8 @@ class _Session:
 
     def _record(self, instance: Instance, oracle: int | None, turns: list[tuple[Request, Completion, bool]],
                 emitted: Emitted | None, given: Turn2Input | None, repair: RepairRecord | None = None) -> RunRecord:
-        self.hits += sum(hit for _, _, hit in turns)
+        with self._lock:  # records of a streaming run are made on several lanes at once
+            self.hits += sum(hit for _, _, hit in turns)
         return RunRecord(
             **self._base(instance),
             oracle_label=oracle,

@@ -24,8 +24,11 @@ from ..method.decoding import Decoding
 __all__ = ["RunSpec", "Sample", "TRANSPORT_OPTIONS", "bounded", "computed_options", "rows_sha256", "run_identity",
            "short_hash"]
 
-# Options that say how to reach a model, not what it computes: they never separate two runs.
-TRANSPORT_OPTIONS = frozenset({"base_url", "timeout", "retries", "max_retries", "max_concurrency", "api_key_env"})
+# Options that say how to reach a model, not what it computes: they never separate two runs. (``fail_on_error``:
+# when a run gives up on a failing service; batch mode: a batch line's body is the direct call's, answered by the
+# same model.)
+TRANSPORT_OPTIONS = frozenset({"base_url", "timeout", "retries", "max_retries", "max_concurrency", "api_key_env",
+                               "fail_on_error", "batch", "batch_poll_s", "run_batch", "run_batch_args"})
 
 
 def computed_options(options: dict[str, Any]) -> dict[str, Any]:

@@ -9,10 +9,14 @@ OpenAI Responses API (reasoning models), as one backend over four parts:
   (``max_stored_chars`` per field).
 * :mod:`.endpoints` gives each endpoint its own key and keeps keys out of every record.
 * :mod:`..transport` sends the attempts: round-robin over ``base_url``, at most ``max_concurrency`` in flight,
-  each attempt within ``timeout``, retried as :meth:`OpenAIBackend.classify` says: 408/409/425/429/5xx,
-  connection errors and an HTTP 200 whose body is not a well-formed answer are retried ``retries`` times; a
-  request that times out is not (a server that did not answer once will not answer faster the second time,
-  and a dead endpoint must fail within one ``timeout``).
+  each attempt within ``timeout``, retried as :meth:`OpenAIBackend.classify` says: timeouts, 408/409/425/429/5xx,
+  connection errors and an HTTP 200 whose body is not a well-formed answer are retried ``retries`` times (a call
+  that hangs once in a hundred costs its instance a retry, never the run); a refused key and a spent quota are
+  fatal, as no retry mends them.
+
+The backend serves one request at a time (:attr:`~..base.Backend.streams_requests`): the runner sends each
+instance's turns on their own, up to ``max_concurrency`` in flight across every run on the backend, and stops a
+run as a broken service when a share ``fail_on_error`` of its last requests failed every attempt.
 
 A request the service rejects (400/413/422) comes back from :meth:`OpenAIBackend.complete_batch` as a
 rejected completion carrying the service's own message (``meta["rejected"]``); :meth:`OpenAIBackend.complete`
@@ -25,12 +29,16 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
+from pathlib import Path
 from typing import Annotated, Any, Callable, Literal, Mapping, Sequence
 
 from pydantic import Field
 
 from ...method.chat import Completion, Request
+from ...paths import OUTPUTS_ROOT
 from ..base import Backend, BackendError, PartialBatchError, Provenance, read_options
+from .batches import STATE_FOLDER, BatchRounds, BatchState, BatchStopped, OpenAIBatches, Refused
 from .endpoints import NO_KEY, Endpoints, endpoint_keys, endpoint_urls, public_url, public_url_for_client, redact
 from .payloads import RegexMode, carries_reasoning, chat_kwargs, responses_kwargs, without_reasoning_items
 from .served import endpoints_weights
@@ -45,6 +53,7 @@ from .responses import (
 )
 from ..profiles import ModelProfile, ProfiledFamily, check_effort, profile_for, with_overrides
 from ..transport import MESSAGE_CHARS, Failure, ServiceRejected, Transport, bounded_http_client, status_failure
+from .run_batch import VLLMRunBatch, run_batch_gpus
 
 INSTALL_HINT = "pip install -e '.[api]'"
 # Seconds one attempt may take when no ``timeout`` is given: a reasoning model at a paper-scale budget
@@ -57,8 +66,16 @@ MAX_CONCURRENCY = 256
 MAX_RETRIES = 10
 MAX_BACKOFF_S = 120.0
 MAX_TIMEOUT_S = 3600.0
+# A run stops as a broken service when this share of its last requests failed every attempt.
+FAIL_ON_ERROR = 0.5
+# The error codes of a key refused and of a spent quota: no retry mends them.
+_FATAL_CODES = {"insufficient_quota", "invalid_api_key", "billing_hard_limit_reached", "account_deactivated"}
 # Characters of a service's error body kept as its message.
 SERVER_MESSAGE_CHARS = 2000
+# The address the (never used) clients get when ``vllm run-batch`` answers: no request goes over the network.
+NO_SERVER = "http://127.0.0.1:9/v1"
+# Instances per chunk in batch mode: the whole run, so each turn is one round of batch files.
+WHOLE_RUN = 1 << 30
 # The service's refusal of reasoning items it did not issue to this organisation.
 _UNVERIFIABLE = re.compile(r"(?i)encrypted content .* could not be verified|invalid_encrypted_content")
 
@@ -106,14 +123,32 @@ class OpenAIBackend(ProfiledFamily, Backend):
     ``reasoning_effort`` | ``chat_template_kwargs``), ``reasoning_effort`` (sent on thinking requests),
     ``send_sampling`` (send temperature/top_p even where the profile says not to), ``timeout`` (seconds one
     attempt may take in all; default by profile: 600 for reasoning families, else 60), ``retries``,
-    ``max_stored_chars`` (kept per field of an answer); ``revision`` and ``reasoning_parser`` record what the
+    ``max_stored_chars`` (kept per field of an answer), ``fail_on_error`` (the share of a run's last requests
+    failing every attempt that stops it; 0: never); ``revision`` and ``reasoning_parser`` record what the
     server was started with; ``api_key_env`` names the variable whose key is sent (:func:`.endpoints.key_variable`).
+
+    ``batch``: send each turn's requests as batch files (:mod:`.batches`), polled every ``batch_poll_s``
+    seconds; a run is then one chunk (every turn 1, then every turn 2) and never streams an instance's turns.
+    ``run_batch`` (the command, ``vllm run-batch`` or ``vllm``; no ``base_url``) runs each file with ``vllm
+    run-batch`` on this node instead (:mod:`.run_batch`), with ``run_batch_args`` (engine arguments) last.
+    How requests travel, never what they compute: the identity and the cache keys are a direct call's (to ``vllm
+    serve`` for ``run_batch``).
     """
 
     name = "openai"
     preferred_chunk_size = 64
+    streams_requests = True
     builds_cheaply = True  # a client is made, nothing is called
     api_slots = 1  # a grid job holds one of the profile's api_slots, sending up to max_concurrency at a time
+    offers_batches = True  # -o batch=true: the Batch API (:mod:`.batches`)
+
+    @classmethod
+    def job_resources(cls, options: Mapping[str, Any]) -> dict[str, int]:
+        """One of the profile's ``api_slots``; with ``run_batch``, vLLM runs inside the job instead: the GPUs of
+        its tensor-parallel size (``--tensor-parallel-size``/``-tp`` in ``run_batch_args``, else 1), no slot."""
+        if not options.get("run_batch"):
+            return super().job_resources(options)
+        return {"gpu": run_batch_gpus(str(options.get("run_batch_args") or ""))}
 
     @classmethod
     def applies_regex(cls, options: Mapping[str, Any]) -> bool:
@@ -143,12 +178,18 @@ class OpenAIBackend(ProfiledFamily, Backend):
         send_seed: bool = True,
         api: Literal["chat", "responses"] | None = None,
         max_stored_chars: Annotated[int, Field(ge=1)] = MAX_STORED_CHARS,
+        fail_on_error: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] = FAIL_ON_ERROR,
+        batch: bool = False,
+        batch_poll_s: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 30.0,
+        run_batch: Annotated[str, Field(min_length=1)] | None = None,
+        run_batch_args: str = "",
     ):
         openai = _openai_module()
         check_settings(max_concurrency=max_concurrency, retries=retries, timeout=timeout, backoff_base=backoff_base,
-                       backoff_max=backoff_max, regex_mode=regex_mode, max_stored_chars=max_stored_chars)
+                       backoff_max=backoff_max, regex_mode=regex_mode, max_stored_chars=max_stored_chars,
+                       fail_on_error=fail_on_error)
         self.model = model
-        urls = endpoint_urls(base_url)
+        urls = _urls(base_url, run_batch)
         self.base_urls = [public_url(u) for u in urls]
         self.regex_mode = regex_mode
         self.profile = backend_profile(model, regex_mode, token_param=token_param, thinking_param=thinking_param,
@@ -158,8 +199,7 @@ class OpenAIBackend(ProfiledFamily, Backend):
         # The switch changes what is sent only where the family has an off switch; elsewhere the runner
         # sends thinking=False so one request is one cache entry.
         self.thinking_supported = self.profile.off_switch is not None
-        self.revision = revision
-        self.api_key_env = api_key_env
+        self.revision, self.api_key_env = revision, api_key_env
         keys = endpoint_keys(urls, api_key_env)
         self._secrets = tuple(k for k in keys if k)
         self.timeout = float(timeout) if timeout is not None else default_timeout(self.profile)
@@ -169,23 +209,54 @@ class OpenAIBackend(ProfiledFamily, Backend):
         self.transport = Transport(self._clients, self.base_urls, self.classify, timeout=self.timeout,
                                    retries=int(retries), backoff_base=backoff_base, backoff_max=backoff_max,
                                    jitter_seed=jitter_seed, max_concurrency=max(1, int(max_concurrency)))
-        self.send_seed = send_seed
-        self.max_stored_chars = int(max_stored_chars)
+        self.max_concurrency = self.transport.max_concurrency
+        self.fail_on_error = float(fail_on_error) or None
+        self.send_seed, self.max_stored_chars = send_seed, int(max_stored_chars)
         self.served_model: str | None = None
-        # Asked once, before any request, so the identity never changes under a run: the weights the endpoints
-        # say stand behind the model's name (:mod:`.served`: vLLM's root, llama.cpp's model file), or None.
+        self.served_weights = None if run_batch else self._served_weights()  # run-batch has no server to ask
+        self._batch_mode(bool(batch) or run_batch is not None, float(batch_poll_s), int(retries), run_batch,
+                         run_batch_args)
+
+    def _served_weights(self) -> str | None:
+        """Asked once, before any request, so the identity never changes under a run: the weights the endpoints
+        say stand behind the model's name (:mod:`.served`: vLLM's root, llama.cpp's model file), or None."""
         try:
-            self.served_weights = endpoints_weights(self._clients, self.base_urls, model, self.timeout)
+            return endpoints_weights(self._clients, self.base_urls, self.model, self.timeout)
         except ValueError as mixed:
             raise BackendError(str(mixed)) from None
+
+    def _batch_mode(self, batch: bool, poll_s: float, retries: int, run_batch: str | None, run_batch_args: str) -> None:
+        """Set up batch mode (class docstring): the Batch API, or ``vllm run-batch`` where ``run_batch`` names the
+        executable; its batches are written down under outputs/batches until a run names its folder
+        (:meth:`attach_run`)."""
+        self.batch = batch
+        if batch:
+            # Batch mode works turn by turn over the whole run: one chunk, no instance's turn 2 sent on its own
+            # (the streaming runner, which asks ``streams_requests``, must not take this backend).
+            self.streams_requests = False
+            if len(self.base_urls) > 1:
+                raise ValueError("batch mode submits to one service: give one base_url")
+            if not poll_s > 0:
+                raise ValueError(f"batch_poll_s must be a positive number of seconds, got {poll_s!r}")
+            self.preferred_chunk_size = WHOLE_RUN
+        service = OpenAIBatches(self._batch_call, self.base_urls[0]) if run_batch is None else VLLMRunBatch(
+            run_batch, self.model, revision=self.revision, reasoning_parser=self.profile.reasoning_parser,
+            extra_args=shlex.split(run_batch_args))
+        self.batches = BatchRounds(service, BatchState(OUTPUTS_ROOT / STATE_FOLDER), poll_s=poll_s, retries=retries)
 
     def provenance(self) -> Provenance:
         """The revision asked for (a service resolves its own: each response's ``model`` is recorded as the
         served snapshot) and the API with its public endpoints."""
-        where = ", ".join(self.base_urls)
+        service = self.batches.service
+        where = service.where if isinstance(service, VLLMRunBatch) else ", ".join(self.base_urls)
         api = "Responses API" if self.profile.api == "responses" else "Chat Completions API"
-        return Provenance(model_revision=self.revision, api=f"OpenAI-compatible {api} at {where}",
+        through = " through batch files" if self.batch else ""
+        return Provenance(model_revision=self.revision, api=f"OpenAI-compatible {api} at {where}{through}",
                           served_weights=self.served_weights)
+
+    def attach_run(self, folder: Path) -> None:
+        """Batch mode writes down its batches in the run folder (``batches/``), where a rerun finds them."""
+        self.batches.state = BatchState(Path(folder) / STATE_FOLDER)
 
     def identity(self) -> dict[str, Any]:
         """What computes: the model as requests name it to the server, the revision asked for, the API, regex mode,
@@ -217,13 +288,16 @@ class OpenAIBackend(ProfiledFamily, Backend):
         return self.transport.attempts
 
     def classify(self, exc: Exception, url: str) -> Failure | None:
-        """What a failed attempt at ``url`` means (:mod:`..transport`): a timeout is fatal, an HTTP error status
-        counts by its code, a connection error or an answer that is not well formed is retried; None for
-        any other exception."""
+        """What a failed attempt at ``url`` means (:mod:`..transport`): a timeout is retried, an HTTP error status
+        counts by its code (a refused key or a spent quota is fatal, whatever its status), a connection error or
+        an answer that is not well formed is retried; None for any other exception."""
         o = self._openai
         if isinstance(exc, o.APITimeoutError):
-            return Failure("fatal", f"{url} did not answer within {self.timeout:g} s (timeout; not retried: pass "
-                                    "a larger timeout for slow models)")
+            return Failure("retry", f"{url} did not answer within {self.timeout:g} s (timeout; pass a larger "
+                                    "timeout for slow models)")
+        if isinstance(exc, o.APIStatusError) and getattr(exc, "code", None) in _FATAL_CODES:
+            return Failure("fatal", f"request to {url} failed (HTTP {exc.status_code}, {exc.code}; no retry mends "
+                                    f"it): {self._server_message(exc)}"[:MESSAGE_CHARS])
         if isinstance(exc, o.APIStatusError):
             return status_failure(url, exc.status_code, self._server_message(exc), _retry_after(exc))
         if isinstance(exc, o.APIConnectionError):
@@ -286,7 +360,8 @@ class OpenAIBackend(ProfiledFamily, Backend):
             self.served_model = completion.meta["served_model"]
         return cap_stored(completion, self.max_stored_chars)
 
-    def _complete_or_rejected(self, request: Request) -> Completion:
+    def complete_or_rejected(self, request: Request) -> Completion:
+        """One request; one the service refuses comes back carrying the service's message and status."""
         try:
             return self.complete(request)
         except ServiceRejected as rejection:
@@ -294,13 +369,74 @@ class OpenAIBackend(ProfiledFamily, Backend):
                                              "rejected_status": rejection.status_code, "base_url": rejection.url,
                                              "api": self.profile.api})
 
+    def _batch_call(self, send: Callable[[Any], Any]) -> Any:
+        """``send(client)`` of a Batch API call, retried and bounded as any request is."""
+        return self.transport.request(send, lambda response, latency_s, attempt: response)
+
+    def _body(self, request: Request) -> tuple[str, dict[str, Any], dict[str, Any]]:
+        """(endpoint, the request's body as a batch line carries it, note): the direct call's keyword arguments,
+        with what the client would merge into the body (``extra_body``) merged."""
+        if self.profile.api == "responses":
+            kwargs, note = responses_kwargs(request, self.model, profile=self.profile,
+                                            reasoning_effort=self.reasoning_effort)
+            endpoint = "/v1/responses"
+        else:
+            kwargs, note = chat_kwargs(request, self.model, profile=self.profile, regex_mode=self.regex_mode,
+                                       reasoning_effort=self.reasoning_effort, send_seed=self.send_seed)
+            endpoint = "/v1/chat/completions"
+        extra = kwargs.pop("extra_body", None) or {}
+        return endpoint, {**kwargs, **extra}, note
+
+    def _read_line(self, body: Any, note: dict[str, Any], batch_id: str) -> Completion:
+        """A batch output line's body read as the direct call's answer would be (:class:`MalformedAnswer` when
+        it is not one); ``meta["batch"]`` names the batch that served it."""
+        if self.profile.api == "responses":
+            kind, parse = self._openai.types.responses.Response, completion_from_responses
+        else:
+            kind, parse = self._openai.types.chat.ChatCompletion, completion_from_response
+        meta = {**note, "base_url": self.batches.service.where, "batch": batch_id}
+        # as the client reads a direct answer: built without validation (a field a service leaves out stays None)
+        completion = checked(lambda: parse(kind.construct(**body), 0.0, meta))()
+        if completion.meta.get("served_model"):
+            self.served_model = completion.meta["served_model"]
+        return cap_stored(completion, self.max_stored_chars)
+
+    def _answered(self, answer: Completion | Refused | None) -> Completion | None:
+        if not isinstance(answer, Refused):
+            return answer
+        return Completion(text="", meta={"rejected": answer.message, "rejected_status": answer.status_code,
+                                         "base_url": self.batches.service.where, "api": self.profile.api,
+                                         "batch": "not answered"})
+
+    def _complete_in_batches(self, requests: Sequence[Request]) -> list[Completion]:
+        """Batch mode's :meth:`complete_batch`: every request as a line of batch files, ``custom_id`` its cache
+        key; answers in request order. A batch that failed or was cancelled raises :class:`PartialBatchError`
+        with what came back; an interruption carries it as its ``completions``."""
+        identity = self.identity()
+        keys = [r.cache_key(identity) for r in requests]
+        bodies, notes, endpoint = {}, {}, ""
+        for key, request in zip(keys, requests):
+            endpoint, bodies[key], notes[key] = self._body(request)
+        try:
+            answers = self.batches.run(bodies, endpoint, lambda cid, body, batch_id: self._read_line(
+                body, notes[cid], batch_id))
+        except BatchStopped as stopped:
+            raise PartialBatchError(stopped, [self._answered(stopped.answers.get(k)) for k in keys]) from stopped
+        except KeyboardInterrupt as stopped:
+            stopped.completions = [self._answered(getattr(stopped, "answers", {}).get(k)) for k in keys]
+            raise
+        return [self._answered(answers[k]) for k in keys]
+
     def complete_batch(self, requests: Sequence[Request]) -> list[Completion]:
-        """Concurrent requests (at most ``max_concurrency`` in flight), results in request order. A request
+        """In batch mode, :meth:`_complete_in_batches`. Otherwise concurrent requests (at most ``max_concurrency``
+        in flight), results in request order. A request
         the service rejects comes back with ``meta["rejected"]`` (the service's message), not raised. A
         request that fails stops the batch: :class:`PartialBatchError` carries every completion that finished;
         an interruption carries them as its ``completions``."""
+        if self.batch:
+            return self._complete_in_batches(requests)
         try:
-            outcomes = self.transport.map(self._complete_or_rejected, requests)
+            outcomes = self.transport.map(self.complete_or_rejected, requests)
         except KeyboardInterrupt as stopped:
             stopped.completions = [o if isinstance(o, Completion) else None for o in getattr(stopped, "outcomes", [])]
             raise
@@ -312,6 +448,14 @@ class OpenAIBackend(ProfiledFamily, Backend):
 
     def close(self) -> None:
         self.transport.close()
+
+
+def _urls(base_url: Endpoints, run_batch: str | None) -> list[str | None]:
+    """The endpoints the clients get: ``base_url``'s, or for ``vllm run-batch`` (which takes none) a placeholder
+    no request goes to."""
+    if run_batch is not None and base_url is not None:
+        raise ValueError("run_batch runs vLLM on this node, not at a server: give no base_url with it")
+    return endpoint_urls(base_url if run_batch is None else NO_SERVER)
 
 
 def _openai_module() -> Any:

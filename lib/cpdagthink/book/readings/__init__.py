@@ -14,30 +14,33 @@ key figure rests on. The notebooks call them all through this package's names.
 
 from __future__ import annotations
 
-from .glue import (TARGET, BASELINE, REFERENCE, Reading, glue_figure, show_figure, not_run, trivial_phrase,
-                   constant_phrase, signed, sentence, p_value, gain_clause, per_seed_gains, sample_phrases,
-                   paper_numbers, Headline, first_screen, label_gaps_note)
-from .verdicts import answer_causes, pair_causes, verdict, paired_headline
-from .results import MAIN_CONDITIONS, PRIMARY_SEED, THREE_SEEDS, main_summary_table, budget_note, main_results
+from .glue import (TARGET, BASELINE, REFERENCE, AGREES, AGAINST, NO_EFFECT, UNDECIDED, claim_status, Reading,
+                   glue_figure, show_figure, fill_command, not_run, trivial_phrase, constant_phrase, scale_phrase,
+                   signed, sentence, p_value, gain_clause, per_seed_gains, sample_phrases, paper_numbers, Headline,
+                   first_screen, label_gaps_note)
+from .verdicts import MIN_ROWS, answer_causes, pair_causes, verdict, paired_headline
+from .results import (MAIN_CONDITIONS, PRIMARY_SEED, THREE_SEEDS, main_summary_table, budget_note, answer_reading,
+                      main_results, show_cost)
 from .bins import (omission_sentence, paper_bin_key, bin_gain_table, bin_headline, bin_gains_sentence, stress_table,
                    stress_caveats, counted_stress, complexity, complexity_gains, show_bin_gains, show_ood, show_stress)
-from .removals import (ABLATIONS, ablation_table, NO_OBJECT, ablation_phrase, scale_table, tool_choice_table, ablations,
-                       ablation_headline)
+from .removals import (ABLATIONS, ablation_table, NO_OBJECT, NOT_APPLIED, not_applied, ablation_phrase, scale_table,
+                       tool_choice_table, ablations, ablation_headline)
 from .probing import probe_grid, probe_headline, probe_causes, probe_summary, probe_example, probes_reading
 from .graph_audit import (audit_runs, audit_scopes, show_pooled_audit, pooled_summary, violation_caveat, audit_reading,
                           show_violations, violation_causes, audit_headline)
 from .gallery import failure_kinds, gallery_headline, gallery_reading
 
 __all__ = [
-    "TARGET", "BASELINE", "REFERENCE", "Reading", "glue_figure", "show_figure", "not_run", "trivial_phrase",
-    "constant_phrase", "signed", "sentence", "p_value", "gain_clause", "per_seed_gains", "sample_phrases",
-    "paper_numbers", "Headline", "first_screen", "label_gaps_note", "answer_causes", "pair_causes", "verdict",
-    "paired_headline", "MAIN_CONDITIONS", "PRIMARY_SEED", "THREE_SEEDS", "main_summary_table", "budget_note",
-    "main_results", "omission_sentence", "paper_bin_key", "bin_gain_table", "bin_headline", "bin_gains_sentence",
-    "stress_table", "stress_caveats", "counted_stress", "complexity", "complexity_gains", "show_bin_gains", "show_ood",
-    "show_stress", "ABLATIONS", "ablation_table", "NO_OBJECT", "ablation_phrase", "scale_table", "tool_choice_table",
-    "ablations", "ablation_headline", "probe_grid", "probe_headline", "probe_causes", "probe_summary", "probe_example",
-    "probes_reading", "audit_runs", "audit_scopes", "show_pooled_audit", "pooled_summary", "violation_caveat",
-    "audit_reading", "show_violations", "violation_causes", "audit_headline", "failure_kinds", "gallery_headline",
-    "gallery_reading",
+    "TARGET", "BASELINE", "REFERENCE", "AGREES", "AGAINST", "NO_EFFECT", "UNDECIDED", "claim_status", "Reading",
+    "glue_figure", "show_figure", "fill_command", "not_run", "trivial_phrase", "constant_phrase", "scale_phrase",
+    "signed", "sentence", "p_value", "gain_clause", "per_seed_gains", "sample_phrases", "paper_numbers", "Headline",
+    "first_screen", "label_gaps_note", "MIN_ROWS", "answer_causes", "pair_causes", "verdict", "paired_headline",
+    "MAIN_CONDITIONS", "PRIMARY_SEED", "THREE_SEEDS", "main_summary_table", "budget_note", "answer_reading",
+    "show_cost", "main_results", "omission_sentence", "paper_bin_key", "bin_gain_table", "bin_headline",
+    "bin_gains_sentence", "stress_table", "stress_caveats", "counted_stress", "complexity", "complexity_gains",
+    "show_bin_gains", "show_ood", "show_stress", "ABLATIONS", "ablation_table", "NO_OBJECT", "NOT_APPLIED",
+    "not_applied", "ablation_phrase", "scale_table", "tool_choice_table", "ablations", "ablation_headline",
+    "probe_grid", "probe_headline", "probe_causes", "probe_summary", "probe_example", "probes_reading", "audit_runs",
+    "audit_scopes", "show_pooled_audit", "pooled_summary", "violation_caveat", "audit_reading", "show_violations",
+    "violation_causes", "audit_headline", "failure_kinds", "gallery_headline", "gallery_reading",
 ]

@@ -16,9 +16,12 @@ from ...analysis.metrics import OmittedGroup, counted, min_instances_for_f1
 from ...causal.instance import Instance
 from ...run.records import RunRecord
 from .. import presentation
-from .glue import (BASELINE, Headline, Reading, TARGET, gain_clause, not_run, paper_numbers, per_seed_gains,
+from .glue import (BASELINE, Headline, Reading, TARGET, fill_command, gain_clause, not_run, paper_numbers, per_seed_gains,
                    sample_phrases, sentence, show_figure, trivial_phrase)
 from .verdicts import pair_causes, verdict
+
+
+CHAPTER = "02_complexity"  # the page these sections are part of, for the commands that fill them
 
 
 def omission_sentence(omitted: Sequence[OmittedGroup], scored: Sequence[int], min_positives: int,
@@ -191,8 +194,9 @@ def complexity_gains(runs: Mapping[tuple[str, int], Sequence[RunRecord]], split:
     return gains, omitted, ood_paired, bin_gain_table(by_split)
 
 
-def show_bin_gains(table: pd.DataFrame) -> None:
-    """The per-bin gains beside the paper's and their figure, or one sentence and the command that fills them."""
+def show_bin_gains(table: pd.DataFrame, namespace: Mapping[str, Any] | None = None) -> None:
+    """The per-bin gains beside the paper's and their figure, or one sentence and the command that fills them
+    (the page's own, from its parameters in ``namespace``, on the whole split)."""
     from IPython.display import display
 
     from .. import figures
@@ -200,7 +204,7 @@ def show_bin_gains(table: pd.DataFrame) -> None:
     if table.empty:
         display(not_run("No bin of this sample meets both rules, so no per-bin gain is computed (the summary names "
                         "each bin left out with its gold positives; the accuracy per bin below shows every bin).",
-                        "cpdagthink book --only 02 -p limit=0"))
+                        fill_command(CHAPTER, namespace or {}, limit=0)))
         return
     display(presentation.show(table))
     show_figure(figures.gain_points(table), "This run's paired gain (structured minus baseline, F1 pp, gold labels) "
@@ -208,28 +212,30 @@ def show_bin_gains(table: pd.DataFrame) -> None:
                 "paper's Figure 2 gain for that split and bin.")
 
 
-def show_ood(ood_paired: pd.DataFrame | None) -> None:
-    """The OOD split's paired gain per seed, or one sentence and the command that runs it."""
+def show_ood(ood_paired: pd.DataFrame | None, namespace: Mapping[str, Any] | None = None) -> None:
+    """The OOD split's paired gain per seed, or one sentence and the command that runs it (the page's own, from
+    its parameters in ``namespace``, with the OOD split)."""
     from IPython.display import display
 
     if ood_paired is None:
         display(not_run("No OOD split ran for this page.",
-                        "cpdagthink book --only 02 -p ood_split=generated:paraphrase"))
+                        fill_command(CHAPTER, namespace or {}, ood_split="generated:paraphrase")))
         return
     display(presentation.show(tables.gain_table(ood_paired), 3))
     display(presentation.show(tables.gain_seed_frame(ood_paired)))
     display(presentation.show(presentation.paper_view(["gain_paraphrase", "split_size_ood"])))
 
 
-def show_stress(stress: pd.DataFrame) -> None:
-    """The stress sets this run generated beside the paper's pilot, or one sentence and the command."""
+def show_stress(stress: pd.DataFrame, namespace: Mapping[str, Any] | None = None) -> None:
+    """The stress sets this run generated beside the paper's pilot, or one sentence and the command (the page's
+    own, from its parameters in ``namespace``, with a stress family)."""
     from IPython.display import display
 
     from .. import figures
 
     if stress["this run F1"].isna().all():
         display(not_run("No stress set ran for this page.",
-                        """cpdagthink book --only 02 -p 'stress_families=["alarm7"]'"""))
+                        fill_command(CHAPTER, namespace or {}, stress_families=["alarm7"])))
         return
     display(presentation.show(stress))
     show_figure(figures.stress_bars(stress), f"F1(YES) per stress family and condition: this run's (left; "

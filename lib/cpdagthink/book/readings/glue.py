@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pandas as pd
 
+from ...backends import answers_without_model
 from ...analysis import tables
 from ...analysis.markup import Markdown, code, emphasis
 from ...analysis.metrics import counted
@@ -69,6 +70,12 @@ def show_figure(figure, caption: str) -> None:
     plt.close(figure)
 
 
+def fill_command(chapter: str, namespace: Mapping[str, Any], **changes: Any) -> str:
+    """The command that fills a section this page did not run: the page's own (its backend, model, limit and
+    every other parameter it ran with, :func:`chapters.reproduce_command`) with ``changes``."""
+    return reproduce_command(chapter, {**namespace, **changes})
+
+
 def not_run(what: str, command: str) -> Markdown:
     """A section that could not run, collapsed to one sentence and the command that fills it."""
     return Markdown(what, " Fill it with ", code(command), ".")
@@ -104,12 +111,14 @@ def sentence(text: str) -> str:
 
 
 def p_value(p: float) -> str:
-    return "n/a" if p is None or math.isnan(p) else f"{p:.2g}"
+    """``= 0.04``, ``< 0.001`` or ``= n/a``: a p-value after its name (:func:`presentation.p_text`)."""
+    text = presentation.p_text(p)
+    return text if text.startswith("<") else f"= {text}"
 
 
 def gain_clause(row: Mapping[str, Any]) -> str:
     return (f"{signed(row['gain (pp)'])} pp (95% CI [{signed(row['CI low'])}, {signed(row['CI high'])}], "
-            f"McNemar p = {p_value(row['McNemar p'])})")
+            f"McNemar p {p_value(row['McNemar p'])})")
 
 
 def per_seed_gains(paired: pd.DataFrame, comparison: str) -> str:
@@ -127,10 +136,48 @@ def sample_phrases(instances: Sequence[Instance], seeds: Sequence[int]) -> dict[
             "seed_count": counted(len(seeds), "seed")}
 
 
+def scale_phrase(instances: Sequence[Instance], backend: str) -> str:
+    """What a page's differences can mean at this run's size and for what answered, chosen from the run (never
+    from the default sample): the reference agent's rows show the pipeline on an exact graph, not a model; a
+    small sample leaves only large differences outside the noise; a large one lets each interval decide."""
+    n = counted(len(instances), "instance")
+    if answers_without_model(backend):
+        return ("The symbolic reference agent answered here, an upper bound that reads the exact CPDAG: these rows "
+                "show what the pipeline does with a perfect graph, and nothing about a language model.")
+    if len(instances) < 100:
+        return (f"With {n}, differences of a few points are within noise; only large ones, with intervals that "
+                "exclude zero, say more.")
+    return f"With {n}, each figure's own interval says which differences are more than noise."
+
+
 def paper_numbers(keys: Sequence[str]) -> dict[str, float]:
     """Paper figures by glue name ``paper_<key>``."""
     table = tables.paper(keys)
     return {f"paper_{k}": float(v) for k, v in zip(table["key"], table["value"])}
+
+
+AGREES = "This build answers the paper's claim in its direction"
+AGAINST = "This build answers the paper's claim against its direction"
+NO_EFFECT = "This build finds no effect of the paper's size"
+UNDECIDED = "This build cannot tell the direction"
+
+
+def claim_status(value: float, low: float, high: float, paper: float) -> str:
+    """What a key figure's 95% CI answers about the paper's figure ``paper`` (all in pp): an interval wholly on
+    one side of zero answers the direction (:data:`AGREES` with the paper's sign, :data:`AGAINST` otherwise),
+    whatever its width; one that contains zero is :data:`NO_EFFECT` when it is narrower than the paper's
+    effect (so it excludes it), :data:`UNDECIDED` otherwise; empty when a number is missing."""
+    if any(x is None or math.isnan(x) for x in (value, low, high)):
+        return ""
+    if low > 0 or high < 0:
+        return AGREES if (low > 0) == (paper > 0) else AGAINST
+    return NO_EFFECT if high - low < abs(paper) else UNDECIDED
+
+
+def paper_figure(value: float) -> str:
+    """A paper's figure signed, at the paper's own precision (``+13.35``, ``+5.2``): as ``paper_reported.csv``
+    holds it, with no digits added or rounded away."""
+    return f"{value:+g}"
 
 
 @dataclass
@@ -148,36 +195,54 @@ class Headline:
     unit: str = "pp"  # a gain or drop in points; "" for a score
     causes: tuple[str, ...] = ()  # what its answers rest on (:func:`answer_causes`)
     degenerate: bool = False  # those answers make the value what they produce, not a finding
+    answered_by: str = ""  # the backend kind that answered ("reference": an upper bound, not a model)
 
     @property
     def paper(self) -> float:
         return float(tables.paper([self.paper_key])["value"].iloc[0])
 
     def verdict(self) -> str:
-        """One sentence, before any number of the page: whether this build can see an effect of the paper's
-        size (the gain's CI narrower than that effect) or cannot test the claim at all, naming the causes its
-        answers rest on (constant answers, cut-offs, rows without a finished answer)."""
+        """One sentence, before any number of the page: what this build's interval answers about the paper's
+        claim (:func:`claim_status`: an interval that excludes zero answers its direction, whatever its width;
+        the width only decides whether the build can tell the paper's size of effect from another), or why it
+        cannot test it, naming the causes its answers rest on (constant answers, cut-offs, rows without a
+        finished answer). What the reference agent answered is never read as evidence about LLMs."""
         caveat = " " + sentence("; ".join(self.causes)) if self.causes else ""
         if self.note and not self.missing:
             return self.note + caveat
         if self.missing or math.isnan(self.value):
             return f"This build cannot test the paper's claim: {self.missing or f'no {self.figure} was computed'}."
+        if self.answered_by == "reference":
+            return (f"This build makes no claim about LLMs: the symbolic reference agent answered, an upper bound "
+                    f"that reads the exact CPDAG, not a model; {self.figure} is {self._interval()} for that agent.")
         if self.degenerate:
             return (f"This build cannot test the paper's claim: {'; '.join(self.causes)}. So {self.figure} "
                     f"({signed(self.value)} {self.unit}) is what such answers produce, not a finding.")
-        return self._width_verdict() + caveat
+        return self._interval_verdict() + caveat
 
-    def _width_verdict(self) -> str:
-        width = self.ci_high - self.ci_low
-        paper = f"{signed(self.paper, 2)} pp"
-        if width == 0:
-            return (f"This build cannot test the paper's claim: for {self.figure} both sides answered alike on every "
-                    f"resampled row, so its interval has no width and says nothing about an effect of {paper}.")
-        if math.isnan(width) or width > abs(self.paper):
-            return (f"This build cannot test the paper's claim: the 95% CI of {self.figure} is {width:.1f} pp wide, "
-                    f"wider than the paper's whole effect ({paper}).")
-        return (f"This build can test the paper's claim: the 95% CI of {self.figure} is {width:.1f} pp wide, "
-                f"narrower than the paper's effect ({paper}).")
+    def _interval(self) -> str:
+        unit = f" {self.unit}" if self.unit else ""
+        return f"{signed(self.value)}{unit} (95% CI [{signed(self.ci_low)}, {signed(self.ci_high)}])"
+
+    def _interval_verdict(self) -> str:
+        status = claim_status(self.value, self.ci_low, self.ci_high, self.paper)
+        width, paper = self.ci_high - self.ci_low, f"{paper_figure(self.paper)} pp"
+        interval = f"{self.figure} is {self._interval()}"
+        if status in (AGREES, AGAINST):
+            where = "wholly above zero" if self.ci_low > 0 else "wholly below zero"
+            inside = "inside" if self.ci_low <= self.paper <= self.ci_high else "outside"
+            size = (f"at {width:.1f} pp wide it can tell an effect of the paper's size ({paper}, {inside} the interval) "
+                    "from another" if width <= abs(self.paper) else
+                    f"at {width:.1f} pp wide it cannot tell the paper's size of effect ({paper}) from another")
+            return f"{status}: {interval}, an interval {where}; {size}."
+        if status == NO_EFFECT and width == 0:
+            return (f"{status}: {interval}; both sides gave the same scored answer on every row, so the interval "
+                    f"has no width and excludes an effect of the paper's size ({paper}).")
+        if status == NO_EFFECT:
+            return (f"{status}: {interval}, an interval that contains zero and is {width:.1f} pp wide, narrower than "
+                    f"the paper's effect ({paper}).")
+        return (f"{status}: {interval}, an interval that contains zero and is {width:.1f} pp wide, wider than the "
+                f"paper's effect ({paper}), so this run cannot separate the two sides.")
 
     def record(self) -> dict[str, Any]:
         """Plain values for the notebook's metadata (missing numbers as None)."""
@@ -186,7 +251,8 @@ class Headline:
 
         return {"figure": self.figure, "paper_key": self.paper_key, "paper": self.paper, "value": plain(self.value),
                 "ci_low": plain(self.ci_low), "ci_high": plain(self.ci_high), "unit": self.unit,
-                "verdict": self.verdict(), "causes": list(self.causes), "degenerate": self.degenerate}
+                "verdict": self.verdict(), "causes": list(self.causes), "degenerate": self.degenerate,
+                "answered_by": self.answered_by}
 
 
 def first_screen(setup: RunSet, instances: Sequence[Instance], seeds: Sequence[int], chapter: str,
@@ -198,6 +264,8 @@ def first_screen(setup: RunSet, instances: Sequence[Instance], seeds: Sequence[i
     from IPython.display import display
 
     command = reproduce_command(chapter, namespace)
+    # the verdict knows what answered: a reference run's figures are an upper bound's, not a model's
+    headline = replace(headline, answered_by=headline.answered_by or setup.backend)
     text = ex.banner(setup, instances, seeds, conditions=conditions, probes=probes, verdict=headline.verdict(),
                      command=command)
     display(text, metadata={METADATA_KEY: {

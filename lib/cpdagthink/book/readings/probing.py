@@ -10,11 +10,12 @@ from collections.abc import Mapping, Sequence
 import pandas as pd
 
 from ...analysis import tables
+from ...analysis.metrics import counted
 from ...analysis.markup import Markdown, code
 from ...causal.instance import Instance
 from ...run.records import RunRecord
 from .. import presentation
-from .glue import Headline, REFERENCE, Reading, paper_numbers, sample_phrases, sentence, signed
+from .glue import Headline, REFERENCE, Reading, paper_numbers, sample_phrases, scale_phrase, sentence, signed
 from .verdicts import answer_causes, paired_headline
 
 
@@ -46,18 +47,28 @@ def probe_headline(paired: pd.DataFrame, runs: Mapping[tuple[str, int], Sequence
 
 
 def probe_causes(runs: Mapping[tuple[str, int], Sequence[RunRecord]], probes: Sequence[str], seed: int) -> str:
-    """Why the probes' drops at ``seed`` are not findings, from the records (empty when they can be read): the
-    unprobed answers' own causes (:func:`answer_causes`) and the probes under which no scored answer changed,
-    whose drops are 0 by construction."""
+    """What the probes' drops at ``seed`` are, from the records (empty when each is an ordinary interval): not
+    findings where the answers carry no information (:func:`answer_causes`: the unprobed run's own, or a probe's
+    beside it, e.g. every probed answer cut off), and a finding where a probe changed no scored answer: its drop
+    is 0 with an interval of [0, 0], so on this model the answers do not depend on what the probe changed."""
     base = runs[("unprobed", seed)]
     causes, degenerate = answer_causes({"unprobed": base}, "")
-    same = [p for p in probes if (p, seed) in runs and [r.says_yes for r in runs[(p, seed)]] == [r.says_yes for r in base]]
-    if same and base:
-        causes += (f"under {', '.join(map(presentation.label, same))} no scored answer changed, so "
-                   f"{'its drop is' if len(same) == 1 else 'their drops are'} 0 by construction",)
-    if not (degenerate or same):
-        return ""
-    return sentence(f"Not a finding at seed {seed}: " + "; ".join(causes))
+    if degenerate:
+        return sentence(f"Not a finding at seed {seed}: " + "; ".join(causes))
+    bad, same = [], []
+    for probe in (p for p in probes if (p, seed) in runs):
+        causes, degenerate = answer_causes({"unprobed": base, probe: runs[(probe, seed)]}, "its drop")
+        if degenerate:
+            bad.append(f"{presentation.label(probe)} ({'; '.join(causes)})")
+        elif [r.says_yes for r in runs[(probe, seed)]] == [r.says_yes for r in base]:
+            same.append(presentation.label(probe))
+    parts = [sentence(f"Not a finding at seed {seed}: " + "; ".join(bad))] if bad else []
+    if same:
+        parts.append(sentence(
+            f"A finding at seed {seed}: under {', '.join(same)} no scored answer changed on any of the "
+            f"{counted(len(base), 'row')}, so {'its drop is' if len(same) == 1 else 'their drops are'} 0 with an "
+            "interval of [0, 0]: on this model the answers do not depend on the graph shown in turn 2"))
+    return " ".join(parts)
 
 
 def probe_summary(table: pd.DataFrame) -> pd.DataFrame:
@@ -75,15 +86,16 @@ def probe_example(probed: Mapping[str, Sequence[RunRecord]]) -> Markdown:
     name, records = next(iter(probed.items()))
     record = records[0]
     note = record.intervention.note if record.intervention else "nothing"
-    return Markdown("Example of what a probe changed (", code(name), f", {record.id}): {note}")
+    return Markdown("Example of what a probe changed (", presentation.label(name), f", {record.id}): {note}")
 
 
 def probes_reading(table: pd.DataFrame, agent: str, probes: Sequence[str], instances: Sequence[Instance],
-                   seeds: Sequence[int], runs: Mapping[tuple[str, int], Sequence[RunRecord]] | None = None
-                   ) -> Reading:
+                   seeds: Sequence[int], runs: Mapping[tuple[str, int], Sequence[RunRecord]] | None = None,
+                   backend: str = "") -> Reading:
     """Chapter 04: the F1 drop under each probe (unprobed minus probed, as everywhere in the book) for the
     model, with why they are not findings where the model's ``runs`` (:func:`probe_grid`'s) say so, and the
-    share of flipped answers for the model and for the reference agent."""
+    share of flipped answers for the model and for the reference agent; ``backend``, what answered, chooses the
+    reading of the run's scale (:func:`scale_phrase`)."""
     mean = table.groupby(["agent", "probe"])["drop_gold_pp"].mean()
     flips = table.groupby("agent")["flipped_share"].mean()
     numbers = {f"drop_{p}": float(mean.get((agent, p), math.nan)) for p in probes}
@@ -91,7 +103,7 @@ def probes_reading(table: pd.DataFrame, agent: str, probes: Sequence[str], insta
                 "flips_reference": 100 * float(flips.get(REFERENCE, math.nan))}
     numbers |= paper_numbers(["probe_full_drop", "probe_premise_drop", "probe_partial_drop_low",
                               "probe_partial_drop_high"])
-    drops = Markdown("; ").join(Markdown(code(p), f" {signed(numbers[f'drop_{p}'])} pp") for p in probes)
+    drops = Markdown("; ").join(Markdown(presentation.label(p), f" {signed(numbers[f'drop_{p}'])} pp") for p in probes)
     swap = ("" if "swap_valid_cpdag" in probes else
             Markdown(" The validity-preserving swaps were not run (add them to ", code("probes"), ")."))
     flips_reference = ("" if math.isnan(numbers["flips_reference"]) else
@@ -99,4 +111,5 @@ def probes_reading(table: pd.DataFrame, agent: str, probes: Sequence[str], insta
                        "follows the graph it is shown")
     return Reading(numbers, sample_phrases(instances, seeds) | {
         "probe_drops": Markdown(drops, ".", swap, *([" ", probe_causes(runs, probes, seeds[0])] if runs else [])),
-        "flips": f"On average {numbers['flips_model']:.0f}% of this model's answers flip under a probe{flips_reference}."})
+        "flips": f"On average {numbers['flips_model']:.0f}% of this model's answers flip under a probe{flips_reference}.",
+        "scale_note": scale_phrase(instances, backend)})

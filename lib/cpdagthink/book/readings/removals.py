@@ -10,10 +10,11 @@ from collections.abc import Mapping, Sequence
 import pandas as pd
 
 from ...analysis import tables
-from ...analysis.markup import Markdown, code
+from ...analysis.markup import Markdown
 from ...causal.instance import Instance
 from ...run.records import RunRecord
-from .glue import Headline, Reading, TARGET, paper_numbers, sample_phrases, sentence, signed
+from ..presentation import label
+from .glue import Headline, Reading, TARGET, paper_numbers, sample_phrases, scale_phrase, sentence, signed
 from .verdicts import answer_causes, paired_headline
 
 
@@ -28,13 +29,14 @@ def ablation_table(scores: pd.DataFrame, runs: Mapping[tuple[str, int], Sequence
     (:func:`answer_causes`), its own or Structured Thinking's."""
     f1 = tables.seed_frame(scores, "gold").set_index("condition")["F1 mean"]
     empty = {c for (c, _), records in runs.items() if tables.produced_no_object(records)}
+    ignored = not_applied(runs)
     degenerate: dict[str, str] = {}
     for (condition, seed), records in runs.items():
         if condition != TARGET and (TARGET, seed) in runs:
             causes, bad = answer_causes({TARGET: runs[(TARGET, seed)], condition: records}, "the drop")
             if bad:
                 degenerate.setdefault(condition, f"seed {seed}: " + "; ".join(causes))
-    note = pd.Series([NO_OBJECT if c in empty else
+    note = pd.Series([ignored[c] if c in ignored else NO_OBJECT if c in empty else
                       "no Structured Thinking object on any row" if TARGET in empty and c != TARGET else
                       degenerate.get(c, "") for c in f1.index], index=f1.index)
     drop = (f1.get(TARGET, math.nan) - f1).mask(note != "")
@@ -42,6 +44,33 @@ def ablation_table(scores: pd.DataFrame, runs: Mapping[tuple[str, int], Sequence
 
 
 NO_OBJECT = "no turn-1 object on any row"
+NOT_APPLIED = "not applied on this backend"
+# What each ablation's switch needs from a backend that ignores it (said beside NOT_APPLIED).
+_APPLIED_BY = {"no_constrained_decoding": "turn 1 is unconstrained in both conditions; a vLLM server applies the "
+                                          "constraint with regex_mode=vllm",
+               "no_thinking": "this model has no thinking mode to switch off"}
+
+
+def not_applied(runs: Mapping[tuple[str, int], Sequence[RunRecord]]) -> dict[str, str]:
+    """The conditions whose switch the backend did not apply on some seed, each with the note the page prints:
+    turn 1 sent the same request as Structured Thinking's on every row (:func:`tables.same_first_requests`), or,
+    for the constraint's removal, the backend noted that Structured Thinking's constraint was not enforced
+    (:func:`tables.constraint_not_enforced`). Such an ablation cannot differ from Structured Thinking, so its
+    drop is no finding."""
+    found = {}
+    for (condition, seed), records in runs.items():
+        if condition == TARGET or (TARGET, seed) not in runs:
+            continue
+        target = runs[(TARGET, seed)]
+        unenforced = condition == "no_constrained_decoding" and tables.constraint_not_enforced(target)
+        if unenforced:
+            found.setdefault(condition, f"{NOT_APPLIED}: the backend noted on every row that Structured Thinking's "
+                                        f"constraint was not enforced ({_APPLIED_BY[condition]})")
+        elif tables.same_first_requests(target, records):
+            why = _APPLIED_BY.get(condition, "its switch changed nothing the backend was sent")
+            found.setdefault(condition, f"{NOT_APPLIED}: turn 1 sent Structured Thinking's own request on every row "
+                                        f"({why})")
+    return found
 
 
 def ablation_phrase(drops: pd.DataFrame, refused: Mapping[str, str]) -> str:
@@ -76,9 +105,10 @@ def tool_choice_table(runs: Mapping[tuple[str, int], Sequence[RunRecord]],
 
 
 def ablations(drops: pd.DataFrame, thinking_supported: bool, instances: Sequence[Instance],
-              seeds: Sequence[int], refused: Mapping[str, str] | None = None) -> Reading:
+              seeds: Sequence[int], refused: Mapping[str, str] | None = None, backend: str = "") -> Reading:
     """Chapter 03: each one-factor removal's drop in F1 against Structured Thinking (Structured Thinking minus
-    the ablation); ``refused`` names the conditions this model cannot serve (:func:`experiments.refusals`)."""
+    the ablation); ``refused`` names the conditions this model cannot serve (:func:`experiments.refusals`);
+    ``backend``, what answered, chooses the reading of the run's scale (:func:`scale_phrase`)."""
     refused = refused or {}
     numbers = paper_numbers(["ablation_minimal_f1", "ablation_no_thinking_drop", "ablation_no_constrained_drop",
                              "ablation_9b_no_thinking_structured_gain", "ablation_9b_no_thinking_baseline_gain",
@@ -86,9 +116,10 @@ def ablations(drops: pd.DataFrame, thinking_supported: bool, instances: Sequence
     note = ("" if thinking_supported else "This model has no thinking mode, so the no-thinking row sends the same "
             "prompts as Structured Thinking: its difference is zero by construction, not a finding.")
     if refused:
-        note = Markdown(" ").join(Markdown(code(c), f" was not run: {why}.") for c, why in refused.items())
+        note = Markdown(" ").join(Markdown(sentence(f"{label(c)} was not run: {why}")) for c, why in refused.items())
     return Reading(numbers, sample_phrases(instances, seeds) | {"thinking_note": note,
-                                                                "ablation_drops": ablation_phrase(drops, refused)})
+                                                                "ablation_drops": ablation_phrase(drops, refused),
+                                                                "scale_note": scale_phrase(instances, backend)})
 
 
 def ablation_headline(paired: pd.DataFrame, drops: pd.DataFrame,
@@ -97,6 +128,7 @@ def ablation_headline(paired: pd.DataFrame, drops: pd.DataFrame,
     the first seed's paired CI and the causes its answers rest on (read from ``runs``)."""
     condition = "no_constrained_decoding"
     figure = "the drop without constrained decoding"
-    missing = (f"{figure} has nothing to compare: the condition produced {NO_OBJECT}"
-               if condition in drops.index and drops.loc[condition, "note"] == NO_OBJECT else "")
+    note = drops.loc[condition, "note"] if condition in drops.index else ""
+    missing = (f"{figure} has nothing to compare: the condition produced {NO_OBJECT}" if note == NO_OBJECT else
+               f"removing the regex constraint is {note}" if note.startswith(NOT_APPLIED) else "")
     return paired_headline(paired, f"{TARGET} vs {condition}", figure, "ablation_no_constrained_drop", missing, runs)

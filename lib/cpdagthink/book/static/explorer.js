@@ -3,6 +3,8 @@
   var root = document.getElementById(ROOT_ID);
   var data = JSON.parse(root.querySelector('script.cpx-data').textContent);
   var cases = data.cases, texts = data.texts;  // a case's messages are indices into texts
+  var labels = data.labels || {}, names = data.filter_names || {};  // display names of keys
+  function shownAs(v) { return Object.prototype.hasOwnProperty.call(labels, v) ? labels[v] : v; }
   var filters = FILTERS, keys = ['case', 'q', 'correct', 'sample'].concat(FILTERS);
   var pageSize = PAGE_SIZE, shown = pageSize, only = null;  // only: the key of one linked case
   var live = root.querySelector('.cpx-live'), list = live.querySelector('.cpx-list');
@@ -21,10 +23,10 @@
     var values = [];
     cases.forEach(function (c) { if (values.indexOf(c[name]) < 0) values.push(c[name]); });
     values.sort(function (a, b) { return isNaN(a) || isNaN(b) ? String(a).localeCompare(String(b)) : a - b; });
-    var label = el('label', null, name.replace('_', ' ') + ':'), select = el('select');
+    var label = el('label', null, (names[name] || name.replace('_', ' ')) + ':'), select = el('select');
     select.name = name;
     select.appendChild(el('option', null, '(all)')).value = '';
-    values.forEach(function (v) { select.appendChild(el('option', null, v)).value = v; });
+    values.forEach(function (v) { select.appendChild(el('option', null, shownAs(v))).value = v; });
     select.addEventListener('change', changed);
     label.appendChild(select);
     bar.insertBefore(label, correct.parentNode);
@@ -69,7 +71,7 @@
     var box = el('div', 'cpx-card');
     box.setAttribute('data-case', c.key);
     var head = box.appendChild(el('div', 'cpx-head', c.id + ' '));
-    [c.condition, c.kind, c.template, c.num_variables + ' variables'].concat(c.sampled ? ['App. I sample'] : [])
+    [shownAs(c.condition), shownAs(c.kind), c.template, c.num_variables + ' variables'].concat(c.sampled ? ['App. I sample'] : [])
       .forEach(function (t) { head.appendChild(el('span', 'cpx-tag', t)); });
     var link = head.appendChild(el('a', 'cpx-case-link', 'link to this case'));
     link.href = href(new URLSearchParams({case: c.key}));

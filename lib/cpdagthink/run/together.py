@@ -1,0 +1,71 @@
+"""Several configured runs made together on one backend (:func:`run_configs`): at once where the backend streams
+requests, so that they draw on one pool of its ``max_concurrency`` slots and no slot idles while any of them has
+work (:mod:`.streaming`); one after the other on a backend that computes whole batches."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from ..backends.base import Backend
+from ..causal.instance import Instance
+from ..method.conditions import Intervention
+from .config import RunConfig
+from .runner import RunResult, run_config
+from .streaming import Tally
+
+__all__ = ["Planned", "run_configs"]
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One run of several made together (:func:`run_configs`): its config, its rows, its folder (None: the one
+    ``config`` names) and the probe function (None: the one ``config`` names)."""
+
+    config: RunConfig
+    instances: Sequence[Instance]
+    out: str | Path | None = None
+    intervention: Intervention | None = None
+
+
+def run_configs(runs: Sequence[Planned], backend: Backend, *, progress: bool = True) -> list[RunResult]:
+    """Several configured runs on one backend (:func:`run_config` each), their results in order. On a backend
+    that streams requests they run at once, drawing on one pool of its ``max_concurrency`` slots (so no slot idles
+    while any run has work) under one progress line of instances and calls, and the first error of any is raised
+    once every run has ended (each run's folder says how it ended); otherwise one after the other, stopping at
+    the first error. Ctrl-C stops every run, each resumable."""
+    if not backend.streams_requests or len(runs) < 2:
+        return [run_config(r.config, backend, r.instances, r.out, intervention=r.intervention, progress=progress)
+                for r in runs]
+    tally = Tally(f"{len(runs)} runs", progress)
+    outcomes: list[RunResult | BaseException | None] = [None] * len(runs)
+
+    def work(k: int) -> None:
+        r = runs[k]
+        try:
+            outcomes[k] = run_config(r.config, backend, r.instances, r.out, intervention=r.intervention, tally=tally)
+        except BaseException as error:  # noqa: BLE001 - raised on the caller's thread below
+            outcomes[k] = error
+
+    threads = [threading.Thread(target=work, args=(k,), daemon=True, name=f"run-{k}") for k in range(len(runs))]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            while thread.is_alive():
+                thread.join(timeout=0.2)  # in short steps, so Ctrl-C reaches this thread at once
+    except KeyboardInterrupt:
+        tally.stop.set()  # every run stops as interrupted, writing its summary
+        for thread in threads:
+            thread.join()
+        raise
+    finally:
+        tally.close()
+    failed = next((o for o in outcomes if isinstance(o, BaseException)), None)
+    if failed is not None:
+        raise failed
+    return outcomes  # type: ignore[return-value]
+
+
