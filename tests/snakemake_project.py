@@ -18,7 +18,8 @@ from cpdagthink.method.chat import Completion
 from cpdagthink.paths import PROJECT_ROOT
 
 PROJECT_PARTS = ("lib", "notebooks", "prompts", "data/graphs", "data/paper_reported.csv", "workflow", "book/intro.md",
-                 "book/paper_figures.md", "book/using", "benchmarks/README.md", "_static", "_config.yml", "_toc.yml")
+                 "book/paper_figures.md", "book/using", "benchmarks/README.md",
+                 "benchmarks/notes", "_static", "_config.yml", "_toc.yml")
 
 
 @pytest.fixture

@@ -379,7 +379,7 @@ def test_a_duplicated_group_job_is_refused_by_the_run_lock_and_two_runs_share_on
 
 
 # A small split of every variable count: the proof is of scheduling (a job per group, chapters from records two
-# at a time, the book once, a second pass idle), not of scale; `benchmarks/README.md` times the full split.
+# at a time, the book once, a second pass idle), not of scale; `benchmarks/notes/` times the full split.
 SMALL_SPLIT = ["backend=reference", "limit=24", "sample_variables=null"]
 
 
