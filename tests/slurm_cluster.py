@@ -26,7 +26,7 @@ from cpdagthink.paths import PROJECT_ROOT
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from conftest import SHARED_ENV  # noqa: E402
-from test_workflow import snakemake  # noqa: E402
+from snakemake_project import snakemake  # noqa: E402
 
 SCRIPT = PROJECT_ROOT / "scripts" / "slurm-local.sh"
 PARTITION = "local"  # the single partition of scripts/slurm-local.sh's cluster

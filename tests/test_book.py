@@ -235,7 +235,7 @@ def test_notebooks_are_thin_and_tag_their_code():
 def test_book_builds_with_tables_and_figures(test_csv, tmp_path, monkeypatch):
     monkeypatch.setenv("CORR2CAUSE_CSV", str(test_csv))
     for name in ("_config.yml", "_toc.yml", "_static", "data/paper_reported.csv", "book/intro.md",
-                 "book/paper_figures.md", "book/using", "benchmarks/README.md"):
+                 "book/paper_figures.md", "book/using", "benchmarks/README.md", "benchmarks/notes"):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         copy = shutil.copytree if (PROJECT_ROOT / name).is_dir() else shutil.copy
         copy(PROJECT_ROOT / name, tmp_path / name)

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import math
 
-from test_factorial import PLANTED, _cells
-
 from cpdagthink.analysis import factorial
 from cpdagthink.book.components import Cost
 from cpdagthink.book.readings import carriers
 from cpdagthink.method.design import design_points
+from planted_effects import PLANTED, planted_cells
 
 
 def _effect(estimate, low, high, name="constraint"):
@@ -27,7 +26,7 @@ def test_verdicts_in_words():
 
 
 def test_the_verdict_table_names_the_papers_removal_and_this_runs_own():
-    cells = _cells(design_points(), seed=7)
+    cells = planted_cells(design_points(), seed=7)
     effects = factorial.effects(cells, resamples=500)
     table = carriers.verdict_table(effects, cells, {"typed.regex.paper.tool.e2": "refused for a reason"},
                                    resamples=500).set_index("factor")
@@ -41,7 +40,7 @@ def test_the_verdict_table_names_the_papers_removal_and_this_runs_own():
 
 
 def test_a_reading_that_ran_quotes_the_regex_effect_beside_the_papers_removal():
-    cells = _cells(design_points(), seed=7)
+    cells = planted_cells(design_points(), seed=7)
     effects = factorial.effects(cells, resamples=500)
     reading = carriers.components_reading(cells, effects, {}, carriers.design_phrase(
         design_points(), "full", Cost(18, 18 * 600, 18 * 1200, 1), 600), "cpdagthink book --only 07", design_points())

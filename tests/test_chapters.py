@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from cpdagthink.book.chapters import (ENV_RENDER_ONLY, NOTEBOOKS, chapter_values, notebook_defaults,
-                                      notebook_parameters, render_only, reproduce_command)
+from cpdagthink.book.chapters import (ENV_RENDER_ONLY, NOTEBOOKS, ChapterParameter, chapter_parameters, chapter_values,
+                                      notebook_defaults, notebook_parameters, render_only, reproduce_command)
 
 
 def test_reproduce_command_lists_what_differs_from_the_notebook_defaults():
@@ -69,6 +69,30 @@ def test_the_printed_reproduce_command_runs_as_printed_from_a_fresh_shell_offlin
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     page = (checkout / "book" / "06_failure_gallery.ipynb").read_text()
     assert "Reproduce this page" in page and str(shared / "test.csv") not in page
+
+
+def test_chapter_parameters_read_each_default_as_written_and_the_comments_on_it_as_help(tmp_path):
+    import nbformat
+
+    cell = nbformat.v4.new_code_cell(
+        'backend = "local"   # local | openai\n'
+        'seeds = [0]\n'
+        '# The first probes,\n'
+        '# more below\n'
+        'probes = ["a",\n'
+        '          "b"]      # two of them\n'
+        '\n'
+        'width = limit * 2   # an expression: still a parameter the cell assigns\n')
+    cell.metadata["tags"] = ["parameters"]
+    notebook = tmp_path / "09_toy.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# Toy"), cell]), notebook)
+    assert chapter_parameters(notebook) == [
+        ChapterParameter("backend", '"local"', "local | openai"),
+        ChapterParameter("seeds", "[0]", ""),  # the comment of the line above belongs to that line
+        ChapterParameter("probes", '["a",\n          "b"]', "The first probes, more below; two of them"),
+        ChapterParameter("width", "limit * 2", "an expression: still a parameter the cell assigns")]
+    assert [p.name for p in chapter_parameters(NOTEBOOKS / "04_probes.ipynb")] == \
+        list(notebook_defaults(NOTEBOOKS / "04_probes.ipynb"))
 
 
 def test_a_parameter_scoped_to_a_chapter_reaches_that_chapter_only():

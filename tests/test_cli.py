@@ -605,6 +605,32 @@ def test_plan_and_render_outside_a_checkout_say_what_they_need(tmp_path, monkeyp
         assert not captured.out  # no empty plan printed
 
 
+@pytest.mark.parametrize("command", ["book", "plan"])
+def test_list_parameters_prints_each_chapters_parameters_defaults_and_help_and_runs_nothing(command, monkeypatch,
+                                                                                            capsys):
+    import cpdagthink.book.build
+    import cpdagthink.book.plan
+
+    from cpdagthink.cli import main
+
+    for module, name in ((cpdagthink.book.build, "build"), (cpdagthink.book.plan, "plan_book")):
+        monkeypatch.setattr(module, name, lambda *args, **kwargs: pytest.fail("--list-parameters ran something"))
+    assert main([command, "--only", "04", "03", "--list-parameters"]) == 0
+    out = capsys.readouterr().out
+    chapters = out.split("\n\n")
+    assert [c.splitlines()[0] for c in chapters] == ["03_ablations", "04_probes"]
+    probes = chapters[1].splitlines()
+    assert probes[1:3] == ['  backend = "local"', "      local | openai | vllm | reference"]
+    # a comment line above a parameter is its help too; a parameter without a comment has none
+    at = probes.index("  include_reference = True")
+    assert probes[at - 2].startswith("  probes = ") and at == len(probes) - 1
+    assert "      seeds the sample's draw (Sample.sample_seed); the decoding seeds are seeds" in probes
+    assert any(line.startswith("      The paper's five probes") for line in probes)
+    # a default the cell spreads over two lines keeps its second line, indented under the first
+    assert '  conditions = ["structured", "minimal_instruction", "no_thinking", "no_constrained_decoding", ' \
+           '"baseline_enhanced",\n                "baseline_no_thinking"]' in chapters[0]
+
+
 def test_a_named_budget_set_reaches_run_and_the_book_and_an_explicit_budget_wins():
     from cpdagthink.cli import _parameters, book_papermill_parameters, build_parser
 

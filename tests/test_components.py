@@ -97,7 +97,7 @@ def test_the_chapter_recovers_effects_a_loopback_server_plants(test_csv, tmp_pat
     from functools import partial
 
     from planted_server import PlantedServer
-    from test_factorial import PLANTED, TYPED_OVER_LIGHT, _probability
+    from planted_effects import PLANTED, TYPED_OVER_LIGHT, planted_probability
 
     from cpdagthink.analysis import factorial
 
@@ -105,7 +105,7 @@ def test_the_chapter_recovers_effects_a_loopback_server_plants(test_csv, tmp_pat
     values = {"backend": "openai", "model": "planted-model", "data": str(test_csv), "limit": 300,
               "sample_variables": None, "out_root": str(tmp_path / "runs"), "cache_dir": str(tmp_path / "cache")}
     instances = ex.setup_from_parameters({**values, "backend": "reference", "model": None}).instances()
-    with PlantedServer(instances, partial(_probability, planted=planted)) as server:
+    with PlantedServer(instances, partial(planted_probability, planted=planted)) as server:
         setup = ex.setup_from_parameters({**values, "backend_options": {"base_url": server.url, "regex_mode": "vllm"}})
         design = {"run_design": True, "design": "half", "include_repair": False}
         runs = {key: ex.run(config, instances, progress=False) for key, config in components.design_runs(setup, design)}

@@ -314,6 +314,19 @@ def test_thinking_off_conditions_sample_at_the_non_thinking_recommendation():
     assert sampled(local.for_run("no_thinking")) == sampled(local.for_run("structured"))
 
 
+def test_the_sample_is_spelled_once_a_configs_sample_fields_are_its_samples_by_the_same_names(test_csv):
+    from cpdagthink.run.spec import Sample
+
+    config = RunConfig(backend="reference", data=str(test_csv), limit=3, sample_seed=7, sample_variables=(5,),
+                       sample_min_positives=2)
+    assert config.sample == Sample(data=str(test_csv), limit=3, sample_seed=7, sample_variables=(5,),
+                                   sample_min_positives=2)
+    assert config.sample.sample_seed != config.spec.seed == 0  # the sample's seed is never the decoding's
+    for name, field in Sample.model_fields.items():  # every front door takes each of the sample's fields, by name
+        assert RunConfig.model_fields[name].default == RunParameters.model_fields[name].default == field.default, name
+    assert RunParameters(backend="reference", sample_seed=7).to_config().for_run().sample.sample_seed == 7
+
+
 @pytest.mark.parametrize("option", ["max_concurrency=-3", "retries=1e9", "backoff_base=1e9", "base_url=",
                                     "base_url=file:///etc/passwd"])
 def test_an_api_option_out_of_range_is_refused_by_name_and_never_stored(option, tmp_path):

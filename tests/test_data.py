@@ -238,7 +238,7 @@ def test_a_one_count_sample_is_the_rows_it_always_was(test_csv):
     five = [r for r in rows if r.num_variables == 5]
     for limit, seed, least in [(4, 0, 2), (20, 3, 1), (7, 1, 0)]:
         assert data.sample_by_variables(rows, limit, [5], seed, least) == data.sample(five, limit, seed, least)
-    drawn = Sample(limit=4, variables=(5,), min_positives=2, data=str(test_csv)).instances()
+    drawn = Sample(limit=4, sample_variables=(5,), sample_min_positives=2, data=str(test_csv)).instances()
     assert [r.id for r in drawn] == ["test-00322", "test-00552", "test-00608", "test-00638"]
     assert rows_sha256(drawn).startswith("2816c11c")  # the default book's run folders: ...-n4-2816c11c-...
 

@@ -61,7 +61,8 @@ def _included(page: Path) -> str:
 def _pages() -> list[Path]:
     """The documentation's pages as written (not those ``cpdagthink render`` writes into ``book/``)."""
     written = {SUMMARY, RECORD, PAPER_TABLE}
-    return [ROOT / "README.md", ROOT / "benchmarks" / "README.md", *sorted((ROOT / "docs").glob("*.md")),
+    return [ROOT / "README.md", ROOT / "benchmarks" / "README.md", *sorted((ROOT / "benchmarks" / "notes").glob("*.md")),
+            *sorted((ROOT / "docs").glob("*.md")),
             *sorted(page for page in (ROOT / "book").rglob("*.md") if page.name not in written)]
 
 
@@ -148,7 +149,7 @@ def test_the_using_pages_build_with_the_book_without_a_warning(tmp_path):
     book's own configuration and warnings as errors: every page renders, every cross-page link and anchor and
     every ``{include}`` resolves. The chapters are left out (they need executed notebooks)."""
     for name in ("_config.yml", "_static", "data/paper_reported.csv", "book/intro.md", "book/paper_figures.md",
-                 "book/using", "benchmarks/README.md"):
+                 "book/using", "benchmarks/README.md", "benchmarks/notes"):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (shutil.copytree if (ROOT / name).is_dir() else shutil.copy)(ROOT / name, tmp_path / name)
     for written in (SUMMARY, RECORD, PAPER_TABLE):  # what `cpdagthink render` writes for the intro and appendix
@@ -162,4 +163,18 @@ def test_the_using_pages_build_with_the_book_without_a_warning(tmp_path):
     done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     page = (tmp_path / "_build" / "html" / "book" / "using" / "measurements.html").read_text()
-    assert "Exact jump-forward decoding" in page  # the include of benchmarks/README.md
+    assert "Exact jump-forward decoding" in page  # the include of its benchmark's note
+    assert "how to run it" in page  # the index's table of scripts
+
+
+def test_every_benchmark_note_is_dated_listed_by_the_index_and_shown_once_on_the_measurements_page():
+    """A benchmark's measurements are a dated note of benchmarks/notes/: benchmarks/README.md (the index that
+    says how to run each script) links it, and the page "Measurements" includes it, so a note added and
+    forgotten by either fails here."""
+    notes = sorted(path.name for path in (ROOT / "benchmarks" / "notes").glob("*.md"))
+    assert notes and all(re.fullmatch(r"\d{4}-\d{2}-\d{2}-[a-z0-9-]+\.md", name) for name in notes), notes
+    page = (USING / "measurements.md").read_text(encoding="utf-8")
+    included = [Path(name).name for name, _, _ in _INCLUDE.findall(page) if "/notes/" in name]
+    assert sorted(included) == notes
+    index = (ROOT / "benchmarks" / "README.md").read_text(encoding="utf-8")
+    assert sorted(re.findall(r"\]\(notes/([^)#]+)\)", index)) == notes

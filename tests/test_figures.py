@@ -12,7 +12,7 @@ import pandas as pd  # noqa: E402
 from cpdagthink.analysis import tables  # noqa: E402
 from cpdagthink.book import figures, readings
 
-from test_tables import two_seed_grid  # noqa: E402
+from scored_runs import two_seed_grid  # noqa: E402
 
 
 def test_figures_draw_from_the_tables():

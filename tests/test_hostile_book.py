@@ -65,7 +65,7 @@ def test_every_chapter_built_from_hostile_names_and_texts_runs_nothing(test_csv,
     hostile_csv(test_csv, ood)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     for name in ("_config.yml", "_toc.yml", "_static", "data/paper_reported.csv", "book/intro.md",
-                 "book/paper_figures.md", "book/using", "benchmarks/README.md"):
+                 "book/paper_figures.md", "book/using", "benchmarks/README.md", "benchmarks/notes"):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (shutil.copytree if (PROJECT_ROOT / name).is_dir() else shutil.copy)(PROJECT_ROOT / name, tmp_path / name)
     with hostile_server() as server:

@@ -395,3 +395,24 @@ def test_a_switch_on_a_backend_name_is_found():
         "line 1: config.backend == 'local'", "line 3: backend in ('openai', 'vllm')",
         "line 4: 'reference' != setup.backend", "line 5: record['backend'] == 'local'",
         "line 8: config.backend in _API", "line 9: _SIZED_BY[config.backend]"]
+
+
+def _test_modules_imported(source: str) -> set[str]:
+    """The test modules (``test_*``) that ``source`` imports, at its top or inside a function."""
+    names = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.add(node.module)
+    return {name.removeprefix("tests.") for name in names if name.removeprefix("tests.").startswith("test_")}
+
+
+def test_no_test_module_imports_another():
+    """What two test modules share is a helper of tests/ (conftest.py, scored_runs.py, snakemake_project.py, ...),
+    never one test module's builders read from another (its tests and set-up would come along)."""
+    tests = Path(__file__).parent
+    found = {path.name: _test_modules_imported(path.read_text(encoding="utf-8")) for path in tests.glob("*.py")}
+    assert {name: sorted(modules) for name, modules in found.items() if modules} == {}
+    assert _test_modules_imported("from test_tables import GOLD\nimport json\n\ndef f():\n    import tests.test_runner\n"
+                                  "    from conftest import configured\n") == {"test_tables", "test_runner"}

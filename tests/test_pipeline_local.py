@@ -12,6 +12,7 @@ from cpdagthink.method.schema import instance_model
 from cpdagthink.run.data import read_csv
 from cpdagthink.run.runner import run_config
 from conftest import configured
+from dying_backend import DiesAfter, Killed
 
 pytestmark = pytest.mark.slow
 
@@ -80,8 +81,6 @@ def test_no_thinking_on_a_model_without_thinking_reuses_the_structured_calls(run
 
 
 def test_interrupted_local_run_resumes_without_duplicates(smollm2, small_items, tmp_path):
-    from test_runner import DiesAfter, Killed
-
     condition, decoding = CONDITIONS["baseline_enhanced"], Decoding(max_tokens_turn1=8, max_tokens_answer=8)
     with pytest.raises(Killed):
         run_config(configured(condition.name, cache_dir=tmp_path / "c", decoding=decoding, chunk_size=1),

@@ -13,7 +13,7 @@ from cpdagthink.analysis import tables
 from cpdagthink.book import experiments as ex
 from cpdagthink.book import presentation
 from cpdagthink.paths import PROJECT_ROOT
-from test_tables import two_seed_grid
+from scored_runs import two_seed_grid
 
 
 def test_paper_figures_are_named_in_words_as_the_paper_prints_them():

@@ -17,7 +17,7 @@ from cpdagthink.book import presentation, readings
 from cpdagthink.book.chapters import NOTEBOOKS
 from cpdagthink.causal.instance import Instance
 
-from test_tables import GOLD, two_seed_grid
+from scored_runs import GOLD, two_seed_grid
 
 
 def instances(labels):

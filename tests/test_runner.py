@@ -17,27 +17,8 @@ from cpdagthink.run.data import read_csv, sample
 from cpdagthink.run.runfolder import read_records
 from cpdagthink.run.runner import RunMismatchError, run_config
 from conftest import configured
+from dying_backend import DiesAfter, Killed
 from loopback_api import Faults, Latency, LoopbackAPI, backend_on, key_of, key_of_instance, turn_of
-
-
-class Killed(RuntimeError):
-    pass
-
-
-class DiesAfter(Backend):
-    """Wraps a backend and dies after ``n`` served requests (raising ``error``), like a process killed mid-run."""
-
-    def __init__(self, inner: Backend, n: int, error: BaseException | type[BaseException] = Killed):
-        self.inner, self.left, self.error = inner, n, error
-
-    def identity(self):
-        return self.inner.identity()
-
-    def complete(self, request: Request) -> Completion:
-        if self.left == 0:
-            raise self.error
-        self.left -= 1
-        return self.inner.complete(request)
 
 
 class InterruptedMidBatch(Backend):

@@ -8,7 +8,7 @@ modules run beside each other on two test workers, since each mostly waits on th
 Without root (or sudo) or without the packages (no apt repository), the cluster cannot start: every test here
 is skipped, with the reason printed in the session's output (under CI, a cluster that fails to start with root
 is a failure). Each test runs Snakemake or sbatch in a copy of the project (the ``project`` fixture of
-test_workflow.py), reads only the jobs submitted from that copy, and bounds every wait, so a scheduler that
+snakemake_project.py), reads only the jobs submitted from that copy, and bounds every wait, so a scheduler that
 hangs fails the test instead of holding the suite.
 """
 
@@ -32,8 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from reasoning_api_server import ReasoningAPIServer  # noqa: E402
 from slurm_cluster import (PARTITION, finished, job_field, job_processes, jobs, running_group,  # noqa: E402
                            show_job, slurm_profile, slurm_snakemake)
-from test_workflow import (assert_cache_intact, assert_every_instance_once, plan_of,  # noqa: E402,F401
-                           project, run_snakemake, wait_for)
+from snakemake_project import (assert_cache_intact, assert_every_instance_once, plan_of, project,  # noqa: E402,F401
+                               run_snakemake, wait_for)
 
 
 def assert_no_key_anywhere(key: str, root: Path, job_ids: list[str], log: Path) -> None:

@@ -19,8 +19,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from reasoning_api_server import ReasoningAPIServer  # noqa: E402
 from slurm_cluster import PARTITION, job_field, jobs, slurm_profile, slurm_snakemake  # noqa: E402
-from test_workflow import (assert_cache_intact, assert_every_instance_once, one_group_execution,  # noqa: E402,F401
-                           plan_of, project, run_snakemake, wait_for)
+from snakemake_project import (assert_cache_intact, assert_every_instance_once,  # noqa: E402,F401
+                               one_group_execution, plan_of, project, run_snakemake, wait_for)
 
 ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL"}
 

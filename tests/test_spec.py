@@ -59,7 +59,7 @@ def test_each_computed_choice_makes_another_run_with_its_own_folder(change, rows
 
 def test_the_sample_is_not_part_of_the_identity_but_the_rows_name_the_folder(rows):
     """A folder resumed on a subset of its rows stays the same run; another sample gets another folder."""
-    base, other = _spec(), _spec(sample=Sample(limit=2, seed=5))
+    base, other = _spec(), _spec(sample=Sample(limit=2, sample_seed=5))
     assert other.identity() == base.identity()
     assert base.folder_name(rows) != base.folder_name(rows[:3]) != base.folder_name(rows[::-1])
 
@@ -128,7 +128,7 @@ def test_a_sample_is_drawn_by_its_fields_and_refuses_a_mix_it_cannot_draw(rows, 
     data = str(tmp_path / "two.csv")
     assert Sample(data=data).source == data and Sample(split="test").source == "split:test"
     assert Sample(data=data).instances() == rows  # limit 0: every row
-    drawn = Sample(data=data, limit=2, seed=1).instances()
-    assert len(drawn) == 2 and sum(r.label for r in drawn) == 1 and drawn == Sample(data=data, limit=2, seed=1).instances()
+    drawn = Sample(data=data, limit=2, sample_seed=1).instances()
+    assert len(drawn) == 2 and sum(r.label for r in drawn) == 1 and drawn == Sample(data=data, limit=2, sample_seed=1).instances()
     with pytest.raises(ValueError, match="at least 2 gold positives cannot be drawn"):
-        Sample(data=data, limit=3, min_positives=2).instances()
+        Sample(data=data, limit=3, sample_min_positives=2).instances()

@@ -12,30 +12,8 @@ from cpdagthink.analysis.metrics import paired_comparison
 from cpdagthink.book import experiments as ex
 from cpdagthink.book import presentation
 from cpdagthink.paths import PAPER_REPORTED, PROJECT_ROOT
-from cpdagthink.run.records import RunRecord, TurnRecord
-
-
-def record(i: int, gold: int, pred: int | None, n_vars: int = 5, finish: str = "stop") -> RunRecord:
-    """A scored record: ``pred`` None is an answer that could not be read."""
-    turn = TurnRecord(messages_sha256="", request_sha256="", finish_reason=finish, prompt_tokens=10,
-                      completion_tokens=5, latency_s=1.0)
-    answer = None if pred is None else ("YES" if pred else "NO")
-    return run_record(f"r{i}", answer=answer, gold_label=gold, oracle_label=gold, num_variables=n_vars, turns=[turn])
-
-
-GOLD = [1, 1, 1, 1, 0, 0, 0, 0, 1, 0]
-VARS = [3, 3, 4, 4, 4, 5, 5, 5, 5, 5]
-BASE = {0: [0, 1, 0, 1, 0, 1, 0, 0, 0, 0], 1: [1, 1, 0, 0, 0, 0, 1, 0, 0, 0]}
-TARGET = {0: [1, 1, 1, 1, 0, 0, 0, 0, 1, 0], 1: [1, 1, 1, None, 0, 0, 0, 1, 1, 0]}
-
-
-def two_seed_grid() -> dict[tuple[str, int], list[RunRecord]]:
-    """Baseline and structured runs on the same ten records, two seeds (used by the readings' tests too)."""
-    grid = {}
-    for seed in (0, 1):
-        grid[("baseline_enhanced", seed)] = [record(i, g, p, v) for i, (g, p, v) in enumerate(zip(GOLD, BASE[seed], VARS))]
-        grid[("structured", seed)] = [record(i, g, p, v) for i, (g, p, v) in enumerate(zip(GOLD, TARGET[seed], VARS))]
-    return grid
+from cpdagthink.run.records import TurnRecord
+from scored_runs import BASE, GOLD, TARGET, VARS, record, two_seed_grid
 
 
 @pytest.fixture()

@@ -260,7 +260,7 @@ def _book_overrides(args: argparse.Namespace) -> dict[str, Any]:
                  if k not in ("command", "handler", "only", "sample_variables", "parameter", "group", "execute",
                               "no_build", "render_only", "allow_partial", "backend_options", "budgets",
                               "recipes", "list", "dry_run", "book", "commands", "cost", "price_input", "price_output",
-                              "latency", "concurrency")
+                              "latency", "concurrency", "list_parameters")
                  and v not in (None, [], "")}
     overrides = {**_budgets(args), **overrides}
     options = _backend_options(args)
@@ -281,12 +281,22 @@ def book_papermill_parameters(argv: list[str]) -> dict[str, dict[str, Any]]:
     return {n.stem: papermill_parameters(n, overrides) for n in notebooks}
 
 
+def _list_parameters(args: argparse.Namespace) -> int:
+    """``--list-parameters`` of ``book`` and ``plan``: each selected chapter's parameters, nothing run."""
+    from .book.chapters import describe_parameters
+
+    print(describe_parameters(args.only))
+    return 0
+
+
 def cmd_book(args: argparse.Namespace) -> int:
     from .backends import BACKENDS, backend_class
     from .book.build import build, check_parameters, selected
     from .book.plan import execute_streamed
     from .book.progress import chapter_progress
 
+    if args.list_parameters:
+        return _list_parameters(args)
     parameters = dict(args.parameter or [])
     if not args.render_only and args.backend in BACKENDS and backend_class(args.backend).streams_requests:
         check_parameters(*selected(_book_overrides(args), args.only, parameters))  # before anything is paid for
@@ -312,6 +322,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
             raise ValueError(f"no group {args.group!r} in this plan; its groups are: {', '.join(found) or 'none'}")
         return found[args.group]
 
+    if args.list_parameters:
+        return _list_parameters(args)
     runs = planned()
     if args.cost:
         from .book.cost import cost_lines, plan_cost
@@ -541,6 +553,9 @@ def _chapter_options(book: argparse.ArgumentParser) -> None:
                       help="any notebook parameter (papermill's names), e.g. -p probes='[\"scramble_full\"]'; "
                            "NN:NAME=VALUE gives it to chapter NN only (-p 01:seeds='[0,1,2]'); repeatable; wins over the flags (-p backend_options='{...}' over -o, key by key); "
                            "a name no selected chapter declares is refused")
+    book.add_argument("--list-parameters", action="store_true",
+                      help="print each selected chapter's parameters (the names -p takes) with their defaults and "
+                           "the notebook's comments on them, and stop")
 
 
 def _allow_partial(parser: argparse.ArgumentParser) -> None:

@@ -38,8 +38,7 @@ def check_parameters(notebooks: list[Path], overrides: dict[str, Any]) -> None:
         values = chapter_values(notebook, overrides)
         setup = setup_from_parameters(values)
         for each in [setup, *([ood_setup(setup, values["ood_split"])] if values.get("ood_split") else [])]:
-            sample = each.model_dump_json(include={"split", "data", "limit", "sample_seed", "sample_variables",
-                                                   "sample_min_positives"})
+            sample = each.sample.model_dump_json()
             if sample not in drawn:
                 each.instances()
                 drawn.add(sample)

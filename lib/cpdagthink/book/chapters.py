@@ -8,9 +8,12 @@ The modules that run chapters (``build``), make their pages (``experiments``, ``
 from __future__ import annotations
 
 import ast
+import io
 import json
 import os
 import shlex
+import tokenize
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -47,15 +50,71 @@ def select_notebooks(only: list[str] | None = None) -> list[Path]:
     return [n for n in notebooks if any(n.name.startswith(prefix) for prefix in only)]
 
 
-def _parameter_assignments(path: Path) -> list[tuple[str, Any]]:
-    """``(name, value node)`` of each assignment in the notebook's cell tagged ``parameters``."""
+def _parameters_cell(path: Path) -> str:
+    """The source of the notebook's cell tagged ``parameters``."""
     import nbformat
 
     for cell in nbformat.read(path, as_version=4).cells:
         if "parameters" in cell.get("metadata", {}).get("tags", []):
-            return [(t.id, node.value) for node in ast.parse(cell.source).body if isinstance(node, ast.Assign)
-                    for t in node.targets if isinstance(t, ast.Name)]
+            return cell.source
     raise ValueError(f"{path.name} has no cell tagged 'parameters'")
+
+
+def _assignments(source: str) -> list[tuple[str, ast.Assign]]:
+    """``(name, assignment)`` of each top-level assignment to a name in ``source``."""
+    return [(t.id, node) for node in ast.parse(source).body if isinstance(node, ast.Assign)
+            for t in node.targets if isinstance(t, ast.Name)]
+
+
+def _parameter_assignments(path: Path) -> list[tuple[str, Any]]:
+    """``(name, value node)`` of each assignment in the notebook's cell tagged ``parameters``."""
+    return [(name, node.value) for name, node in _assignments(_parameters_cell(path))]
+
+
+@dataclass(frozen=True)
+class ChapterParameter:
+    """One parameter of a chapter as its parameters cell writes it: the name, the default's source text and
+    the cell's comments on it (the lines just above it and the end of its own lines), for ``--list-parameters``."""
+
+    name: str
+    default: str
+    help: str
+
+
+def chapter_parameters(path: Path) -> list[ChapterParameter]:
+    """The parameters of the notebook at ``path`` in the cell's order, each with its default as written and
+    its comments as help (papermill's ``--help-notebook``, read from the same cell the build reads)."""
+    source = _parameters_cell(path)
+    lines = source.splitlines()
+    comments = {token.start[0]: token.string.lstrip("#").strip()
+                for token in tokenize.generate_tokens(io.StringIO(source).readline)
+                if token.type == tokenize.COMMENT}
+    found = []
+    for name, node in _assignments(source):
+        above, line = [], node.lineno - 1
+        while line in comments and lines[line - 1].lstrip().startswith("#"):  # a comment block right above
+            above.insert(0, comments[line])
+            line -= 1
+        own = [comments[k] for k in range(node.lineno, (node.end_lineno or node.lineno) + 1) if k in comments]
+        found.append(ChapterParameter(name, ast.get_source_segment(source, node.value) or "",
+                                      "; ".join(text for text in [" ".join(above), *own] if text)))
+    return found
+
+
+def describe_parameters(only: list[str] | None = None) -> str:
+    """The parameters of each selected chapter (:func:`select_notebooks`) as plain text: the chapter's name,
+    then one ``name = default`` line per parameter with its help indented below it, for ``book -p`` and
+    ``plan -p`` (``cpdagthink book --only 04 --list-parameters``)."""
+    blocks = []
+    for notebook in select_notebooks(only):
+        lines = [notebook.stem]
+        for parameter in chapter_parameters(notebook):
+            default = parameter.default.replace("\n", "\n  ")  # a list the cell spreads over lines stays aligned
+            lines.append(f"  {parameter.name} = {default}")
+            if parameter.help:
+                lines.append(f"      {parameter.help}")
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)
 
 
 def notebook_parameters(path: Path) -> set[str]:

@@ -126,8 +126,7 @@ class _Choices(BaseModel):
     @property
     def sample(self) -> Sample:
         """The rows every run of these choices reads."""
-        return Sample(split=self.split, data=self.data, limit=self.limit, seed=self.sample_seed,
-                      variables=self.sample_variables, min_positives=self.sample_min_positives)
+        return Sample(**{name: getattr(self, name) for name in Sample.model_fields})  # the same names
 
     @property
     def source(self) -> str:

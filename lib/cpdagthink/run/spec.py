@@ -68,16 +68,21 @@ def run_identity(condition: dict[str, Any], probe: str | None, backend: str, mod
 
 class Sample(BaseModel):
     """The rows a run reads: a split or CSV, and the seeded label-stratified sample drawn from it (stratified by
-    variable count too when ``variables`` names several)."""
+    variable count too when ``sample_variables`` names several).
+
+    Its fields are spelled as every front door spells them (``--sample-seed``, a notebook's ``sample_seed``, a
+    ``config.json``'s ``sample_seed``), so the sample's seed has one name, never to be read as the decoding's
+    (:attr:`RunSpec.seed`); :attr:`cpdagthink.run.config.RunConfig.sample` takes these fields by name."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     split: str = "test"
     data: str | None = None  # a Corr2Cause-format CSV instead of a split
     limit: NonNegativeInt = 0  # sample size; 0: every row
-    seed: int = 0
-    variables: tuple[PositiveInt, ...] | None = None  # draw from rows with these variable counts, an equal share each
-    min_positives: NonNegativeInt = 1
+    sample_seed: int = 0
+    # draw from rows with these variable counts, an equal share each
+    sample_variables: tuple[PositiveInt, ...] | None = None
+    sample_min_positives: NonNegativeInt = 1
 
     @property
     def source(self) -> str:
@@ -97,24 +102,25 @@ class Sample(BaseModel):
         return load_split(self.split)
 
     def instances(self) -> list[Instance]:
-        """The sample (seeded, label-stratified; with ``variables``, drawn from rows with those counts, an equal
-        share per count: :func:`~cpdagthink.run.data.sample_by_variables`). ``limit=0`` is the whole split,
-        whatever ``variables``."""
+        """The sample (seeded, label-stratified; with ``sample_variables``, drawn from rows with those counts, an
+        equal share per count: :func:`~cpdagthink.run.data.sample_by_variables`). ``limit=0`` is the whole split,
+        whatever ``sample_variables``."""
         from .data import sample, sample_by_variables
 
         rows = self.all_instances()
         if not rows:
             raise ValueError(f"{self.source} holds no rows (a header only?): there is nothing to run")
-        if self.limit > 0 and self.variables:
-            drawn = sample_by_variables(rows, self.limit, self.variables, self.seed, self.min_positives)
-            rows = [r for r in rows if r.num_variables in self.variables]
+        least = self.sample_min_positives
+        if self.limit > 0 and self.sample_variables:
+            drawn = sample_by_variables(rows, self.limit, self.sample_variables, self.sample_seed, least)
+            rows = [r for r in rows if r.num_variables in self.sample_variables]
         else:
-            drawn = sample(rows, self.limit, self.seed, self.min_positives)
+            drawn = sample(rows, self.limit, self.sample_seed, least)
         if self.limit < len(rows) and len(drawn) < self.limit:
             # too few positives (or negatives) for the asked mix: a smaller sample would pass for the asked one
             positives = sum(r.label for r in rows)
             raise ValueError(
-                f"a sample of {self.limit} rows with at least {self.min_positives} gold positives cannot be "
+                f"a sample of {self.limit} rows with at least {least} gold positives cannot be "
                 f"drawn: the {len(rows)} rows it is drawn from hold {positives} positives and "
                 f"{len(rows) - positives} negatives; lower --sample-min-positives or --limit")
         return drawn
