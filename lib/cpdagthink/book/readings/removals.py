@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import pandas as pd
 
@@ -74,6 +75,19 @@ def not_applied(runs: Mapping[tuple[str, int], Sequence[RunRecord]]) -> dict[str
 
 
 KEY_ABLATION = "no_constrained_decoding"  # the condition of chapter 03's key figure (:func:`ablation_headline`)
+
+
+def ignored_by_backend(condition: str, backend: str, options: Mapping[str, Any]) -> str:
+    """Why ``backend`` with these ``options`` does not apply ``condition``'s one switch, known before anything
+    runs from what the backend answers for itself (``Backend.applies_regex``): removing the regex constraint
+    where no regex is applied sends Structured Thinking's own turn 1. Empty when it applies it (or cannot say
+    before the run: a model without thinking mode is known once it is loaded, and :func:`not_applied` reads it
+    from the records)."""
+    from ...backends import BACKENDS, backend_class
+
+    if condition == KEY_ABLATION and backend in BACKENDS and not backend_class(backend).applies_regex(options):
+        return f"{NOT_APPLIED}: {_APPLIED_BY[condition]}"
+    return ""
 
 
 def ablation_phrase(drops: pd.DataFrame, refused: Mapping[str, str], on_first_screen: str = "") -> str:
