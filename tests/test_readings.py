@@ -231,6 +231,13 @@ def test_gallery_and_audit_phrases_count_with_the_right_nouns():
     reading = readings.audit_reading(summary, errors, "test", 1, instances([1]), [0])
     assert reading.phrases["gold_errors"].source().startswith("The oracle disagrees with gold on **3** rows of the `test`")
     assert "(2 gold 0 / oracle 1, 1 gold 1 / oracle 0)" in str(reading.phrases["gold_errors"])
+    # the evidence of each disagreement, the class listed DAG by DAG, is read from the rows, not asserted
+    listed = pd.DataFrame({"gold": [0, 0, 1], "oracle": [1, 1, 0], "class_size": [3, 4, 2], "holds_in": [3, 4, 1]})
+    text = str(readings.audit_reading(summary, listed, "test", 1, instances([1]), [0]).phrases["gold_errors"])
+    assert "on 3 of the 3 the listing agrees with the oracle" in text
+    listed.loc[1, "holds_in"] = 2  # a row where the listing sides with gold is counted apart
+    text = str(readings.audit_reading(summary, listed, "test", 1, instances([1]), [0]).phrases["gold_errors"])
+    assert "on 2 of the 3 the listing agrees with the oracle" in text
     assert reading.phrases["shortcut"].startswith("In the whole split, 1 causal hypothesis names a cause")
     assert reading.numbers["exact_pct"] == 50.0 and math.isnan(reading.numbers["directed_f1"])
 
