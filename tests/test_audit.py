@@ -217,6 +217,9 @@ def test_gold_errors_on_the_real_split(real):
         assert real[row.index].id == row.id and real[row.index].label == row.gold != row.oracle
         assert row.class_size == len(analyse_premise(real[row.index].premise).members) >= 1
         assert row.directed or row.undirected
+        # the evidence, counted DAG by DAG over the class: entailed (every DAG) exactly where the oracle says 1
+        assert (row.holds_in == row.class_size) == (row.oracle == 1)
+    assert set(errors.loc[errors["gold"] == 1, "holds_in"]) != {0}  # gold 1 rows hold in some DAGs, not all
 
 
 def test_every_later_causes_earlier_row_is_labelled_zero(real):

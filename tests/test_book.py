@@ -912,3 +912,25 @@ def test_render_while_a_chapter_executes_says_it_is_under_way_not_stopped(test_c
     assert code == 2 and "kernel was stopped" not in error
     assert re.search(r"no complete execution of 01_main_results \(its execution is still under way in process \d+\): "
                      r"wait for the execution under way to end, or pass --allow-partial", error), error
+
+
+def test_what_native_code_writes_in_a_chapter_goes_to_its_kernel_log_not_its_page(tmp_path, monkeypatch):
+    """A library's console line (llama.cpp's log, written by C to file descriptor 2) is not part of the chapter:
+    the executed notebook keeps what Python prints and leaves the native write to ``.NN_name.kernel.log``."""
+    from cpdagthink.book.build import execute
+
+    # ipykernel never captures native writes in a kernel that inherits pytest's marker: the kernel here runs
+    # as `cpdagthink book` starts it
+    monkeypatch.delenv("PYTEST_CURRENT_TEST")
+
+    notebook = tmp_path / "09_native.ipynb"
+    cell = nbformat.v4.new_code_cell('import os\nos.write(2, b"native console line\\n")\nprint("the chapter\'s own")')
+    parameters = nbformat.v4.new_code_cell("limit = 4", metadata={"tags": ["parameters"]})
+    nbformat.write(nbformat.v4.new_notebook(cells=[parameters, cell]), notebook)
+    out = tmp_path / "book"
+    out.mkdir()
+    executed = nbformat.read(execute(notebook, {}, out), as_version=4)
+    printed = "".join(output.get("text", "") for output in executed.cells[-1].outputs)
+    assert "the chapter's own" in printed
+    assert "native console line" not in printed
+    assert "native console line" in (out / ".09_native.kernel.log").read_text(encoding="utf-8")

@@ -194,7 +194,8 @@ def test_cli_prints_the_plan_and_executes_one_group(roots, capsys):
              "-p", f"cache_dir={roots['cache_dir']}"]
     assert main(["plan", *flags]) == 0
     printed = json.loads(capsys.readouterr().out)
-    assert [set(r) for r in printed] == [{"chapters", "config", "instances", "folder", "complete", "group"}] * 3
+    assert [set(r) for r in printed] == [{"chapters", "config", "instances", "folder", "complete", "group",
+                                          "not_applied"}] * 3
     assert printed[0]["config"]["condition"] == "structured" and printed[0]["complete"] is False
     assert main(["plan", *flags, "--group", "nosuch", "--execute"]) == 2
     assert "no group 'nosuch' in this plan; its groups are: reference-default-seed0" in capsys.readouterr().err
@@ -261,3 +262,27 @@ def test_a_book_on_an_api_computes_every_chapters_api_runs_first_and_leaves_the_
     assert {r.folder for r in after if r.complete} == {r.folder for r in computed}
     assert {r.config.backend for r in after if not r.complete} == {"reference"}  # its chapter computes it
     assert server.peak_in_flight > 1
+
+
+def test_an_ablation_the_backend_does_not_apply_is_flagged_by_the_plan_with_the_reason(roots, capsys):
+    """A generic OpenAI-compatible server is sent no regex unless ``regex_mode=vllm``: no_constrained_decoding
+    then sends Structured Thinking's own turn 1, so its plan entry says it is not applied and why (what its page
+    says too); through a vLLM server, and for every other condition, the entry flags nothing."""
+    conditions = {"conditions": ["structured", "no_constrained_decoding", "minimal_instruction"]}
+    generic = plan.plan_book({"backend": "openai", "model": "Qwen/Qwen3.5-27B", **roots}, only=["03"],
+                             parameters=conditions)
+    assert {r.config.condition: r.not_applied for r in generic} == {
+        "structured": "", "minimal_instruction": "",
+        "no_constrained_decoding": "not applied on this backend: turn 1 is unconstrained in both conditions; a vLLM "
+                                   "server applies the constraint with regex_mode=vllm"}
+    vllm = plan.plan_book({"backend": "openai", "model": "Qwen/Qwen3.5-27B", "backend_options": {"regex_mode": "vllm"},
+                           **roots}, only=["03"], parameters=conditions)
+    assert {r.not_applied for r in vllm} == {""}
+    local = plan.plan_book({"backend": "reference", **roots}, only=["03"], parameters=conditions)
+    assert {r.not_applied for r in local} == {""}
+    assert main(["plan", "--backend", "openai", "--model", "Qwen/Qwen3.5-27B", "--only", "03", "-p",
+                 'conditions=["structured", "no_constrained_decoding"]', "-p", f"out_root={roots['out_root']}",
+                 "-p", f"cache_dir={roots['cache_dir']}"]) == 0
+    printed = {entry["config"]["condition"]: entry["not_applied"] for entry in json.loads(capsys.readouterr().out)}
+    assert printed["no_constrained_decoding"].startswith("not applied on this backend: turn 1 is unconstrained")
+    assert printed["structured"] == ""

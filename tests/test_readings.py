@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from ast import literal_eval
@@ -230,6 +231,13 @@ def test_gallery_and_audit_phrases_count_with_the_right_nouns():
     reading = readings.audit_reading(summary, errors, "test", 1, instances([1]), [0])
     assert reading.phrases["gold_errors"].source().startswith("The oracle disagrees with gold on **3** rows of the `test`")
     assert "(2 gold 0 / oracle 1, 1 gold 1 / oracle 0)" in str(reading.phrases["gold_errors"])
+    # the evidence of each disagreement, the class listed DAG by DAG, is read from the rows, not asserted
+    listed = pd.DataFrame({"gold": [0, 0, 1], "oracle": [1, 1, 0], "class_size": [3, 4, 2], "holds_in": [3, 4, 1]})
+    text = str(readings.audit_reading(summary, listed, "test", 1, instances([1]), [0]).phrases["gold_errors"])
+    assert "on 3 of the 3 the listing agrees with the oracle" in text
+    listed.loc[1, "holds_in"] = 2  # a row where the listing sides with gold is counted apart
+    text = str(readings.audit_reading(summary, listed, "test", 1, instances([1]), [0]).phrases["gold_errors"])
+    assert "on 2 of the 3 the listing agrees with the oracle" in text
     assert reading.phrases["shortcut"].startswith("In the whole split, 1 causal hypothesis names a cause")
     assert reading.numbers["exact_pct"] == 50.0 and math.isnan(reading.numbers["directed_f1"])
 
@@ -447,8 +455,10 @@ def test_a_degenerate_runs_verdicts_name_the_causes_they_compute_and_state_no_fi
     assert text.endswith("(-28.6 pp) is what such answers produce, not a finding.")
     record = reading.headline.record()
     assert record["degenerate"] and len(record["causes"]) == 2
-    assert reading.phrases["verdict"].startswith("Seed 0 is not a finding: Structured Thinking answered NO")
-    assert "favour" not in reading.phrases["verdict"]
+    # the first screen names seed 0's causes; the reading points to them (the verdict is said once per page)
+    assert reading.phrases["verdict"] == "Seed 0 is not a finding, for the reasons the verdict above gives."
+    assert readings.verdict(paired, "structured vs baseline_enhanced", main).startswith(
+        "Seed 0 is not a finding: Structured Thinking answered NO")
 
     drops = readings.ablation_table(tables.scores_frame(ablation), ablation)
     assert math.isnan(drops.loc["no_constrained_decoding", "drop vs Structured Thinking (pp)"])
@@ -708,7 +718,9 @@ def test_the_scale_reading_is_chosen_from_what_answered_and_how_many_rows():
     assert readings.scale_phrase(instances([0, 1] * 2), "local").startswith("With 4 instances, differences of a few")
     assert readings.scale_phrase(instances([0, 1] * 300), "openai") == (
         "With 600 instances, each figure's own interval says which differences are more than noise.")
-    assert "nothing about a language model" in readings.scale_phrase(instances([0, 1] * 300), "reference")
+    # what answered is the reference page's verdict, on its first screen; its reading does not say it again
+    assert readings.scale_phrase(instances([0, 1] * 300), "reference") == (
+        "These rows show what the pipeline does with a perfect graph.")
 
 
 INTERNAL = {key for key, shown in presentation.LABELS.items() if "_" in key and shown != key} | {
@@ -810,3 +822,60 @@ def test_the_cost_section_shows_only_what_the_calls_measured(displayed):
     displayed.clear()
     readings.show_cost({("structured", 0): costed("structured", 300, 2.0), ("baseline_enhanced", 0): costed("baseline_enhanced", 100, 1.0)})
     assert "Model time" in " ".join(str(o) for o, _ in displayed)
+
+
+def _restated(headline, reading) -> list[str]:
+    """The runs of five words of the page's verdict (its first screen) that the reading's prose says again
+    (compared as words, without case or punctuation)."""
+    def words(text: str) -> list[str]:
+        return re.findall(r"[a-z0-9+.-]+", re.sub(r"\\(.)", r"\1", text).lower().replace(". ", " "))
+
+    prose = " ".join(" ".join(words(v.source() if isinstance(v, Markdown) else str(v))) for v in reading.phrases.values())
+    verdict = words(headline.verdict())
+    runs = {" ".join(verdict[i:i + 5]) for i in range(len(verdict) - 4)}
+    return sorted(run for run in runs if f" {run} " in f" {prose} ")
+
+
+def test_the_verdict_sentence_appears_once_per_page():
+    """The first screen gives the page's verdict; the reading below it says what else the run shows and never
+    says the verdict again: a seed whose answers are all one word (chapter 01), an ablation the backend does not
+    apply (03), a probe that changed no answer and one whose answers were all cut off (04), the reference agent's
+    run (03, 04) and a design that did not run (07)."""
+    from known_answers import GOLD, N, records, right_on
+
+    constant = {("structured", 0): records("structured", ["YES"] * N),
+                ("baseline_enhanced", 0): records("baseline_enhanced", ["YES"] * N),
+                ("structured", 1): records("structured", right_on(0.9, 1)),
+                ("baseline_enhanced", 1): records("baseline_enhanced", right_on(0.75, 2))}
+    paired = tables.paired_frame(constant, "structured", ["baseline_enhanced"], n_resamples=200)
+    main = readings.main_results(tables.scores_frame(constant), paired, instances(GOLD), [0, 1], constant)
+    assert main.headline.degenerate
+    pages = {"01": main}
+
+    answers = right_on(0.9, 1)
+    runs = {("structured", 0): records("structured", answers),
+            ("no_constrained_decoding", 0): records("no_constrained_decoding", answers, asked="structured")}
+    drops = readings.ablation_table(tables.scores_frame(runs), runs)
+    ablated = readings.ablations(drops, True, instances(GOLD), [0], backend="openai")
+    paired = tables.paired_frame(runs, "structured", ["no_constrained_decoding"], n_resamples=200)
+    ablated.headline = readings.ablation_headline(paired, drops, runs)
+    pages["03"] = ablated
+    reference = readings.ablations(drops, True, instances(GOLD), [0], backend="reference")
+    reference.headline = dataclasses.replace(ablated.headline, missing="", value=0.0, ci_low=0.0, ci_high=0.0,
+                                             answered_by="reference")
+    pages["03 reference"] = reference
+
+    unprobed = right_on(0.9, 1)
+    for name, probed in {"no change": records("scramble_full", unprobed),
+                         "cut off": records("scramble_full", [None] * N, cut_off=True)}.items():
+        runs = {("unprobed", 0): records("unprobed", unprobed), ("scramble_full", 0): probed}
+        table, _, paired = readings.probe_grid(runs, ["scramble_full"], [0], "model")
+        reading = readings.probes_reading(table, "model", ["scramble_full"], instances(GOLD), [0], runs, "openai")
+        reading.headline = readings.probe_headline(paired, runs, 0)
+        pages[f"04 {name}"] = reading
+
+    from cpdagthink.book.readings import carriers
+    pages["07"] = carriers.components_reading(None, [], {}, Markdown("a design"), "cpdagthink book --only 07")
+
+    restated = {page: _restated(r.headline, r) for page, r in pages.items() if _restated(r.headline, r)}
+    assert restated == {}, "\n".join(f"{page}: {runs}" for page, runs in restated.items())

@@ -21,6 +21,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..causal.dag import holds
 from ..causal.instance import Instance
 from ..causal.oracle import UnfaithfulFactsError, analyse_premise, readable_label
 from ..causal.premise import PremiseError, Relation, pair, parse_hypothesis, parse_premise
@@ -244,7 +245,10 @@ def _edges_text(cpdag) -> tuple[str, str]:
 
 
 def gold_errors(instances: Sequence[Instance]) -> pd.DataFrame:
-    """Every row whose oracle label (``label_text``) differs from gold, with its equivalence class.
+    """Every row whose oracle label (``label_text``) differs from gold, with its equivalence class and the
+    evidence a reader can check: ``holds_in``, in how many of the class's DAGs (listed one by one, not the
+    oracle's CPDAG reading) the hypothesis holds. Gold 1 is right only if it holds in all of them, gold 0 only if
+    it fails in at least one.
 
     Rows the oracle cannot label (:func:`label_gaps` counts them) are not disagreements and are left out.
     """
@@ -264,10 +268,12 @@ def gold_errors(instances: Sequence[Instance]) -> pd.DataFrame:
             "gold": instance.label,
             "oracle": verdict.label,
             "class_size": len(analysis.members),
+            "holds_in": sum(holds(member, verdict.query) for member in analysis.members),
             "directed": directed,
             "undirected": undirected,
         })
-    columns = ["index", "id", "template", "num_variables", "hypothesis", "gold", "oracle", "class_size", "directed", "undirected"]
+    columns = ["index", "id", "template", "num_variables", "hypothesis", "gold", "oracle", "class_size", "holds_in",
+               "directed", "undirected"]
     return pd.DataFrame(rows, columns=columns)
 
 

@@ -44,6 +44,13 @@ def check_parameters(notebooks: list[Path], overrides: dict[str, Any]) -> None:
                 drawn.add(sample)
 
 
+# ipykernel copies what native code writes to the kernel's file descriptors 1 and 2 into the cell's outputs, so a
+# library's console line (llama.cpp's log, a C extension's warning) became part of the chapter's page. Without
+# that capture it goes where the kernel's own standard error goes: the chapter's kernel log (:func:`_kernel_log`).
+# What Python code prints, and a cell's errors, still reach the page.
+KERNEL_ARGUMENTS = ["--IPKernelApp.capture_fd_output=False"]
+
+
 @contextlib.contextmanager
 def _kernel_log(path: Path) -> Iterator[None]:
     """Send what is written to this process's standard error meanwhile, by the kernel it starts (which inherits
@@ -111,7 +118,7 @@ def execute(notebook: Path, overrides: dict[str, Any], output_dir: Path) -> Path
             with _kernel_log(output.with_name(f".{notebook.stem}.kernel.log")), build_record.measure(cost):
                 papermill.execute_notebook(str(notebook), str(partial), parameters=parameters,
                                            cwd=str(PROJECT_ROOT), kernel_name="python3", progress_bar=False,
-                                           log_output=False)
+                                           log_output=False, extra_arguments=KERNEL_ARGUMENTS)
         except papermill.PapermillExecutionError as error:
             if error.ename == RenderOnlyError.__name__:  # a run to compute first: its one line, not a traceback
                 raise RenderOnlyError(f"{notebook.stem}: {error.evalue}") from None

@@ -25,7 +25,7 @@ from ..run.together import Planned
 from ..run.spec import rows_sha256
 from ..run.runfolder import is_complete
 from . import experiments as ex
-from .readings import REFERENCE, TARGET
+from .readings import REFERENCE, TARGET, ignored_by_backend
 
 Key = tuple[str, int]  # how a chapter's tables name a run: (condition, probe or label; seed)
 
@@ -183,7 +183,8 @@ class Rows(BaseModel):
 
 class PlannedRun(BaseModel):
     """One run of the plan: the chapters that read it, its single-run config, its rows and run folder, whether
-    that folder is complete, and its group (the job that computes it)."""
+    that folder is complete, its group (the job that computes it), and why its backend does not apply its
+    condition where it does not (:func:`readings.ignored_by_backend`)."""
 
     chapters: list[str]
     config: RunConfig
@@ -191,6 +192,8 @@ class PlannedRun(BaseModel):
     folder: str
     complete: bool
     group: str
+    # why the backend does not apply the condition's switch (the run is planned, and its page says the same)
+    not_applied: str = ""
 
 
 def group_of(config: RunConfig) -> str:
@@ -225,7 +228,9 @@ def plan_chapters(executions: Iterable[tuple[str, Mapping[str, Any]]]) -> list[P
                 continue
             found[folder] = PlannedRun(chapters=[chapter], config=run.config,
                                        instances=Rows.of(run.config, instances), folder=folder,
-                                       complete=is_complete(folder, run.config, instances), group=group_of(run.config))
+                                       complete=is_complete(folder, run.config, instances), group=group_of(run.config),
+                                       not_applied=ignored_by_backend(run.config.condition, run.config.backend,
+                                                                      run.config.backend_options))
     return list(found.values())
 
 

@@ -23,8 +23,8 @@ from .results import (MAIN_CONDITIONS, PRIMARY_SEED, THREE_SEEDS, main_summary_t
                       main_results, show_cost)
 from .bins import (omission_sentence, paper_bin_key, bin_gain_table, bin_headline, bin_gains_sentence, stress_table,
                    stress_caveats, counted_stress, complexity, complexity_gains, show_bin_gains, show_ood, show_stress)
-from .removals import (ABLATIONS, ablation_table, NO_OBJECT, NOT_APPLIED, not_applied, ablation_phrase, scale_table,
-                       tool_choice_table, ablations, ablation_headline)
+from .removals import (ABLATIONS, ablation_table, NO_OBJECT, NOT_APPLIED, not_applied, ignored_by_backend,
+                       ablation_phrase, scale_table, tool_choice_table, ablations, ablation_headline)
 from .probing import probe_grid, probe_headline, probe_causes, probe_summary, probe_example, probes_reading
 from .graph_audit import (audit_runs, audit_scopes, show_pooled_audit, pooled_summary, violation_caveat, audit_reading,
                           show_violations, violation_causes, audit_headline)
@@ -38,7 +38,7 @@ __all__ = [
     "MAIN_CONDITIONS", "PRIMARY_SEED", "THREE_SEEDS", "main_summary_table", "budget_note", "answer_reading",
     "show_cost", "main_results", "omission_sentence", "paper_bin_key", "bin_gain_table", "bin_headline",
     "bin_gains_sentence", "stress_table", "stress_caveats", "counted_stress", "complexity", "complexity_gains",
-    "show_bin_gains", "show_ood", "show_stress", "ABLATIONS", "ablation_table", "NO_OBJECT", "NOT_APPLIED",
+    "show_bin_gains", "show_ood", "show_stress", "ABLATIONS", "ablation_table", "NO_OBJECT", "NOT_APPLIED", "ignored_by_backend",
     "not_applied", "ablation_phrase", "scale_table", "tool_choice_table", "ablations", "ablation_headline",
     "probe_grid", "probe_headline", "probe_causes", "probe_summary", "probe_example", "probes_reading", "audit_runs",
     "audit_scopes", "show_pooled_audit", "pooled_summary", "violation_caveat", "audit_reading", "show_violations",

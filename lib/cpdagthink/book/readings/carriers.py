@@ -127,8 +127,9 @@ def design_table(cells: Sequence[Point], refused: Mapping[str, str]) -> pd.DataF
 
 
 def not_run_phrase(command: str) -> Markdown:
-    return Markdown("The design did not run in this build: its runs are more than the default book's time target "
-                    "allows, and this build holds no complete records of them. Run it with ", code(command), ".")
+    """Why the design did not run (that it did not is the page's verdict, said once on its first screen)."""
+    return Markdown("The design's runs are more than the default book's time target allows, and this build holds "
+                    "no complete records of them. Run it with ", code(command), ".")
 
 
 def components_reading(cells: factorial.Cells | None, effects: Sequence[factorial.Effect],

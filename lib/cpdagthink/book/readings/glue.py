@@ -141,9 +141,8 @@ def scale_phrase(instances: Sequence[Instance], backend: str) -> str:
     from the default sample): the reference agent's rows show the pipeline on an exact graph, not a model; a
     small sample leaves only large differences outside the noise; a large one lets each interval decide."""
     n = counted(len(instances), "instance")
-    if answers_without_model(backend):
-        return ("The symbolic reference agent answered here, an upper bound that reads the exact CPDAG: these rows "
-                "show what the pipeline does with a perfect graph, and nothing about a language model.")
+    if answers_without_model(backend):  # what answered is the page's verdict, said once on its first screen
+        return "These rows show what the pipeline does with a perfect graph."
     if len(instances) < 100:
         return (f"With {n}, differences of a few points are within noise; only large ones, with intervals that "
                 "exclude zero, say more.")

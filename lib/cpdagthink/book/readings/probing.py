@@ -36,27 +36,35 @@ def probe_grid(runs: Mapping[tuple[str, int], Sequence[RunRecord]], probes: Sequ
     return pd.concat(frames).reset_index(), example, paired
 
 
+KEY_PROBE = "scramble_full"  # the probe of chapter 04's key figure (:func:`probe_headline`)
+
+
 def probe_headline(paired: pd.DataFrame, runs: Mapping[tuple[str, int], Sequence[RunRecord]],
                    seed: int) -> Headline:
     """Chapter 04's key figure: the drop under the full scramble (unprobed minus probed) at ``seed`` (the
     first), with the causes its answers rest on (``runs``: :func:`probe_grid`'s, keyed ``(probe, seed)``)."""
     missing = ("the model produced no turn-1 object on any row, so there was no graph to probe"
                if tables.produced_no_object(runs[("unprobed", seed)]) else "")
-    return paired_headline(paired, "unprobed vs scramble_full", "the drop under the full scramble",
+    return paired_headline(paired, f"unprobed vs {KEY_PROBE}", "the drop under the full scramble",
                            "probe_full_drop", missing, runs)
 
 
-def probe_causes(runs: Mapping[tuple[str, int], Sequence[RunRecord]], probes: Sequence[str], seed: int) -> str:
+def probe_causes(runs: Mapping[tuple[str, int], Sequence[RunRecord]], probes: Sequence[str], seed: int,
+                 on_first_screen: str = "") -> str:
     """What the probes' drops at ``seed`` are, from the records (empty when each is an ordinary interval): not
     findings where the answers carry no information (:func:`answer_causes`: the unprobed run's own, or a probe's
     beside it, e.g. every probed answer cut off), and a finding where a probe changed no scored answer: its drop
-    is 0 with an interval of [0, 0], so on this model the answers do not depend on what the probe changed."""
+    is 0 with an interval of [0, 0], so on this model the answers do not depend on what the probe changed. The
+    probe ``on_first_screen`` (the page's key figure) is left to the page's verdict, which says it once."""
     base = runs[("unprobed", seed)]
     causes, degenerate = answer_causes({"unprobed": base}, "")
+    if degenerate and (on_first_screen, seed) in runs:
+        return (f"Not a finding at seed {seed} for any probe: the unprobed answers carry no information, for the "
+                "reasons the verdict above gives.")
     if degenerate:
         return sentence(f"Not a finding at seed {seed}: " + "; ".join(causes))
     bad, same = [], []
-    for probe in (p for p in probes if (p, seed) in runs):
+    for probe in (p for p in probes if (p, seed) in runs and p != on_first_screen):
         causes, degenerate = answer_causes({"unprobed": base, probe: runs[(probe, seed)]}, "its drop")
         if degenerate:
             bad.append(f"{presentation.label(probe)} ({'; '.join(causes)})")
@@ -110,6 +118,6 @@ def probes_reading(table: pd.DataFrame, agent: str, probes: Sequence[str], insta
                        f", against {numbers['flips_reference']:.0f}% for the reference agent, which by construction "
                        "follows the graph it is shown")
     return Reading(numbers, sample_phrases(instances, seeds) | {
-        "probe_drops": Markdown(drops, ".", swap, *([" ", probe_causes(runs, probes, seeds[0])] if runs else [])),
+        "probe_drops": Markdown(drops, ".", swap, *([" ", probe_causes(runs, probes, seeds[0], KEY_PROBE)] if runs else [])),
         "flips": f"On average {numbers['flips_model']:.0f}% of this model's answers flip under a probe{flips_reference}.",
         "scale_note": scale_phrase(instances, backend)})

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import pandas as pd
 
@@ -73,12 +74,31 @@ def not_applied(runs: Mapping[tuple[str, int], Sequence[RunRecord]]) -> dict[str
     return found
 
 
-def ablation_phrase(drops: pd.DataFrame, refused: Mapping[str, str]) -> str:
-    """Each one-factor removal's drop in words, or why there is none."""
+KEY_ABLATION = "no_constrained_decoding"  # the condition of chapter 03's key figure (:func:`ablation_headline`)
+
+
+def ignored_by_backend(condition: str, backend: str, options: Mapping[str, Any]) -> str:
+    """Why ``backend`` with these ``options`` does not apply ``condition``'s one switch, known before anything
+    runs from what the backend answers for itself (``Backend.applies_regex``): removing the regex constraint
+    where no regex is applied sends Structured Thinking's own turn 1. Empty when it applies it (or cannot say
+    before the run: a model without thinking mode is known once it is loaded, and :func:`not_applied` reads it
+    from the records)."""
+    from ...backends import BACKENDS, backend_class
+
+    if condition == KEY_ABLATION and backend in BACKENDS and not backend_class(backend).applies_regex(options):
+        return f"{NOT_APPLIED}: {_APPLIED_BY[condition]}"
+    return ""
+
+
+def ablation_phrase(drops: pd.DataFrame, refused: Mapping[str, str], on_first_screen: str = "") -> str:
+    """Each one-factor removal's drop in words, or why there is none; for ``on_first_screen``, the condition of
+    the page's key figure, the why is the verdict's, which the page says once, on its first screen."""
     parts = []
     for condition, what in ABLATIONS.items():
         if condition in refused or condition not in drops.index:
             parts.append(f"{what} was not run")
+        elif drops.loc[condition, "note"] and condition == on_first_screen:
+            parts.append(f"{what} gives no drop to report, for the reason the verdict above gives")
         elif drops.loc[condition, "note"]:
             parts.append(f"{what} gives no drop to report ({drops.loc[condition, 'note']})")
         else:
@@ -118,7 +138,8 @@ def ablations(drops: pd.DataFrame, thinking_supported: bool, instances: Sequence
     if refused:
         note = Markdown(" ").join(Markdown(sentence(f"{label(c)} was not run: {why}")) for c, why in refused.items())
     return Reading(numbers, sample_phrases(instances, seeds) | {"thinking_note": note,
-                                                                "ablation_drops": ablation_phrase(drops, refused),
+                                                                "ablation_drops": ablation_phrase(drops, refused,
+                                                                                                  KEY_ABLATION),
                                                                 "scale_note": scale_phrase(instances, backend)})
 
 
@@ -126,7 +147,7 @@ def ablation_headline(paired: pd.DataFrame, drops: pd.DataFrame,
                       runs: Mapping[tuple[str, int], Sequence[RunRecord]] | None = None) -> Headline:
     """Chapter 03's key figure: the drop without constrained decoding (Structured Thinking minus it), with
     the first seed's paired CI and the causes its answers rest on (read from ``runs``)."""
-    condition = "no_constrained_decoding"
+    condition = KEY_ABLATION
     figure = "the drop without constrained decoding"
     note = drops.loc[condition, "note"] if condition in drops.index else ""
     missing = (f"{figure} has nothing to compare: the condition produced {NO_OBJECT}" if note == NO_OBJECT else

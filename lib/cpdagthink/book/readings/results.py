@@ -118,7 +118,7 @@ def main_results(scores: pd.DataFrame, paired: pd.DataFrame, instances: Sequence
     phrases = sample_phrases(instances, seeds) | {
         "seed_spread": spread,
         "seed_gains": per_seed_gains(paired, comparison),
-        "verdict": verdict(paired, comparison, runs),
+        "verdict": verdict(paired, comparison, runs, on_first_screen=seeds[0]),  # its headline's seed
         "budget_note": budget_note(scores),
         "answer_reading": answer_reading(runs or {}),
         "reference": ("On the reference backend every row above is the reference agent's own." if math.isnan(reference)

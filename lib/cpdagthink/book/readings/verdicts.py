@@ -73,20 +73,31 @@ def pair_causes(runs: Mapping[tuple[str, int], Sequence[RunRecord]], comparison:
     return answer_causes({side: runs[(side, seed)] for side in sides}, figure)
 
 
+def _degenerate_seeds(rows: pd.DataFrame, comparison: str, runs: Mapping[tuple[str, int], Sequence[RunRecord]],
+                      on_first_screen: int | None) -> tuple[str, pd.DataFrame]:
+    """:func:`verdict`'s words on the seeds whose answers make their gain degenerate, and the other rows."""
+    lead = ""
+    for seed in list(rows["seed"]):
+        causes, degenerate = pair_causes(runs, comparison, int(seed), "the gain")
+        if degenerate:
+            lead += (f"Seed {int(seed)} is not a finding, for the reasons the verdict above gives. "
+                     if int(seed) == on_first_screen else
+                     sentence(f"Seed {int(seed)} is not a finding: " + "; ".join(causes)) + " ")
+            rows = rows[rows["seed"] != seed]
+    return lead, rows
+
+
 def verdict(paired: pd.DataFrame, comparison: str,
-            runs: Mapping[tuple[str, int], Sequence[RunRecord]] | None = None, paper_key: str = "main_delta") -> str:
+            runs: Mapping[tuple[str, int], Sequence[RunRecord]] | None = None, paper_key: str = "main_delta",
+            on_first_screen: int | None = None) -> str:
     """What the per-seed intervals say, counted over seeds; given the ``runs``, a seed whose answers make its
-    gain degenerate (:func:`answer_causes`) is named with its causes and not counted as a finding. Intervals that
+    gain degenerate (:func:`answer_causes`) is named with its causes and not counted as a finding, except the
+    seed ``on_first_screen``, whose causes the page's verdict already names (said once per page). Intervals that
     all contain zero find no effect of the paper's size (``paper_key``) when each is narrower than it."""
     rows = paired[paired["comparison"] == comparison]
     if rows.empty:
         return "There is no paired run to judge."
-    lead = ""
-    for seed in list(rows["seed"]):
-        causes, degenerate = pair_causes(runs or {}, comparison, int(seed), "the gain")
-        if degenerate:
-            lead += sentence(f"Seed {int(seed)} is not a finding: " + "; ".join(causes)) + " "
-            rows = rows[rows["seed"] != seed]
+    lead, rows = _degenerate_seeds(rows, comparison, runs or {}, on_first_screen)
     if rows.empty:
         return lead.strip()
     above, below = int((rows["CI low"] > 0).sum()), int((rows["CI high"] < 0).sum())
