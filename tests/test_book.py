@@ -532,6 +532,12 @@ class _VLLMAsWritten(ReferenceBackend):
     preferred_chunk_size = VLLMBackend.preferred_chunk_size
     identity = VLLMBackend.identity
     provenance = VLLMBackend.provenance
+    # vLLM's family answers, which decide a run's sampling and so its folder, as the kernels read them from the
+    # real class (not the reference agent's: no sampling, a symbolic answerer)
+    sized_by, api_slots, job_resources = VLLMBackend.sized_by, VLLMBackend.api_slots, VLLMBackend.job_resources
+    model_title, check_condition = VLLMBackend.model_title, VLLMBackend.check_condition
+    recommended_sampling, sends_sampling = VLLMBackend.recommended_sampling, VLLMBackend.sends_sampling
+    builds_cheaply = symbolic = False
 
     def __init__(self, model: str, *, tensor_parallel_size: int = 2, max_model_len: int | None = 16384,
                  revision: str | None = None, reasoning_parser: str | None = None, dtype: str = "auto"):

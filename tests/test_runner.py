@@ -539,7 +539,7 @@ def test_an_option_that_computes_differently_is_refused_on_resume_and_misses_the
 # ----------------------------------------------------------------------------- streaming (an API, one request at a time)
 def test_an_instances_turn_2_is_sent_while_another_instances_turn_1_is_still_in_flight(items, tmp_path):
     slow = key_of_instance(items[0])
-    latency = Latency(pick=lambda body: 1.0 if turn_of(body) == 1 and key_of(body) == slow else 0.05)
+    latency = Latency(pick=lambda body: 3.0 if turn_of(body) == 1 and key_of(body) == slow else 0.05)
     with LoopbackAPI(latency=latency) as server:
         result = run_config(configured("structured", cache_dir=tmp_path / "cache"), backend_on(server), items,
                             tmp_path / "run", progress=False)

@@ -42,3 +42,16 @@ def test_runs_on_a_batch_backend_are_made_one_after_the_other_as_before(test_csv
     assert [r.model_calls for r in results] == [6, 3]
     first, second = (json.loads((r.out_dir / "metadata.json").read_text()) for r in results)
     assert first["finished_at"] <= second["started_at"]  # the second began once the first had ended
+
+
+def test_a_run_asked_twice_together_is_made_once_not_refused_by_its_own_lock(test_csv, tmp_path):
+    """Two readings of one chapter may need the same run (chapter 05 did): made at once, the second session
+    found the folder locked by the first ("another run is writing into ...")."""
+    setup = _setup(test_csv, tmp_path, limit=4)
+    config = setup.for_run("structured", 0)
+    with LoopbackAPI() as server:
+        results = run_configs([Planned(config, config.instances()), Planned(config, config.instances()),
+                               Planned(setup.for_run("baseline_enhanced", 0), config.instances())],
+                              backend_on(server), progress=False)
+    assert [r.summary.status for r in results] == ["finished"] * 3
+    assert results[0] is results[1] and len(server.log) == 4 * 2 + 4

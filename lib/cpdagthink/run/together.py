@@ -39,7 +39,11 @@ def run_configs(runs: Sequence[Planned], backend: Backend, *, progress: bool = T
     if not backend.streams_requests or len(runs) < 2:
         return [run_config(r.config, backend, r.instances, r.out, intervention=r.intervention, progress=progress)
                 for r in runs]
-    tally = Tally(f"{len(runs)} runs", progress)
+    # A run asked twice (two readings of one chapter need it) is made once: two sessions of one folder at once
+    # would find it locked by the other.
+    folders = [Path(r.out) if r.out is not None else r.config.folder(list(r.instances)) for r in runs]
+    maker = {folder: k for k, folder in reversed(list(enumerate(folders)))}  # each folder's first run
+    tally = Tally(f"{len(maker)} runs", progress)
     outcomes: list[RunResult | BaseException | None] = [None] * len(runs)
 
     def work(k: int) -> None:
@@ -49,7 +53,7 @@ def run_configs(runs: Sequence[Planned], backend: Backend, *, progress: bool = T
         except BaseException as error:  # noqa: BLE001 - raised on the caller's thread below
             outcomes[k] = error
 
-    threads = [threading.Thread(target=work, args=(k,), daemon=True, name=f"run-{k}") for k in range(len(runs))]
+    threads = [threading.Thread(target=work, args=(k,), daemon=True, name=f"run-{k}") for k in sorted(maker.values())]
     try:
         for thread in threads:
             thread.start()
@@ -63,6 +67,7 @@ def run_configs(runs: Sequence[Planned], backend: Backend, *, progress: bool = T
         raise
     finally:
         tally.close()
+    outcomes = [outcomes[maker[folder]] for folder in folders]
     failed = next((o for o in outcomes if isinstance(o, BaseException)), None)
     if failed is not None:
         raise failed
