@@ -63,5 +63,7 @@ def test_a_design_that_did_not_run_says_so_with_its_cost_and_command():
     design = reading.tables["design_cells"].set_index("cell")
     assert len(design) == 10 and design.loc["structured", "on this backend"] == "refused: no regex here"
     assert design.loc["typed.regex.paper.user.bare", "delivery"] == "user message"
-    assert "did not run" in str(reading.phrases["status"]) and "run_design=true" in str(reading.phrases["status"])
+    # the status says why and how to run it; "did not run" is the verdict's, said once on the page
+    assert "holds no complete records" in str(reading.phrases["status"]) and \
+        "run_design=true" in str(reading.phrases["status"])
     assert math.isnan(reading.headline.value) and "did not run" in reading.headline.verdict()

@@ -43,17 +43,27 @@ def run_configs(runs: Sequence[Planned], backend: Backend, *, progress: bool = T
     # would find it locked by the other.
     folders = [Path(r.out) if r.out is not None else r.config.folder(list(r.instances)) for r in runs]
     maker = {folder: k for k, folder in reversed(list(enumerate(folders)))}  # each folder's first run
-    tally = Tally(f"{len(maker)} runs", progress)
-    outcomes: list[RunResult | BaseException | None] = [None] * len(runs)
+    made = _at_once({k: runs[k] for k in sorted(maker.values())}, backend, progress)
+    outcomes = [made[maker[folder]] for folder in folders]
+    failed = next((o for o in outcomes if isinstance(o, BaseException)), None)
+    if failed is not None:
+        raise failed
+    return outcomes  # type: ignore[return-value]
+
+
+def _at_once(runs: dict[int, Planned], backend: Backend, progress: bool) -> dict[int, RunResult | BaseException]:
+    """Each of ``runs`` on a thread of its own, over one :class:`Tally`: its result or the error it ended with."""
+    tally = Tally(f"{len(runs)} runs", progress)
+    outcomes: dict[int, RunResult | BaseException] = {}
 
     def work(k: int) -> None:
         r = runs[k]
         try:
             outcomes[k] = run_config(r.config, backend, r.instances, r.out, intervention=r.intervention, tally=tally)
-        except BaseException as error:  # noqa: BLE001 - raised on the caller's thread below
+        except BaseException as error:  # noqa: BLE001 - raised on the caller's thread
             outcomes[k] = error
 
-    threads = [threading.Thread(target=work, args=(k,), daemon=True, name=f"run-{k}") for k in sorted(maker.values())]
+    threads = [threading.Thread(target=work, args=(k,), daemon=True, name=f"run-{k}") for k in runs]
     try:
         for thread in threads:
             thread.start()
@@ -67,10 +77,4 @@ def run_configs(runs: Sequence[Planned], backend: Backend, *, progress: bool = T
         raise
     finally:
         tally.close()
-    outcomes = [outcomes[maker[folder]] for folder in folders]
-    failed = next((o for o in outcomes if isinstance(o, BaseException)), None)
-    if failed is not None:
-        raise failed
-    return outcomes  # type: ignore[return-value]
-
-
+    return outcomes
