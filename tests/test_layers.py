@@ -38,7 +38,7 @@ LAYERS = (
                      "interventions")),
     Layer("backends", ("base", "profiles", "toolcalls", "transport", "vllm_offline", "reference",
                        *FAMILIES, "backend",  # each family folder holds its own backend module
-                       "models", "jump_forward", "chat_template", "regex_indexes", "state_store", "kept_states",
+                       "models", "jump_forward", "chat_template", "regex_indexes", "state_store", "kept_states", "core_share",
                        "llama_loading",  # local/
                        "endpoints", "payloads", "responses", "served", "batches", "run_batch")),  # openai_api/
     Layer("run", ("parameters", "data", "generate", "spec", "config", "records", "runfolder", "provenance", "cache", "repair",

@@ -60,6 +60,7 @@ from .jump_forward import (
 from .chat_template import CHATML, TOOLS_POSTAMBLE, TOOLS_PREAMBLE, ChatTemplate
 from ..profiles import RecommendedSampling
 from .models import DEFAULT_MODEL, MODELS, default_cache_dir, resolve_model
+from .core_share import CoreShare, next_threads, thread_invariance
 from .kept_states import KeptPrefixes
 from .state_store import StateStore
 from .llama_loading import default_extra_buffers, llama_model_params, load_model
@@ -161,6 +162,9 @@ class LocalBackend(Backend):
     drafting up to ``draft_tokens`` tokens per step where the llama.cpp build computes such batches exactly.
     The states of evaluated prompts are kept under ``cache_dir/kept-states`` for every process of the same
     model and build to reuse (:mod:`.kept_states`), in at most ``kept_states_gib`` GiB (0: none kept).
+    ``share_cores`` (default) computes each call on as many of the ``n_threads`` as other processes leave
+    cores free, where the build computes that many threads bit for bit alike (:mod:`.core_share`);
+    ``share_cores=False`` always computes on ``n_threads``.
     """
 
     name = "local"
@@ -195,6 +199,7 @@ class LocalBackend(Backend):
         kept_states_gib: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 4.0,
         jump_forward: bool = False,
         draft_tokens: Annotated[int, Field(ge=1)] = 6,
+        share_cores: bool = True,
         verbose: bool = False,
     ):
         llama_cpp = _import_llama_cpp()
@@ -230,6 +235,7 @@ class LocalBackend(Backend):
         self._prefixes = KeptPrefixes(self.llm, store)
         self._indexes = RegexIndexes(self._cache_dir / "regex-indexes", self.model_file.sha256, self._eos_id,
                                      capacity=max_cached_regexes, compile=self._compile)
+        self._cores, self._threads_now = (CoreShare() if share_cores and n_threads > 1 else None), n_threads
 
     def _token_text(self, token: int) -> str:
         return self.llm._model.token_get_text(token) if token != -1 else ""
@@ -337,6 +343,7 @@ class LocalBackend(Backend):
             raise RequestRejected(f"prompt of {len(tokens)} tokens does not fit n_ctx={self.n_ctx}")
         max_tokens = max(1, min(max_tokens, room))
         walker, compile_s = (None, 0.0) if regex is None else self._indexes.walker(regex)
+        self._share_cores()
         reused = self._prefixes.prepare(tokens)
         try:
             if walker is not None and self.jump_forward:
@@ -380,23 +387,40 @@ class LocalBackend(Backend):
 
     def batch_invariance(self) -> dict[int, float]:
         """:func:`batch_invariance` for this model and build, from the disk cache when measured before."""
-        capi = self._llama_cpp
-        setting = [self.model_file.sha256, capi.__version__, self.system_info, self.n_threads,
-                   self.extra_buffers, INVARIANCE_CONTEXT, INVARIANCE_ROWS]
+        return self._build_check("batch-invariance", [INVARIANCE_CONTEXT, INVARIANCE_ROWS],
+                                 lambda tokens: batch_invariance(self.llm, tokens, INVARIANCE_ROWS))
+
+    @functools.cached_property
+    def thread_invariance(self) -> dict[int, float]:
+        """:func:`.core_share.thread_invariance` for this model and build, from the disk cache when measured."""
+        return self._build_check("thread-invariance", [INVARIANCE_CONTEXT],
+                                 lambda tokens: thread_invariance(self.llm, self._llama_cpp, tokens, self.n_threads))
+
+    def _build_check(self, folder: str, extra: list[Any], measure: Any) -> dict[int, float]:
+        """What ``measure`` finds of this build's arithmetic on a fixed text of :data:`INVARIANCE_CONTEXT`
+        tokens, kept on disk under ``folder`` for the build, model and ``extra`` settings it was measured with."""
+        setting = [self.model_file.sha256, self._llama_cpp.__version__, self.system_info, self.n_threads,
+                   self.extra_buffers, *extra]
         key = hashlib.sha256(json.dumps(setting).encode()).hexdigest()
-        path = self._cache_dir / "batch-invariance" / f"{key}.json"
+        path = self._cache_dir / folder / f"{key}.json"
         stored = read_invariance(path, setting)
         if stored is not None:
             return stored
-        text = "\n".join([TOOLS_PREAMBLE, SAMPLING, TOOLS_POSTAMBLE, CHATML])
-        tokens = self.tokenize(text)
+        tokens = self.tokenize("\n".join([TOOLS_PREAMBLE, SAMPLING, TOOLS_POSTAMBLE, CHATML]))
         while len(tokens) < INVARIANCE_CONTEXT:
             tokens += tokens
         with self._lock:
-            diffs = batch_invariance(self.llm, tokens[:INVARIANCE_CONTEXT], INVARIANCE_ROWS)
+            diffs = measure(tokens[:INVARIANCE_CONTEXT])
             self._prefixes.forget()
         write_invariance(path, setting, diffs)
         return diffs
+
+    def _share_cores(self) -> None:
+        """Compute the next call on the threads other processes leave free (:func:`.core_share.next_threads`)."""
+        wanted = next_threads(self._cores, self.n_threads, self._threads_now, lambda: self.thread_invariance)
+        if wanted != self._threads_now:
+            self._llama_cpp.llama_set_n_threads(self.llm.ctx, wanted, wanted)
+            self._threads_now = wanted
 
     def complete(self, request: Request) -> Completion:
         with self._lock:
