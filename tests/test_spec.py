@@ -91,17 +91,20 @@ def test_transport_options_never_separate_two_runs(rows):
     transport = {"base_url": ["http://a/v1", "http://b/v1"], "timeout": 5, "retries": 1, "max_retries": 2,
                  "max_concurrency": 9, "api_key_env": "OTHER_KEY", "fail_on_error": 0.2, "batch": True,
                  "batch_poll_s": 5, "run_batch": "vllm run-batch", "run_batch_args": "-tp 2", "max_cost": 3.0,
-                 "price_input": 1.0, "price_output": 10.0}
+                 "price_input": 1.0, "price_output": 10.0, "share_cores": False}
     assert set(transport) == TRANSPORT_OPTIONS
     assert computed_options({**transport, "regex_mode": "vllm"}) == {"regex_mode": "vllm"}
     from cpdagthink.run.config import RunConfig
 
     here = RunConfig(backend="openai", model="gpt-4o", backend_options={"base_url": "http://a/v1"})
-    served = {k: v for k, v in transport.items() if k not in ("max_retries", "run_batch", "run_batch_args")}  # none's, a node's
+    served = {k: v for k, v in transport.items()
+              if k not in ("max_retries", "run_batch", "run_batch_args", "share_cores")}  # none's, a node's, llama.cpp's
     there = RunConfig(backend="openai", model="gpt-4o", backend_options={**served, "base_url": "http://b/v1"})
     assert here.spec == there.spec and here.folder(rows) == there.folder(rows)
     computed = RunConfig(backend="openai", model="gpt-4o", backend_options={"regex_mode": "vllm"})
     assert computed.spec.identity() != here.spec.identity() and computed.spec.group != here.spec.group
+    threads = [RunConfig(backend="local", backend_options=options) for options in ({}, {"share_cores": False})]
+    assert threads[0].spec == threads[1].spec and threads[0].folder(rows) == threads[1].folder(rows)
 
 
 def test_a_spec_is_frozen_and_takes_no_unknown_field():

@@ -29,7 +29,8 @@ __all__ = ["RunSpec", "Sample", "TRANSPORT_OPTIONS", "bounded", "computed_option
 # same model; a budget and its prices: when a run stops, not what it computes.)
 TRANSPORT_OPTIONS = frozenset({"base_url", "timeout", "retries", "max_retries", "max_concurrency", "api_key_env",
                                "fail_on_error", "batch", "batch_poll_s", "run_batch", "run_batch_args",
-                               "max_cost", "price_input", "price_output"})
+                               "max_cost", "price_input", "price_output",
+                               "share_cores"})  # threads measured to compute alike (backends/local/core_share.py)
 
 
 def computed_options(options: dict[str, Any]) -> dict[str, Any]:
