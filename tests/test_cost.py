@@ -103,3 +103,34 @@ def test_the_batch_price_stands_beside_the_direct_one_where_the_backend_offers_b
     local = costs(backend="local")
     assert all(c.price is not None and c.batch_price is None for c in local)
     assert "with batch files" not in "\n".join(cost_lines(local))
+
+
+def test_without_given_prices_a_run_on_the_service_is_priced_at_its_list_price_with_date_and_source(tmp_path):
+    """Appendix A.1 on OpenAI's service (nothing is called: the plan only builds the client) is priced at
+    GPT-5.4-mini's list price, its batch price at the listed batch price; given prices win; a self-hosted model
+    has no price and the notes say so."""
+    from cpdagthink.backends.profiles import list_price
+    from cpdagthink.book.cost import cost_lines
+
+    def costs(pricing=Pricing(), **overrides):
+        return plan_cost(plan_recipes(selected(["APPENDIX_A1"]), {"limit": 4, "out_root": str(tmp_path / "runs"),
+                                                                  "cache_dir": str(tmp_path / "cache"), **overrides}),
+                         pricing)
+
+    listed = list_price("gpt-5.4-mini")
+    api = costs()
+    for c in api:
+        paid = c.prompt_tokens * listed.input_per_m
+        assert c.price == pytest.approx((paid / 1e6, (paid + c.ceiling * listed.output_per_m) / 1e6))
+        batch = c.prompt_tokens * listed.batch_input_per_m + c.ceiling * listed.batch_output_per_m
+        assert c.batch_price[1] == pytest.approx(batch / 1e6) and c.rates.source == listed.citation
+    shown = "\n".join(cost_lines(api))
+    assert f"price of openai:gpt-5.4-mini: $0.75 a million prompt tokens, $4.50 a million completion tokens, batch " \
+           f"$0.375 and $2.25; {listed.citation}" in shown and "total: " in shown and "price $" in shown
+    given = costs(Pricing(1.0, 10.0))
+    assert all(c.rates.source == "given" and c.price[1] > a.price[1] for c, a in zip(given, api))
+    assert "given (--price-input, --price-output)" in "\n".join(cost_lines(given))
+    local = costs(backend="vllm", model="Qwen/Qwen3.5-27B")
+    assert all(c.price is None and c.rates is None for c in local)
+    assert "no price for vllm:Qwen/Qwen3.5-27B: no list price recorded" in "\n".join(cost_lines(local))
+
