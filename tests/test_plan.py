@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -286,3 +287,31 @@ def test_an_ablation_the_backend_does_not_apply_is_flagged_by_the_plan_with_the_
     printed = {entry["config"]["condition"]: entry["not_applied"] for entry in json.loads(capsys.readouterr().out)}
     assert printed["no_constrained_decoding"].startswith("not applied on this backend: turn 1 is unconstrained")
     assert printed["structured"] == ""
+
+
+def test_runs_whose_split_is_not_here_are_set_aside_with_the_reason_and_the_hub_is_asked_once(test_csv, tmp_path,
+                                                                                             monkeypatch):
+    """Chapter 02 with the hub's Paraphrase-OOD split, offline: the ID grid is planned, the OOD grid set aside
+    (the reason names the file to place), the hub tried once for both OOD runs; unasked, the plan raises."""
+    from cpdagthink.run import data
+
+    shutil.copy(test_csv, tmp_path / "test.csv")
+    monkeypatch.setenv("CORR2CAUSE_CSV", str(tmp_path / "test.csv"))
+    asked = []
+
+    def unreachable(split, cache=None):
+        asked.append(split)
+        raise data.DataError(f"could not fetch split {split!r}: place its {data.HUB_FILES[split]} at "
+                             f"{data.local_split_csv(split)}")
+
+    monkeypatch.setattr(data, "download_split", unreachable)
+    values = chapters.chapter_values(chapters.NOTEBOOKS / "02_complexity.ipynb",
+                                     {"backend": "reference", "ood_split": "perturbation_by_paraphrasing",
+                                      "out_root": str(tmp_path / "runs"), "cache_dir": str(tmp_path / "cache")})
+    unplanned: list[plan.Unplanned] = []
+    runs = plan.plan_chapters([("02_complexity", values)], unplanned)
+    assert [r.config.split for r in runs] == ["test", "test"] and asked == ["perturbation_by_paraphrasing"]
+    assert [(u.execution, u.config.split) for u in unplanned] == [(0, "perturbation_by_paraphrasing")] * 2
+    assert all(str(tmp_path / "perturbation_by_paraphrasing_test.csv") in u.reason for u in unplanned)
+    with pytest.raises(data.DataError):
+        plan.plan_chapters([("02_complexity", values)])

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from cpdagthink.backends.profiles import (
     PROFILES,
     ProfileError,
     check_condition,
+    list_price,
     profile_for,
     recommended_sampling,
     with_overrides,
@@ -133,3 +136,28 @@ def test_a_recommended_parameter_no_request_sends_is_said_to_be_not_sent():
     for row in rows:
         for name in set(penalty.findall(row)):
             assert re.search(rf"{name} [\d.]+ is not sent", row), row
+
+
+def test_a_list_price_is_the_models_own_with_its_date_and_source():
+    """The paper's API model is priced at OpenAI's list price as a dated page reports it; its Batch API price is
+    half (OpenAI's batch pricing); a dated snapshot takes its model's price, any other name none."""
+    price = list_price("gpt-5.4-mini")
+    assert (price.input_per_m, price.output_per_m) == (0.75, 4.50)
+    assert (price.batch_input_per_m, price.batch_output_per_m) == (price.input_per_m / 2, price.output_per_m / 2)
+    assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", price.as_of) and price.source.startswith("https://")
+    assert price.citation.startswith(f"list price as of {price.as_of}, {price.source}")
+    assert list_price("gpt-5.4-mini-2026-03-17") == price and list_price("GPT-5.4-mini") == price
+    assert list_price("gpt-5.4") != price and list_price("gpt-5.4-nano") != price
+    assert list_price("gpt-5.4-minis") is list_price("gpt-4o-mini") is list_price("Qwen/Qwen3.5-27B") is None
+
+
+def test_only_a_run_on_the_publishers_service_has_its_list_price():
+    from cpdagthink.backends import backend_class
+
+    openai, vllm = backend_class("openai"), backend_class("vllm")
+    assert openai.list_price("gpt-5.4-mini", {}) == list_price("gpt-5.4-mini")
+    assert openai.list_price("gpt-5.4-mini", {"base_url": "https://api.openai.com/v1"}) == list_price("gpt-5.4-mini")
+    assert openai.list_price("gpt-5.4-mini", {"base_url": "http://127.0.0.1:8000/v1"}) is None  # another server
+    assert openai.list_price("gpt-5.4-mini", {"base_url": ["https://api.openai.com/v1", "http://h/v1"]}) is None
+    assert openai.list_price("gpt-5.4-mini", {"run_batch": "vllm"}) is None  # vLLM on this node
+    assert vllm.list_price("Qwen/Qwen3.5-27B", {}) is None and backend_class("reference").list_price(None, {}) is None

@@ -603,7 +603,8 @@ def _reproduce_options(parser: argparse.ArgumentParser) -> None:
 
 def _cost_options(parser: argparse.ArgumentParser) -> None:
     """``plan --cost`` and ``reproduce --dry-run``: the prices and the latency the cost is computed with."""
-    parser.add_argument("--price-input", type=float, metavar="USD", help="price of a million prompt tokens")
+    parser.add_argument("--price-input", type=float, metavar="USD", help="price of a million prompt tokens (with "
+                        "--price-output; default: the model's list price where its profile records one)")
     parser.add_argument("--price-output", type=float, metavar="USD", help="price of a million completion tokens")
     parser.add_argument("--latency", type=float, metavar="S", help="seconds per call (default: earlier runs' mean)")
     parser.add_argument("--concurrency", type=int, metavar="N", help="calls in flight (default: max_concurrency, "

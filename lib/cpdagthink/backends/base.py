@@ -15,7 +15,7 @@ from ..errors import CpdagthinkError
 from ..method.chat import Completion, Request
 
 if TYPE_CHECKING:
-    from .profiles import RecommendedSampling
+    from .profiles import ListPrice, RecommendedSampling
 
 
 class BackendError(CpdagthinkError, RuntimeError):
@@ -63,7 +63,7 @@ class Backend(ABC):
     What the run configuration, the book and the workflow must know of a family before anything is built
     is answered by the class, so no module outside ``backends/`` switches on a backend's name: ``sized_by``
     and ``api_slots`` (:meth:`job_resources`), :meth:`model_title`, :meth:`recommended_sampling`,
-    :meth:`sends_sampling` and :meth:`check_condition`. They are read through the registry
+    :meth:`sends_sampling`, :meth:`check_condition` and :meth:`list_price`. They are read through the registry
     (:func:`cpdagthink.backends.backend_class`), so they must import no heavy library (the model's own one
     is imported when the backend is built).
     """
@@ -121,6 +121,13 @@ class Backend(ABC):
     def check_condition(cls, model: str | None, thinking: bool, options: Mapping[str, Any]) -> None:
         """Refuse early (a ``ValueError``) a run this family cannot serve: ``thinking`` off where ``model``
         cannot switch reasoning off, an option its model family does not take. Nothing by default."""
+
+    @classmethod
+    def list_price(cls, model: str | None, options: Mapping[str, Any]) -> ListPrice | None:
+        """The list price of a run of ``model`` with ``options`` (:class:`~.profiles.ListPrice`): where it calls
+        a publisher's service whose price the model's profile records. None by default: a model this project
+        serves itself (vLLM, llama.cpp, a server of one's own) costs its machine's time, not a token price."""
+        return None
 
     tools: ClassVar[bool] = True  # a class-level answer: the backend passes tools and tool messages (chapter 07's design)
 

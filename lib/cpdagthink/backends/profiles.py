@@ -7,7 +7,9 @@ serve it, which tool-call envelope a regex-constrained call is wrapped in, and t
 recommends (with the source). For reasoning families it also names the default effort and the accepted values,
 each with its source, which OpenAI API serves the family by default (``responses`` for the GPT-5 family and the
 o-series, whose function tools cannot be combined with an effort on chat completions from gpt-5.4 on), and
-whether the service enforces a function tool's schema (``strict``). :func:`profile_for` matches a model name against :data:`PROFILES` (first
+whether the service enforces a function tool's schema (``strict``). Where a family's models have a published list
+price, ``prices`` holds it per model (:class:`ListPrice`, with the date and the page it was read from;
+:func:`list_price`). :func:`profile_for` matches a model name against :data:`PROFILES` (first
 match wins; the last entry is the conservative default). Backends apply the profile; every rule can be
 overridden by a backend option (see :func:`with_overrides`).
 
@@ -60,6 +62,27 @@ class RecommendedSampling:
 
 
 @dataclass(frozen=True)
+class ListPrice:
+    """A model's list price on its publisher's service, in dollars per million tokens: direct (the standard
+    tier at short context, which every request here is: prompts under a thousand tokens) and through the Batch
+    API, as of the date ``source`` states, which reports the publisher's pricing page ``reported_from``."""
+
+    input_per_m: float
+    output_per_m: float
+    batch_input_per_m: float
+    batch_output_per_m: float
+    as_of: str  # ISO date
+    source: str  # the page read, a URL
+    reported_from: str = ""  # the publisher's page it reports, a URL
+
+    @property
+    def citation(self) -> str:
+        """Where the price comes from, as a page or a cost note says it."""
+        reporting = f" (reporting {self.reported_from})" if self.reported_from else ""
+        return f"list price as of {self.as_of}, {self.source}{reporting}"
+
+
+@dataclass(frozen=True)
 class ModelProfile:
     """One model family's request rules (see the module docstring)."""
 
@@ -79,6 +102,7 @@ class ModelProfile:
     effort_source: str = ""  # where ``efforts`` and ``default_effort`` come from
     api: Api = "chat"  # the OpenAI API the openai backend uses for this family (``api`` option overrides)
     strict_tools: bool = False  # the service enforces a function tool's schema when it is marked ``strict``
+    prices: dict[str, ListPrice] = field(default_factory=dict)  # by model name (a dated snapshot takes its own)
     notes: str = ""
 
     def to_json(self) -> dict[str, Any]:
@@ -112,6 +136,16 @@ _SRC_CODEX = "reported from the service: codex models take no none (no off switc
 _OPENAI_REASONING = dict(token_param="max_completion_tokens", sampling=False, reasoning_control="reasoning_effort",
                          api="responses", strict_tools=True)
 _ALL_EFFORTS_51 = ("none", "low", "medium", "high", "xhigh")
+# OpenAI's list prices of the GPT-5.4 family (standard tier under 270K context; Batch API half of it), as a
+# dated page reports them from OpenAI's pricing page. Read before a run: prices change, a given price wins.
+_OPENAI_PRICING = "https://developers.openai.com/api/docs/pricing"
+_PRICES_54 = dict(as_of="2026-04-13", source="https://benchlm.ai/blog/posts/openai-api-pricing",
+                  reported_from=_OPENAI_PRICING)
+GPT_54_PRICES = {
+    "gpt-5.4": ListPrice(2.50, 15.00, 1.25, 7.50, **_PRICES_54),
+    "gpt-5.4-mini": ListPrice(0.75, 4.50, 0.375, 2.25, **_PRICES_54),
+    "gpt-5.4-nano": ListPrice(0.20, 1.25, 0.10, 0.625, **_PRICES_54),
+}
 
 PROFILES: tuple[ModelProfile, ...] = (
     ModelProfile(
@@ -135,6 +169,7 @@ PROFILES: tuple[ModelProfile, ...] = (
     ModelProfile(
         "gpt-5.2-5.4", r"gpt-5\.[2-4](?!\d)", efforts=_ALL_EFFORTS_51, default_effort="none", effort_off="none",
         thinking="switchable", effort_source=f"{_SRC_51} (and later models); {_SRC_XHIGH}", **_OPENAI_REASONING,
+        prices=GPT_54_PRICES,
         notes=_REASONING_NOTE + " Default none (no reasoning): send reasoning_effort to make them reason. From "
               "gpt-5.4 on, chat completions refuse function tools together with an effort: use the Responses API."),
     ModelProfile(
@@ -195,6 +230,15 @@ def profile_for(model: str) -> ModelProfile:
         if re.match(profile.pattern, model, re.IGNORECASE):
             return profile
     return PROFILES[-1]
+
+
+def list_price(model: str) -> ListPrice | None:
+    """``model``'s list price from its profile's ``prices`` (a dated snapshot, ``gpt-5.4-mini-2026-03-17``,
+    takes its model's); None where none is recorded."""
+    for name, price in profile_for(model).prices.items():
+        if re.fullmatch(re.escape(name) + r"(-\d{4}-\d{2}-\d{2})?", model, re.IGNORECASE):
+            return price
+    return None
 
 
 def recommended_sampling(model: str, thinking: bool = True) -> RecommendedSampling | None:

@@ -5,7 +5,9 @@ A chapter's notebook gets its records through :func:`run_chapter` (which compute
 both come from the chapter's declaration in :data:`CHAPTERS`, so a run is never declared twice. A
 :class:`PlannedRun` names its single-run :class:`RunConfig`, the rows it reads, its run folder, whether that
 folder is complete, and its group: the runs one job computes with one backend and model at one seed, so the
-model is loaded once (``cpdagthink plan --group KEY --execute``, what a workflow job calls).
+model is loaded once (``cpdagthink plan --group KEY --execute``, what a workflow job calls). A plan that may
+price what it can (``reproduce --dry-run``) sets aside the runs whose rows cannot be read here (a split not on
+this machine) as :class:`Unplanned`, each with the reason, which names the file to place and where.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pydantic import BaseModel
 from ..causal.instance import Instance
 from ..errors import CpdagthinkError
 from ..run.config import RunConfig, RunSet
+from ..run.data import DataError
 from ..run.parameters import coerce_list
 from ..run.records import RunRecord
 from ..run.together import Planned
@@ -145,13 +148,21 @@ class Samples:
     """Each sample drawn once, however many runs read it (a sample is named by the fields that draw it)."""
 
     def __init__(self) -> None:
-        self._drawn: dict[str, list[Instance]] = {}
+        self._drawn: dict[str, list[Instance] | DataError] = {}
 
     def of(self, config: RunConfig) -> list[Instance]:
+        """The sample's rows; a sample whose data cannot be read raises its :class:`DataError`, once tried (the
+        hub is not asked again for every run of one missing split)."""
         key = config.sample.model_dump_json()
         if key not in self._drawn:
-            self._drawn[key] = config.sample.instances()
-        return self._drawn[key]
+            try:
+                self._drawn[key] = config.sample.instances()
+            except DataError as error:
+                self._drawn[key] = error
+        drawn = self._drawn[key]
+        if isinstance(drawn, DataError):
+            raise drawn
+        return drawn
 
 
 def run_chapter(chapter: str, namespace: Mapping[str, Any], progress: bool = True
@@ -213,14 +224,32 @@ def plan_book(overrides: dict[str, Any], only: list[str] | None = None,
     return plan_chapters((n.stem, chapter_values(n, overrides)) for n in notebooks)
 
 
-def plan_chapters(executions: Iterable[tuple[str, Mapping[str, Any]]]) -> list[PlannedRun]:
+@dataclass(frozen=True)
+class Unplanned:
+    """A declared run whose rows cannot be read here: the chapter execution that declares it (its index in
+    the executions planned), its config, and why (:class:`~cpdagthink.run.data.DataError`'s message)."""
+
+    execution: int
+    config: RunConfig
+    reason: str
+
+
+def plan_chapters(executions: Iterable[tuple[str, Mapping[str, Any]]],
+                  unplanned: list[Unplanned] | None = None) -> list[PlannedRun]:
     """Every run these chapter executions read, ``(chapter, its parameter values)`` each (a chapter may come
     more than once, e.g. on two models); a run that several read appears once, with each chapter in
-    ``chapters``, in the order first declared."""
+    ``chapters``, in the order first declared. A run whose rows cannot be read raises, unless ``unplanned``
+    is given: then it is left out of the plan and added there."""
     samples, found = Samples(), {}
-    for chapter, values in executions:
+    for index, (chapter, values) in enumerate(executions):
         for run in declared(chapter, values):
-            instances = samples.of(run.config)
+            try:
+                instances = samples.of(run.config)
+            except DataError as error:
+                if unplanned is None:
+                    raise
+                unplanned.append(Unplanned(index, run.config, str(error)))
+                continue
             folder = str(run.config.folder(instances))
             if folder in found:
                 chapters = found[folder].chapters

@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..method.budgets import budget_set
+from ..run.data import DataError
 from .chapters import NOTEBOOKS, SCOPE, chapter_values
 from .cost import Pricing, cost_lines, plan_cost
-from .plan import PlannedRun, plan_chapters
+from .plan import PlannedRun, Unplanned, plan_chapters
 from .recipes import BUDGETS, OOD, QWEN35_27B, Recipe, Setting
 
 ENGINE = ("backend", "model", "backend_options")
@@ -70,10 +71,24 @@ def executions(recipes: Sequence[Recipe], overrides: Mapping[str, Any],
             for s in settings(recipes, only)]
 
 
-def plan_recipes(recipes: Sequence[Recipe], overrides: Mapping[str, Any],
-                 only: Sequence[str] | None = None) -> list[PlannedRun]:
-    """Every run the recipes read, each once (:func:`.plan.plan_chapters`)."""
-    return plan_chapters(executions(recipes, overrides, only))
+def plan_recipes(recipes: Sequence[Recipe], overrides: Mapping[str, Any], only: Sequence[str] | None = None,
+                 unplanned: list[Unplanned] | None = None) -> list[PlannedRun]:
+    """Every run the recipes read, each once (:func:`.plan.plan_chapters`; with ``unplanned``, those whose rows
+    cannot be read here are set aside there instead of raising)."""
+    return plan_chapters(executions(recipes, overrides, only), unplanned)
+
+
+def unplanned_lines(recipes: Sequence[Recipe], only: Sequence[str] | None, unplanned: Sequence[Unplanned]) -> list[str]:
+    """One line per reason a run could not be planned: how many runs, of which recipes, and the reason (for a
+    split not on this machine: the file to place and where)."""
+    chosen = settings(recipes, only)
+    found: dict[str, tuple[list[str], set[str]]] = {}
+    for left in unplanned:
+        keys, runs = found.setdefault(left.reason, ([], set()))
+        keys += [r.key for r in recipes if chosen[left.execution] in r.settings and r.key not in keys]
+        runs.add(left.config.model_dump_json())
+    return [f"not planned: {len(runs)} run(s) of {', '.join(keys)}, left out of the total: {reason}"
+            for reason, (keys, runs) in found.items()]
 
 
 def _merged(name: str, a: Any, b: Any) -> Any:
@@ -122,18 +137,18 @@ def reproduce(keys: Sequence[str], overrides: Mapping[str, Any], parameters: Map
               pricing: Pricing | None = None) -> int:
     """Plan the recipes ``keys`` (``PAPER``: all), print the plan, and unless ``dry_run`` compute every run not
     complete (:func:`.plan.execute`, group by group) and, with ``book``, build the one book of
-    :func:`book_design`; a dry run prints what the plan still costs (:mod:`.cost`) instead. 0 when every run is
-    complete at the end (or planned only), 1 when some is not."""
+    :func:`book_design`; a dry run prints what the plan still costs (:mod:`.cost`) instead, and what could not
+    be planned (:func:`_dry_run`). 0 when every run is complete at the end (or planned only), 1 when some is
+    not (or could not be planned)."""
     from .build import build, selected
     from .plan import execute
     from .recipes import selected as chosen
 
     recipes = chosen(list(keys))
     _, given = selected(dict(overrides), None, dict(parameters or {}))  # every name checked, -p merged
-    runs = plan_recipes(recipes, given, only)
     if dry_run:
-        print("\n".join(cost_lines(plan_cost(runs, pricing or Pricing()))))
-        return 0
+        return _dry_run(recipes, given, only, pricing or Pricing())
+    runs = plan_recipes(recipes, given, only)
     print("\n".join(plan_lines(runs)), flush=True)
     execute(runs)
     left = [r.folder for r in plan_recipes(recipes, given, only) if not r.complete]
@@ -144,6 +159,18 @@ def reproduce(keys: Sequence[str], overrides: Mapping[str, Any], parameters: Map
         design = book_design(recipes, given)
         print(f"book: {build(design, only=design_chapters(design))}")
     return 0
+
+
+def _dry_run(recipes: Sequence[Recipe], given: Mapping[str, Any], only: Sequence[str] | None,
+             pricing: Pricing) -> int:
+    """What the recipes' runs still cost, and a line for each reason some could not be planned (their rows are
+    not on this machine): 1 then, or where nothing could be planned (the first reason raised), else 0."""
+    unplanned: list[Unplanned] = []
+    runs = plan_recipes(recipes, given, only, unplanned)
+    if unplanned and not runs:
+        raise DataError(unplanned[0].reason)
+    print("\n".join([*cost_lines(plan_cost(runs, pricing)), *unplanned_lines(recipes, only, unplanned)]))
+    return 1 if unplanned else 0
 
 
 def design_chapters(design: Mapping[str, Any]) -> list[str] | None:

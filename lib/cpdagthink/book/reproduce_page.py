@@ -5,7 +5,8 @@ says it costs, as ``reproduce --dry-run`` prints it. The page is Markdown (it ex
 that the page holds what the tool prints now.
 
 Every figure is computed on empty run and call-cache folders (nothing is subtracted) and from the whole test
-split, so it is the price of a first build; the Paraphrase-OOD split comes from the hub, so no example reads it.
+split, so it is the price of a first build, at the list prices the model profiles record (their date and source
+are printed beside them); the Paraphrase-OOD split comes from the hub, so no example reads it.
 """
 
 from __future__ import annotations
@@ -23,30 +24,25 @@ from .recipes import recipe_listing
 from .reproduce import one_book_commands, reproduce
 
 PAGE = PROJECT_ROOT / "book" / "using" / "reproduce.md"
-# Example prices in dollars per million tokens (input, output): placeholders, not a list price, which this
-# project does not record; the page says so.
-EXAMPLE_PRICES = (1.0, 10.0)
 
 
 @dataclass(frozen=True)
 class Example:
-    """One engine's worked example: the commands shown, the recipes they reproduce, and the prices of its dry
-    run (as the commands give them)."""
+    """One engine's worked example: the commands shown and the recipes they reproduce. Its dry run gives no
+    prices: a model with a list price in its profile is priced at it (with its date and source), the others are
+    not priced."""
 
     name: str
     shown: tuple[str, ...]
     recipes: tuple[str, ...]
-    prices: tuple[float, float] | None = None
 
 
 EXAMPLES = (
     Example("vllm", ("cpdagthink reproduce APPENDIX_B TABLE3 --dry-run", "cpdagthink reproduce APPENDIX_B TABLE3"),
             ("APPENDIX_B", "TABLE3")),
-    Example("api", ("export OPENAI_API_KEY=...",
-                    f"cpdagthink reproduce APPENDIX_A1 --dry-run --price-input {EXAMPLE_PRICES[0]:g} "
-                    f"--price-output {EXAMPLE_PRICES[1]:g}",
+    Example("api", ("export OPENAI_API_KEY=...", "cpdagthink reproduce APPENDIX_A1 --dry-run",
                     "cpdagthink reproduce APPENDIX_A1"),
-            ("APPENDIX_A1",), EXAMPLE_PRICES),
+            ("APPENDIX_A1",)),
     Example("grid", ("cpdagthink reproduce SEC5 APPENDIX_D TABLE3 APPENDIX_I --dry-run",
                      "cpdagthink reproduce SEC5 APPENDIX_D TABLE3 APPENDIX_I --commands"),
             ("SEC5", "APPENDIX_D", "TABLE3", "APPENDIX_I")),
@@ -57,7 +53,7 @@ def _dry_run(example: Example, folders: dict[str, str]) -> str:
     """What ``cpdagthink reproduce RECIPES --dry-run`` prints for the example, in ``folders``."""
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        reproduce(example.recipes, {}, folders, dry_run=True, pricing=Pricing(*(example.prices or (None, None))))
+        reproduce(example.recipes, {}, folders, dry_run=True, pricing=Pricing())
     return out.getvalue().rstrip("\n")
 
 

@@ -32,6 +32,7 @@ import re
 import shlex
 from pathlib import Path
 from typing import Annotated, Any, Callable, Literal, Mapping, Sequence
+from urllib.parse import urlsplit
 
 from pydantic import Field
 
@@ -39,7 +40,8 @@ from ...method.chat import Completion, Request
 from ...paths import OUTPUTS_ROOT
 from ..base import Backend, BackendError, PartialBatchError, Provenance, read_options
 from .batches import STATE_FOLDER, BatchRounds, BatchState, BatchStopped, OpenAIBatches, Refused
-from .endpoints import NO_KEY, Endpoints, endpoint_keys, endpoint_urls, public_url, public_url_for_client, redact
+from .endpoints import (NO_KEY, OPENAI_HOST, Endpoints, endpoint_keys, endpoint_urls, public_url, public_url_for_client,
+                        redact)
 from .payloads import RegexMode, carries_reasoning, chat_kwargs, responses_kwargs, without_reasoning_items
 from .served import endpoints_weights
 from .responses import (
@@ -51,7 +53,8 @@ from .responses import (
     completion_from_responses,
     parsed,
 )
-from ..profiles import ModelProfile, ProfiledFamily, check_effort, profile_for, with_overrides
+from ..profiles import (ListPrice, ModelProfile, ProfiledFamily, check_effort, list_price, profile_for,
+                        with_overrides)
 from ..transport import MESSAGE_CHARS, Failure, ServiceRejected, Transport, bounded_http_client, status_failure
 from .run_batch import VLLMRunBatch, run_batch_gpus
 
@@ -149,6 +152,16 @@ class OpenAIBackend(ProfiledFamily, Backend):
         if not options.get("run_batch"):
             return super().job_resources(options)
         return {"gpu": run_batch_gpus(str(options.get("run_batch_args") or ""))}
+
+    @classmethod
+    def list_price(cls, model: str | None, options: Mapping[str, Any]) -> ListPrice | None:
+        """The profile's list price of ``model`` where the run calls OpenAI's own service (no ``base_url``, or
+        only ``api.openai.com``; no ``run_batch``); None for any other server, whose price is not OpenAI's."""
+        urls = options.get("base_url")
+        urls = [] if urls is None else [urls] if isinstance(urls, str) else list(urls)
+        if not model or options.get("run_batch") or any(urlsplit(str(u)).hostname != OPENAI_HOST for u in urls):
+            return None
+        return list_price(model)
 
     @classmethod
     def applies_regex(cls, options: Mapping[str, Any]) -> bool:
