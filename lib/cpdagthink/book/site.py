@@ -40,7 +40,12 @@ def build_html(root: Path = PROJECT_ROOT) -> Path:
 # For print: no navigation; code wrapped (a long line would shrink every page to fit it); a code cell's toggle
 # left out with the code it hides (print has no click, and the page's scripts are off); tables in smaller type,
 # free to continue on the next page with their header repeated, and never clipped by a scrolling box; a block
-# kept on one page only when :data:`PRINT_LAYOUT` marks it so.
+# kept on one page only when :data:`PRINT_LAYOUT` marks it so. Each page of the book (the intro, a chapter, an
+# appendix) starts a printed page: in Sphinx's single page a page's top section follows the empty span that marks
+# its document. No heading ends a printed page: Chromium honours break-after: avoid after prose, tables, notebook
+# cells, admonitions and figures alike; it is set on h5 and h6 too, as the single page demotes a chapter's
+# headings one level (its "####" is an h5), and on a table's caption and a rubric, each of which heads what
+# follows it (without it either is left at a page's foot: tests/test_site.py).
 PRINT_STYLE = """
 .bd-header, .bd-sidebar-primary, .bd-sidebar-secondary, .skip-link, .header-article, .bd-footer,
 .prev-next-area, .bd-header-announcement, #pst-back-to-top { display: none !important; }
@@ -53,7 +58,8 @@ tr, img { break-inside: avoid; }
 div.cell_output, div.output, div.output_html, .pst-scrollable-table-container, .table-wrapper,
 .bd-article, .bd-article-container { overflow: visible !important; }
 th { overflow-wrap: normal !important; word-break: normal !important; hyphens: manual !important; }
-h1, h2, h3, h4 { break-after: avoid; }
+span[id^="document-"] + section { break-before: page; }
+h1, h2, h3, h4, h5, h6, caption, p.rubric { break-after: avoid; }
 .cpdagthink-print-together { break-inside: avoid !important; }
 """
 
