@@ -27,6 +27,19 @@ def test_a_limit_needs_both_prices_and_a_value_is_refused_by_its_option():
     assert Budget.of({**PRICES}).max_cost is None and Budget().cost(10, 10) is None
 
 
+def test_a_limit_without_prices_counts_at_the_models_list_price_on_its_publishers_service():
+    from cpdagthink.run.config import RunConfig
+
+    listed = RunConfig(backend="openai", model="gpt-5.4-mini", backend_options={"max_cost": 5}).budget()
+    assert (listed.price_input, listed.price_output) == (0.75, 4.5)  # the profile's list price, direct
+    batched = RunConfig(backend="openai", model="gpt-5.4-mini", backend_options={"max_cost": 5, "batch": True}).budget()
+    assert (batched.price_input, batched.price_output) == (0.375, 2.25)
+    given = RunConfig(backend="openai", model="gpt-5.4-mini", backend_options={"max_cost": 5, **PRICES}).budget()
+    assert given == Budget(max_cost=5.0, **PRICES)  # prices given win
+    with pytest.raises(ValueError, match="max_cost needs the prices"):  # a server of one's own has no list price
+        RunConfig(backend="openai", model="gpt-5.4-mini", backend_options={"max_cost": 5, "base_url": "http://localhost:1/v1"})
+
+
 def test_a_calls_worst_case_is_its_prompt_a_token_a_character_and_its_whole_ceiling():
     prompt, completion = worst_tokens(_request("abc", max_tokens=70))
     assert prompt == len('"abc"') + len("[]") + 2 * TEMPLATE_TOKENS and completion == 70

@@ -9,7 +9,9 @@ case is its prompt counted as one token a character (a token covers at least one
 markers, which :data:`TEMPLATE_TOKENS` allows for) and its whole ``max_tokens`` ceiling of completion. When it would
 not, the call is not sent and the run stops, resumably (:class:`BudgetSpent`): its records so far are kept, and a
 rerun with a higher ``max_cost`` goes on where it stopped. So a run never passes its limit, as far as the service
-bills the tokens it reports. Prices alone (no ``max_cost``) price what the metadata records.
+bills the tokens it reports. Prices alone (no ``max_cost``) price what the metadata records. A ``max_cost`` given
+without prices counts at the model's list price where it calls its publisher's service
+(:meth:`Backend.list_price <cpdagthink.backends.base.Backend.list_price>`; the Batch API's with ``batch``).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Annotated, Any, Iterator, Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from ..backends.profiles import ListPrice
 from ..method.chat import Completion, Request
 from .records import Spent
 from .streaming import BudgetSpent
@@ -47,15 +50,22 @@ class Budget(BaseModel):
     def _priced(self) -> "Budget":
         if self.max_cost is not None and (self.price_input is None or self.price_output is None):
             raise ValueError("max_cost needs the prices it is counted at: give -o price_input=... and "
-                             "-o price_output=... (dollars per million prompt and completion tokens)")
+                             "-o price_output=... (dollars per million prompt and completion tokens; a model "
+                             "with a list price on its publisher's service is counted at it)")
         return self
 
     @classmethod
-    def of(cls, options: Mapping[str, Any]) -> "Budget":
+    def of(cls, options: Mapping[str, Any], listed: ListPrice | None = None) -> "Budget":
         """The budget ``options`` give (the backend options; the others are ignored), each value checked; a
-        ``ValueError`` names the option and why, never the value."""
+        ``ValueError`` names the option and why, never the value. A ``max_cost`` without prices is counted at
+        the ``listed`` price of the run's model where there is one (its Batch API price with ``batch``)."""
+        given = {k: v for k, v in options.items() if k in BUDGET_OPTIONS}
+        if listed is not None and "max_cost" in given and not {"price_input", "price_output"} & set(given):
+            batch = bool(options.get("batch"))
+            given["price_input"] = listed.batch_input_per_m if batch else listed.input_per_m
+            given["price_output"] = listed.batch_output_per_m if batch else listed.output_per_m
         try:
-            return cls.model_validate({k: v for k, v in options.items() if k in BUDGET_OPTIONS})
+            return cls.model_validate(given)
         except ValidationError as error:
             first = error.errors(include_url=False, include_input=False)[0]
             where = ".".join(map(str, first["loc"]))

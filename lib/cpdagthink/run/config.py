@@ -109,9 +109,16 @@ class _Choices(BaseModel):
             raise ValueError(f"unknown backend {self.backend!r}; choose one of {', '.join(sorted(BACKENDS))}")
         # a flag the backend does not take fails here, and so does a model it needs and was not given
         check_options(self.backend, self.backend_arguments(), whole=True)
-        Budget.of(self.backend_options)  # a budget is the runner's, for every backend alike
+        self.budget()  # a budget is the runner's, for every backend alike
         backend_class(self.backend).check_condition(self.model, self.thinks(), self.backend_options)
         return self
+
+    def budget(self) -> Budget:
+        """The run's spending limit and prices (:class:`~.budget.Budget`): as given, a limit without prices
+        counted at the model's list price where it has one."""
+        from ..backends import backend_class
+
+        return Budget.of(self.backend_options, backend_class(self.backend).list_price(self.model, self.backend_options))
 
     def thinks(self, condition: str | None = None) -> bool:
         """Whether the requests of ``condition`` (this one's own by default) ask the model to think."""

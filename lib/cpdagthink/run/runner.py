@@ -47,7 +47,7 @@ from .records import (SCHEMA_VERSION, InterventionRecord, RepairRecord, RunMetad
                       Spent, ToolCallRecord, TurnRecord, batched_calls, json_sha256)
 from .repair import repair_round
 from .runfolder import CONFIG, METADATA, SUMMARY, RunFolder, RunFolderError, difference, read_metadata
-from .budget import Budget, Spending
+from .budget import Spending
 from .streaming import BudgetSpent, Health, RunAborted, Tally, ask_once, counting, lanes_for, stream
 
 ABORT_AFTER_REJECTIONS = 5
@@ -371,7 +371,7 @@ def run_config(config: RunConfig, backend: Backend, instances: Iterable[Instance
         folder.write_json(CONFIG, config)
         backend.attach_run(folder.path)
         cached = CachedBackend(backend, CallCache(config.cache_dir), one_by_one=backend.streams_requests,
-                               spending=Spending(Budget.of(config.backend_options), earlier))
+                               spending=Spending(config.budget(), earlier))
         session = _Session(get_condition(config.condition), cached, config.decoding, intervention, config.probe,
                            abort_after)
         return _Progress(folder, session, metadata, instances, done, started).run(chunk_size, progress, tally)
