@@ -30,9 +30,10 @@ import re
 import threading
 import time
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any, Callable
 
+from loopback_server import LoopbackServer
 from reasoning_api_server import api_error, send_bytes, send_json
 
 MAX_REQUESTS = 50_000  # requests in one batch's input file
@@ -123,7 +124,7 @@ def multipart_fields(content_type: str, body: bytes) -> dict[str, tuple[str | No
     return fields
 
 
-class BatchAPIServer:
+class BatchAPIServer(LoopbackServer):
     """The stand-in on a free loopback port; ``url`` ends in ``/v1``. ``answer(path, body)`` plants every answer.
 
     ``per_second``: lines a batch answers a second once in progress; ``step_s``: how long ``validating``,
@@ -145,11 +146,7 @@ class BatchAPIServer:
         self.direct: list[str] = []
         self._rng = random.Random(seed)
         self._lock = threading.RLock()
-        self._http = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
-        self._http.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self._http.server_address[1]}/v1"
-        self._thread = threading.Thread(target=self._http.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-        self._thread.start()
+        self.start(_handler(self))
 
     # ------------------------------------------------------------------------------------------------ files
     def _new_file(self, data: bytes, purpose: str, filename: str) -> dict[str, Any]:
@@ -317,14 +314,7 @@ class BatchAPIServer:
 
     def close(self) -> None:
         self.hold.set()
-        self._http.shutdown()
-        self._http.server_close()
-
-    def __enter__(self) -> "BatchAPIServer":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
+        super().close()
 
 
 def _handler(server: BatchAPIServer) -> type[BaseHTTPRequestHandler]:

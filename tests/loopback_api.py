@@ -39,6 +39,7 @@ from typing import Any, Callable, Iterator
 
 from cpdagthink.backends.reference import ReferenceBackend
 from cpdagthink.method.chat import Completion, Request
+from loopback_server import LoopbackServer
 
 KINDS = ("429", "500", "503", "cut", "reset", "hang")  # the transient faults: a retry mends each
 FATAL_KINDS = ("quota", "auth")  # no retry mends these
@@ -199,10 +200,23 @@ def _error(kind: str) -> tuple[int, bytes]:
     return code, json.dumps({"error": {"message": message, "type": "requests", "param": None, "code": name}}).encode()
 
 
-class LoopbackAPI:
+class _Quiet(ThreadingHTTPServer):
+    """A server that says nothing of a client gone mid-connection (a killed run, a timed-out call), with room
+    for the hundreds of connections a benchmark opens at once (its listen backlog: set before the socket
+    listens, so on the class)."""
+
+    request_queue_size = 1024
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass
+
+
+class LoopbackAPI(LoopbackServer):
     """The server on 127.0.0.1 (a free port) in a daemon thread; ``url`` ends in ``/v1``. ``log`` holds every
     attempt seen (:class:`Served`), ``peak_in_flight`` the most attempts held at once. Use as a context manager
     or call :meth:`close`."""
+
+    server_class = _Quiet
 
     def __init__(self, *, latency: Latency = Latency(), faults: Faults = Faults(),
                  answer: Callable[[dict[str, Any]], Completion] = reference_answer):
@@ -213,12 +227,7 @@ class LoopbackAPI:
         self._faults_left = faults.limit
         self._lock = threading.Lock()
         self._closing = threading.Event()
-        self._http = _Quiet(("127.0.0.1", 0), self._handler())
-        self._http.daemon_threads = True
-        self._http.request_queue_size = 1024  # a benchmark opens hundreds of connections at once
-        self.url = f"http://127.0.0.1:{self._http.server_address[1]}/v1"
-        self._thread = threading.Thread(target=self._http.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-        self._thread.start()
+        self.start(self._handler())
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         server = self
@@ -287,21 +296,7 @@ class LoopbackAPI:
 
     def close(self) -> None:
         self._closing.set()
-        self._http.shutdown()
-        self._http.server_close()
-
-    def __enter__(self) -> "LoopbackAPI":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-
-class _Quiet(ThreadingHTTPServer):
-    """A server that says nothing of a client gone mid-connection (a killed run, a timed-out call)."""
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        pass
+        super().close()
 
 
 def _send(handler: BaseHTTPRequestHandler, code: int, data: bytes, *, retry_after: float | None = None,

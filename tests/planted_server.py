@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any, Callable
 
+from loopback_server import LoopbackServer
 from reasoning_api_server import send_json
 
 from cpdagthink.causal.instance import Instance
@@ -31,7 +31,7 @@ def _uniform(*parts: str) -> float:
     return int(hashlib.sha256("|".join(parts).encode()).hexdigest()[:12], 16) / 16 ** 12
 
 
-class PlantedServer:
+class PlantedServer(LoopbackServer):
     """``chance(point)``: the probability of a right answer in that cell; ``instances`` give the labels."""
 
     def __init__(self, instances: list[Instance], chance: Callable[[Point], float], shared: float = 0.7):
@@ -47,17 +47,7 @@ class PlantedServer:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 send_json(self, 200, server.answer(body))
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    def __enter__(self) -> "PlantedServer":
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.start(Handler)
 
     def answer(self, body: dict[str, Any]) -> dict[str, Any]:
         messages, tools = body["messages"], body.get("tools") or []

@@ -50,11 +50,12 @@ import re
 import threading
 import time
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from cpdagthink.backends.reference import ReferenceBackend
 from cpdagthink.method.chat import Completion, Request
+from loopback_server import LoopbackServer
 
 GPT5_EFFORTS = ("minimal", "low", "medium", "high")  # gpt-5, -mini, -nano: default medium
 GPT51_EFFORTS = ("none", "low", "medium", "high")  # gpt-5.1: default none
@@ -169,7 +170,7 @@ def _tokens(text: str) -> int:
     return max(1, len(text) // 4)
 
 
-class ReasoningAPIServer:
+class ReasoningAPIServer(LoopbackServer):
     """The server on 127.0.0.1 (a free port) in a daemon thread; ``url`` ends in ``/v1``.
     ``requests`` keeps every request body received (``paths`` their endpoints, ``authorizations`` their
     ``Authorization`` headers), ``peak_in_flight`` the most
@@ -222,11 +223,7 @@ class ReasoningAPIServer:
                     data = data[: len(data) // 2]
                 send_bytes(self, code, data, per_second=1 if fault == "trickle" else 0)
 
-        self._http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._http.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self._http.server_address[1]}/v1"
-        self._thread = threading.Thread(target=self._http.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-        self._thread.start()
+        self.start(Handler)
 
     def _take_fault(self, raw: bytes) -> str | None:
         if self.fault is None or self.fault_when.encode() not in raw:
@@ -408,12 +405,3 @@ class ReasoningAPIServer:
         with self._lock:
             self._issued.clear()
 
-    def close(self) -> None:
-        self._http.shutdown()
-        self._http.server_close()
-
-    def __enter__(self) -> "ReasoningAPIServer":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()

@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 import urllib.request
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
@@ -29,6 +29,7 @@ from cpdagthink.backends.transport import RetriesExhausted, ServiceRejected
 from cpdagthink.method.chat import Constraint, Request
 from cpdagthink.method.schema import TOOL_NAME, analysis_regex, tool_definition
 from in_flight import InFlight
+from loopback_server import LoopbackServer
 from reasoning_api_server import send_json
 from conftest import configured
 
@@ -161,7 +162,7 @@ def test_assistant_tool_call_content_is_empty_string_not_null():
 
 
 # ----------------------------------------------------------------------------------------- scripted stub
-class Stub:
+class Stub(LoopbackServer):
     """A tiny OpenAI-compatible endpoint: the first ``fail`` requests get ``status``, then a completion."""
 
     def __init__(self, fail: int = 0, status: int = 503):
@@ -193,14 +194,7 @@ class Stub:
                     }, 200
                 send_json(self, code, payload)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-        self.thread.start()
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
+        self.start(Handler)
 
 
 @pytest.fixture
@@ -1029,7 +1023,7 @@ def test_structured_condition_through_the_server(server_backend, test_csv, tmp_p
 
 
 # ----------------------------------------------------------------------------------------- served weights
-class WeightsServer:
+class WeightsServer(LoopbackServer):
     """A server of one served name whose weights can change under it, as a vLLM or llama.cpp server restarted
     on another model file: ``models`` is what ``GET /v1/models`` lists, ``props`` what ``GET /props`` says
     (None: no such route), and each answer names the weights that made it (``weights``)."""
@@ -1060,19 +1054,11 @@ class WeightsServer:
                         "role": "assistant", "content": f"the answer of weights {server.weights}"}}],
                     "usage": {"prompt_tokens": 5, "completion_tokens": 5, "total_tokens": 10}})
 
-        self.http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.http.server_address[1]}/v1"
-        threading.Thread(target=self.http.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        self.start(Handler)
 
     def restart_on(self, weights: str, models: list[dict], props: dict | None = None) -> None:
         self.weights, self.models, self.props = weights, models, props
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.http.shutdown()
-        self.http.server_close()
 
 
 def vllm_listing(name: str, root: str) -> list[dict]:

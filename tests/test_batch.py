@@ -225,7 +225,7 @@ def test_a_run_killed_while_batches_run_submits_nothing_again(answers, rows, tmp
 
 
 def test_a_batch_whose_id_never_reached_the_folder_is_found_at_the_service(answers, rows, tmp_path):
-    from cpdagthink.backends.openai_api.batches import BatchRecord, BatchState
+    from cpdagthink.backends.openai_api.batch_state import BatchRecord, BatchState
 
     with BatchAPIServer(answers.answer) as server:
         first = backend(server, batch=True)

@@ -88,8 +88,8 @@ def test_the_group_is_one_backend_and_model_with_its_computed_options_at_one_see
 def test_transport_options_never_separate_two_runs(rows):
     """How a model is reached (its address, waits, retries, concurrency, the key's variable) is not what it
     computes: a run served from another address, or by replicas in turn, is the same run, folder and job."""
-    transport = {"base_url": ["http://a/v1", "http://b/v1"], "timeout": 5, "retries": 1, "max_retries": 2,
-                 "max_concurrency": 9, "api_key_env": "OTHER_KEY", "fail_on_error": 0.2, "batch": True,
+    transport = {"base_url": ["http://a/v1", "http://b/v1"], "timeout": 5, "retries": 1, "max_concurrency": 9,
+                 "api_key_env": "OTHER_KEY", "fail_on_error": 0.2, "batch": True,
                  "batch_poll_s": 5, "run_batch": "vllm run-batch", "run_batch_args": "-tp 2", "max_cost": 3.0,
                  "price_input": 1.0, "price_output": 10.0, "share_cores": False}
     assert set(transport) == TRANSPORT_OPTIONS
@@ -98,7 +98,7 @@ def test_transport_options_never_separate_two_runs(rows):
 
     here = RunConfig(backend="openai", model="gpt-4o", backend_options={"base_url": "http://a/v1"})
     served = {k: v for k, v in transport.items()
-              if k not in ("max_retries", "run_batch", "run_batch_args", "share_cores")}  # none's, a node's, llama.cpp's
+              if k not in ("run_batch", "run_batch_args", "share_cores")}  # a node's, llama.cpp's, not a server's
     there = RunConfig(backend="openai", model="gpt-4o", backend_options={**served, "base_url": "http://b/v1"})
     assert here.spec == there.spec and here.folder(rows) == there.folder(rows)
     computed = RunConfig(backend="openai", model="gpt-4o", backend_options={"regex_mode": "vllm"})

@@ -5,10 +5,18 @@ from __future__ import annotations
 import json
 import time
 
+import pytest
+
+from batch_api_server import BatchAPIServer
+from conftest import configured
+from cpdagthink.backends import make_backend
 from cpdagthink.backends.reference import ReferenceBackend
+from cpdagthink.method.decoding import Decoding
 from cpdagthink.run.config import RunParameters
+from cpdagthink.run.data import read_csv
 from cpdagthink.run.together import Planned, run_configs
 from loopback_api import Latency, LoopbackAPI, backend_on
+from reasoning_api_server import ReasoningAPIServer
 
 
 def _setup(test_csv, tmp_path, backend="openai", limit=8):
@@ -55,3 +63,86 @@ def test_a_run_asked_twice_together_is_made_once_not_refused_by_its_own_lock(tes
                               backend_on(server), progress=False)
     assert [r.summary.status for r in results] == ["finished"] * 3
     assert results[0] is results[1] and len(server.log) == 4 * 2 + 4
+
+
+# ------------------------------------------------------------------------------------------------ batch files
+DECODING = Decoding(max_tokens_turn1=8192, max_tokens_answer=4096)  # a reasoning model's budgets
+
+
+def _batch_runs(test_csv, tmp_path, name: str) -> list[Planned]:
+    """A plan group on a reasoning model: two seeds of the two-turn condition, a probe of the first (its turn 1 is
+    the unprobed run's) and the one-turn baseline, each in a folder of ``name``."""
+    found = read_csv(test_csv)
+    rows = [i for i in found if i.num_variables == 3][:3] + [i for i in found if i.num_variables == 4][:2]
+    runs = {"structured-0": ("structured", 0, None), "structured-1": ("structured", 1, None),
+            "scramble-0": ("structured", 0, "scramble_full"), "baseline-0": ("baseline_enhanced", 0, None)}
+    return [Planned(configured(condition, cache_dir=tmp_path / f"cache-{name}", probe=probe,
+                               decoding=DECODING.model_copy(update={"seed": seed})), rows, tmp_path / name / run)
+            for run, (condition, seed, probe) in runs.items()]
+
+
+def _on(server, **options):
+    return make_backend("openai", model="gpt-5.4-mini", base_url=server.url, reasoning_effort="medium",
+                        batch_poll_s=0.05, **options)
+
+
+def _comparable(record) -> dict:
+    """A record without how its calls travelled (where, which batch, how long, whether from the cache)."""
+    data = record.model_dump(mode="json")
+    for turn in data["turns"]:
+        turn["meta"] = {k: v for k, v in turn["meta"].items() if k not in {"attempts", "base_url", "batch", "wall_s"}}
+        turn["latency_s"], turn["cache_hit"] = 0.0, False
+    return data
+
+
+def test_batch_runs_made_together_send_one_round_per_turn_and_make_the_direct_records(test_csv, tmp_path):
+    with ReasoningAPIServer(content_ids=True) as planted, BatchAPIServer(planted.answer) as server:
+        direct = run_configs(_batch_runs(test_csv, tmp_path, "direct"), _on(server), progress=False)
+        paid = len(server.direct)
+        batched = run_configs(_batch_runs(test_csv, tmp_path, "batched"), _on(server, batch=True), progress=False)
+        assert len(server.direct) == paid  # nothing sent directly in batch mode
+        # turn 1 of the four runs (the probe's is the unprobed run's: one line), then turn 2 of the three two-turn runs
+        assert [len(server.batches[b].lines) for b in server.created] == [3 * 5, 3 * 5]
+        assert all(server.batches[b].status == "completed" for b in server.created)
+    assert [r.summary.status for r in batched] == ["finished"] * 4
+    for one, other in zip(batched, direct):
+        assert [_comparable(r) for r in one.records] == [_comparable(r) for r in other.records]
+    assert sum(r.model_calls for r in batched) == paid == 3 * 5 + 3 * 5  # the shared turn 1 paid once
+    # whichever of the two asked it first paid; the other read it as a hit, as it would one run after the other
+    assert batched[0].cache_hits + batched[2].cache_hits == 5 and batched[0].model_calls + batched[2].model_calls == 15
+    # each run folder lists the batches holding its requests, and only its requests
+    listed = {r.out_dir.name: [json.loads(p.read_text()) for p in sorted((r.out_dir / "batches").glob("*.json"))]
+              for r in batched}
+    assert {run: len(batches) for run, batches in listed.items()} == {
+        "structured-0": 2, "structured-1": 2, "scramble-0": 2, "baseline-0": 1}
+    assert all(len(b["custom_ids"]) == 5 for batches in listed.values() for b in batches)
+
+
+def test_batch_runs_interrupted_together_resume_alone_or_together_without_submitting_again(test_csv, tmp_path):
+    import _thread
+    import threading
+
+    with ReasoningAPIServer(content_ids=True) as planted, BatchAPIServer(planted.answer) as server:
+        server.hold.clear()  # turn 1's batch stays in progress until the interruption
+
+        def ctrl_c_once_submitted():
+            while not server.created:
+                time.sleep(0.02)
+            time.sleep(0.3)
+            _thread.interrupt_main()
+
+        threading.Thread(target=ctrl_c_once_submitted, daemon=True).start()
+        runs = _batch_runs(test_csv, tmp_path, "batched")
+        with pytest.raises(KeyboardInterrupt):
+            run_configs(runs, _on(server, batch=True), progress=False)
+        assert len(server.created) == 1
+        assert all(json.loads((r.out / "summary.json").read_text())["status"] == "interrupted" for r in runs)
+        server.hold.set()
+        # the baseline alone: it polls the batch it shares with the others, submits nothing
+        alone = run_configs(runs[3:], _on(server, batch=True), progress=False)[0]
+        assert len(server.created) == 1 and alone.summary.status == "finished" and alone.model_calls == 5
+        # then the others together: turn 1 collected from the same batch, then one round for their turn 2
+        rest = run_configs(runs[:3], _on(server, batch=True), progress=False)
+        assert len(server.created) == 2 and len(server.batches[server.created[1]].lines) == 3 * 5
+    assert [r.summary.status for r in rest] == ["finished"] * 3
+    assert all(len(r.records) == 5 and not any(record.rejected for record in r.records) for r in rest)

@@ -347,7 +347,8 @@ def cmd_batches(args: argparse.Namespace) -> int:
     did not answer)."""
     import time
 
-    from .backends.openai_api.batches import STATE_FOLDER, BatchState, progress_line
+    from .backends.openai_api.batch_state import STATE_FOLDER, BatchState
+    from .backends.openai_api.batches import progress_line
 
     folder = Path(args.run)
     state = BatchState(folder / STATE_FOLDER)

@@ -57,8 +57,10 @@ class Backend(ABC):
     ``preferred_chunk_size`` (instances per batched call when a run does not choose one), ``streams_requests``
     (True: it serves one request at a time over the network, so the runner sends each instance's turns on its
     own as soon as the turn before arrives, up to ``max_concurrency`` requests in flight across every run on it;
-    False: whole batches, as an offline engine computes them), and ``fail_on_error`` (for a streaming backend:
-    the share of its last requests whose failing every attempt stops a run as a broken service; None: never).
+    False: whole batches, as an offline engine computes them), ``gathers_runs`` (True: a call of
+    :meth:`complete_batch` costs a wait, not a slot, so runs made together send each turn's requests together, as
+    one call: batch files), and ``fail_on_error`` (for a streaming backend: the share of its last requests whose
+    failing every attempt stops a run as a broken service; None: never).
 
     What the run configuration, the book and the workflow must know of a family before anything is built
     is answered by the class, so no module outside ``backends/`` switches on a backend's name: ``sized_by``
@@ -72,6 +74,7 @@ class Backend(ABC):
     thinking_supported: bool = False
     preferred_chunk_size: int = 1
     streams_requests: bool = False
+    gathers_runs: bool = False
     max_concurrency: int = 1
     fail_on_error: float | None = None
     # (the scheduler resource a job of this backend holds, the option of this class that sizes it), e.g.
@@ -166,6 +169,11 @@ class Backend(ABC):
     def attach_run(self, folder: Path) -> None:
         """The run about to be made keeps its files in ``folder``: a backend with state of its own that must
         outlive a session (the batches it submitted and waits for) keeps it there. No-op by default."""
+
+    def attach_runs(self, asked: Mapping[Path, Sequence[Request]]) -> None:
+        """The next :meth:`complete_batch` serves several runs at once (``gathers_runs``): each run's folder with
+        the requests it asked, so state of the backend's own is kept in the folder of each run it concerns.
+        No-op by default."""
 
     def close(self) -> None:
         """Release the model or connections (no-op by default)."""

@@ -1,7 +1,8 @@
 """Running the method: run parameters and configurations (``parameters``, ``config``), what a run is (``spec``),
 the data loader and generated sets (``data``, ``generate``), the run folder and its typed records (``runfolder``,
-``records``), the call cache, the repair round between a run's turns (``repair``), a run's spending limit (``budget``), the runner, request inspection and
-the estimate of what a run still asks of its model (``estimate``).
+``records``), the call cache, the repair round between a run's turns (``repair``), a run's spending limit
+(``budget``), the runner, the rounds of runs made together on batch files (``gathering``), request inspection
+and the estimate of what a run still asks of its model (``estimate``).
 
 Its modules import from ``backends``, ``method``, ``causal`` and the top-level modules, never from a layer above
 (``tests/test_layers.py``). Each is imported by its own name (``from cpdagthink.run import cache``): importing
@@ -14,6 +15,7 @@ __all__ = [
     "config",
     "data",
     "estimate",
+    "gathering",
     "generate",
     "inspection",
     "parameters",

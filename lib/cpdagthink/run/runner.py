@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from ..backends.base import Backend, PartialBatchError, RequestRejected
+from ..backends.base import Backend, PartialBatchError
 from ..causal.instance import Instance
 from ..causal.oracle import OracleLabel, UnfaithfulFactsError, label_text
 from ..causal.premise import PremiseError
@@ -45,6 +45,7 @@ from .config import RunConfig
 from .provenance import served_models, session_metadata
 from .records import (SCHEMA_VERSION, InterventionRecord, RepairRecord, RunMetadata, RunRecord, RunSummary,
                       Spent, ToolCallRecord, TurnRecord, batched_calls, json_sha256)
+from .gathering import Gathering, Seat, send_batch
 from .repair import repair_round
 from .runfolder import CONFIG, METADATA, SUMMARY, RunFolder, RunFolderError, difference, read_metadata
 from .budget import Spending
@@ -60,13 +61,15 @@ class RunMismatchError(CpdagthinkError, ValueError):
 @dataclass
 class CachedBackend:
     """A backend behind the call cache; counts the calls it really made. ``one_by_one``: each missing request is
-    asked alone on the calling thread (a streaming run's lane), once in the process however many runs ask it."""
+    asked alone on the calling thread (a streaming run's lane), once in the process however many runs ask it;
+    ``seat``: the missing requests go with those of the runs made together (:mod:`.gathering`)."""
 
     backend: Backend
     cache: CallCache
     calls: int = 0
     one_by_one: bool = False
     spending: Spending | None = None  # the run's budget, checked before each fresh call is sent
+    seat: Seat | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def complete_batch(self, requests: Sequence[Request]) -> list[tuple[Completion, bool]]:
@@ -95,34 +98,32 @@ class CachedBackend:
         one batch (:meth:`_ask_batch`)."""
         if self.one_by_one:
             return [self._ask_alone(request, key) for request, key in zip(requests, keys)]
-        return [(completion, False) for completion in self._ask_batch(requests, keys)]
+        return self._ask_batch(requests, keys)
 
     def _ask_alone(self, request: Request, key: str) -> tuple[Completion, bool]:
         """One request, asked once in the process (:func:`.streaming.ask_once`) and cached the moment it arrives."""
         def ask() -> Completion:
             with self._reserved([request]):
-                completion = self._one(request)
+                completion = self.backend.complete_or_rejected(request)
                 self._keep([key], [completion], [request])
             return completion
 
         return ask_once(self.cache.directory, key, lambda: self.cache.get(key), ask)
 
-    def _ask_batch(self, requests: list[Request], keys: list[str]) -> list[Completion]:
-        """The model's completions of ``requests`` in one batch (one by one when the batch is refused), each
-        cached under its ``keys``; when the batch stops on an error or is interrupted, what finished (the
-        backend's ``completions`` of it) is cached first."""
+    def _ask_batch(self, requests: list[Request], keys: list[str]) -> list[tuple[Completion, bool]]:
+        """The model's completions of ``requests`` in one batch (:func:`.gathering.send_batch`; with the other
+        runs' where this run has a :attr:`seat`), each cached under its ``keys`` by the run that paid for it (a
+        request another run of the round asked first comes back as a cache hit); when the batch stops on an
+        error or is interrupted, what finished (the ``completions`` the error carries) is cached first."""
         with self._reserved(requests):
             try:
-                fresh = self.backend.complete_batch(requests)
-            except RequestRejected:
-                fresh = [self._one(r) for r in requests]
-            except PartialBatchError as error:
-                self._keep(keys, error.completions, requests)
-                raise
-            except KeyboardInterrupt as stopped:  # Ctrl-C, or SIGTERM at a job's time limit, mid-batch
+                fresh = (self.seat.ask(requests, keys) if self.seat is not None
+                         else [(c, False) for c in send_batch(self.backend, requests)])
+            # a batch that stopped on an error, or Ctrl-C (SIGTERM at a job's time limit) mid-batch
+            except (PartialBatchError, KeyboardInterrupt) as stopped:
                 self._keep(keys, getattr(stopped, "completions", ()), requests)
                 raise
-            self._keep(keys, fresh, requests)
+            self._keep(keys, [None if hit else completion for completion, hit in fresh], requests)
         return fresh
 
     def _reserved(self, requests: Sequence[Request]) -> Any:
@@ -142,8 +143,6 @@ class CachedBackend:
             if "rejected" not in completion.meta:
                 self.cache.put(key, completion)
 
-    def _one(self, request: Request) -> Completion:
-        return self.backend.complete_or_rejected(request)
 
 
 def _turn_record(request: Request, completion: Completion, cache_hit: bool) -> TurnRecord:
@@ -336,14 +335,16 @@ class _Progress:
 
 def run_config(config: RunConfig, backend: Backend, instances: Iterable[Instance], out: str | Path | None = None, *,
                intervention: Intervention | None = None, progress: bool = True,
-               abort_after: int = ABORT_AFTER_REJECTIONS, tally: Tally | None = None) -> RunResult:
+               abort_after: int = ABORT_AFTER_REJECTIONS, tally: Tally | None = None,
+               gathering: Gathering | None = None) -> RunResult:
     """Run one configured run on ``instances`` with ``backend``: the one entry of every front door, and the only
     way to run. Its condition, probe (from :data:`~cpdagthink.method.interventions.PROBES`, unless
     ``intervention`` gives the function), decoding, cache and chunk size come from ``config``, which the folder
     keeps as ``config.json``, and the run is its :attr:`~RunConfig.spec`; ``out`` defaults to the folder
     ``config`` names (:meth:`RunConfig.folder`). One :class:`RunRecord` per instance is appended to
     ``records.jsonl``, ``metadata.json`` describes the run and ``summary.json`` its outcome. ``tally``: the
-    progress line it shares with runs made at once (:func:`.together.run_configs`).
+    progress line it shares with runs made at once (:func:`.together.run_configs`); ``gathering``: the rounds it
+    sends its requests in with them, on a backend that gathers runs (:mod:`.gathering`).
 
     Raises :class:`RunMismatchError` for a folder of another run or other data, :class:`RunLockedError`
     while another run writes into the folder, and :class:`RunAborted` when the first ``abort_after``
@@ -369,9 +370,11 @@ def run_config(config: RunConfig, backend: Backend, instances: Iterable[Instance
             folder.rewrite_records(done)
         folder.write_json(METADATA, metadata)
         folder.write_json(CONFIG, config)
-        backend.attach_run(folder.path)
+        if gathering is None:  # a gathered round tells the backend the folders of its runs (Backend.attach_runs)
+            backend.attach_run(folder.path)
         cached = CachedBackend(backend, CallCache(config.cache_dir), one_by_one=backend.streams_requests,
-                               spending=Spending(config.budget(), earlier))
+                               spending=Spending(config.budget(), earlier),
+                               seat=gathering.seat(folder.path) if gathering else None)
         session = _Session(get_condition(config.condition), cached, config.decoding, intervention, config.probe,
                            abort_after)
         return _Progress(folder, session, metadata, instances, done, started).run(chunk_size, progress, tally)

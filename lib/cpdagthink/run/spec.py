@@ -27,7 +27,7 @@ __all__ = ["RunSpec", "Sample", "TRANSPORT_OPTIONS", "bounded", "computed_option
 # Options that say how to reach a model, not what it computes: they never separate two runs. (``fail_on_error``:
 # when a run gives up on a failing service; batch mode: a batch line's body is the direct call's, answered by the
 # same model; a budget and its prices: when a run stops, not what it computes.)
-TRANSPORT_OPTIONS = frozenset({"base_url", "timeout", "retries", "max_retries", "max_concurrency", "api_key_env",
+TRANSPORT_OPTIONS = frozenset({"base_url", "timeout", "retries", "max_concurrency", "api_key_env",
                                "fail_on_error", "batch", "batch_poll_s", "run_batch", "run_batch_args",
                                "max_cost", "price_input", "price_output",
                                "share_cores"})  # threads measured to compute alike (backends/local/core_share.py)

@@ -39,7 +39,8 @@ from pydantic import Field
 from ...method.chat import Completion, Request
 from ...paths import OUTPUTS_ROOT
 from ..base import Backend, BackendError, PartialBatchError, Provenance, read_options
-from .batches import STATE_FOLDER, BatchRounds, BatchState, BatchStopped, OpenAIBatches, Refused
+from .batch_state import STATE_FOLDER, BatchState
+from .batches import BatchRounds, BatchStopped, OpenAIBatches, Refused
 from .endpoints import (NO_KEY, OPENAI_HOST, Endpoints, endpoint_keys, endpoint_urls, public_url, public_url_for_client,
                         redact)
 from .payloads import RegexMode, carries_reasoning, chat_kwargs, responses_kwargs, without_reasoning_items
@@ -242,7 +243,7 @@ class OpenAIBackend(ProfiledFamily, Backend):
         """Set up batch mode (class docstring): the Batch API, or ``vllm run-batch`` where ``run_batch`` names the
         executable; its batches are written down under outputs/batches until a run names its folder
         (:meth:`attach_run`)."""
-        self.batch = batch
+        self.batch = self.gathers_runs = batch  # runs made together share each turn's round of batch files
         if batch:
             # Batch mode works turn by turn over the whole run: one chunk, no instance's turn 2 sent on its own
             # (the streaming runner, which asks ``streams_requests``, must not take this backend).
@@ -270,6 +271,13 @@ class OpenAIBackend(ProfiledFamily, Backend):
     def attach_run(self, folder: Path) -> None:
         """Batch mode writes down its batches in the run folder (``batches/``), where a rerun finds them."""
         self.batches.state = BatchState(Path(folder) / STATE_FOLDER)
+
+    def attach_runs(self, asked: Mapping[Path, Sequence[Request]]) -> None:
+        """Batch mode, runs made together: each batch is written down in the folder of every run with a request
+        in it (:meth:`.BatchState.shared`), so each run, collected again alone or with the others, finds it."""
+        identity = self.identity()
+        self.batches.state = BatchState.shared({Path(folder) / STATE_FOLDER: {r.cache_key(identity) for r in requests}
+                                                for folder, requests in asked.items()})
 
     def identity(self) -> dict[str, Any]:
         """What computes: the model as requests name it to the server, the revision asked for, the API, regex mode,

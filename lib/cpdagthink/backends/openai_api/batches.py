@@ -11,7 +11,9 @@ its folder, ``batches/``) before it is submitted (tagged with its input file's s
 metadata carries too) and again with its id once the service has it; a session that starts finds the batches
 written there that cover its requests and waits for those instead of submitting them again (a batch whose id
 never reached the folder is found at the service by its tag). Each downloaded output and error file is kept
-beside its record until the run is done with it.
+beside its record until the run is done with it. Runs made together send their requests in the same batches
+(:meth:`BatchState.shared`): each run's folder then keeps every batch holding any of its requests, so a run
+collected again alone, or with the others, polls it instead of submitting it again.
 
 How each ending is handled (:meth:`BatchRounds.run`): ``completed``, its lines matched by ``custom_id`` (an
 answer that cannot be read counts as an error line); error lines sent again in the next round up to
@@ -30,24 +32,19 @@ import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable, Iterator, Protocol, Sequence
 
-from pydantic import BaseModel
-
-from ...files import write_atomic
 from ..base import BackendError
+from .batch_state import TERMINAL, BatchRecord, BatchState
 from .responses import MalformedAnswer
 
 MAX_REQUESTS = 50_000  # requests in one batch input file (the service's limit)
 MAX_BYTES = 200_000_000  # bytes of one batch input file: under the service's 200 MB however a MB is counted
-TERMINAL = ("completed", "failed", "expired", "cancelled")
 REFUSED_STATUS = (400, 413, 422)  # the request itself is at fault: refused at once, as a direct call's would be
-STATE_FOLDER = "batches"  # in a run folder
 TAG_KEY = "cpdagthink_input"  # the batch metadata key holding the input file's sha256
-# What the command line says to run about a run folder's batches.
-RESUME_HINT = "rerun the same command to collect them (nothing is submitted twice), or cancel them with: " \
-              "cpdagthink batches --cancel {folder}"
+# What the command line says to run about a run folder's batches (each folder's command, for runs made together).
+RESUME_HINT = "rerun the same command to collect them (nothing is submitted twice), or cancel them with: {commands}"
+CANCEL_COMMAND = "cpdagthink batches --cancel {folder}"
 
 
 class BatchStopped(BackendError):
@@ -87,71 +84,6 @@ def split_lines(lines: Sequence[bytes], max_requests: int = MAX_REQUESTS, max_by
         files[-1].append(line)
         size += len(line)
     return files
-
-
-class BatchRecord(BaseModel):
-    """One batch as the state folder keeps it: written before submission (``status`` ``submitting``), then with
-    the service's id, then with each status seen."""
-
-    tag: str  # sha256 of the input file
-    service: str
-    endpoint: str
-    custom_ids: list[str]
-    submitted_at: float
-    batch_id: str | None = None
-    status: str = "submitting"
-    counts: dict[str, int] = {}
-    message: str | None = None  # why a batch failed
-    cancel_asked: bool = False  # cancelled from here (``cpdagthink batches --cancel``): a rerun goes on without stopping
-
-    @property
-    def name(self) -> str:
-        return self.tag[:24]
-
-
-class BatchState:
-    """The state folder: ``<tag>.json`` per batch, ``<tag>.output.jsonl`` and ``<tag>.errors.jsonl`` once
-    downloaded, ``<tag>.input.jsonl`` for a service that reads its input from disk."""
-
-    def __init__(self, folder: str | Path):
-        self.folder = Path(folder)
-
-    def records(self) -> list[BatchRecord]:
-        """Every batch written down, oldest first."""
-        if not self.folder.is_dir():
-            return []
-        found = [BatchRecord.model_validate_json(p.read_text()) for p in self.folder.glob("*.json")]
-        return sorted(found, key=lambda r: r.submitted_at)
-
-    def save(self, record: BatchRecord) -> None:
-        write_atomic(self.folder / f"{record.name}.json", record.model_dump_json(indent=1))
-
-    def file(self, record: BatchRecord, kind: str) -> Path:
-        return self.folder / f"{record.name}.{kind}.jsonl"
-
-    def keep(self, record: BatchRecord, kind: str, data: bytes | None) -> None:
-        if data is not None:
-            write_atomic(self.file(record, kind), data.decode())
-
-    def lines(self, record: BatchRecord, kind: str) -> list[dict[str, Any]]:
-        path = self.file(record, kind)
-        if not path.is_file():
-            return []
-        return read_lines(path.read_text())
-
-
-def read_lines(text: str) -> list[dict[str, Any]]:
-    """The JSON objects of a JSONL file's lines; a line that is not one (cut by a kill mid-write) is left out, so
-    its request counts as unanswered."""
-    found = []
-    for line in text.splitlines():
-        try:
-            value = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(value, dict):
-            found.append(value)
-    return found
 
 
 @dataclass(frozen=True)
@@ -262,7 +194,7 @@ class BatchRounds:
             if record.batch_id is None:
                 record.batch_id = self.service.find(record.tag)
                 if record.batch_id is None:
-                    (self.state.folder / f"{record.name}.json").unlink(missing_ok=True)
+                    self.state.forget(record)
                     continue
                 record.status = "validating"
                 self.state.save(record)
@@ -281,9 +213,10 @@ class BatchRounds:
             data = b"".join(lines)
             tag = hashlib.sha256(data).hexdigest()
             if tag in failed:
+                where = " and ".join(map(str, self.state.paths(failed[tag])))
                 work.stops.append(f"this batch file failed at the service before and is not sent again until its "
                                   f"cause changes: {failed[tag].message} (to send it as it is, e.g. once a full "
-                                  f"queue has emptied, remove {self.state.folder / failed[tag].name}.json)")
+                                  f"queue has emptied, remove {where})")
                 continue
             record = BatchRecord(tag=tag, service=self.service.name, endpoint=endpoint, submitted_at=time.time(),
                                  custom_ids=[json.loads(line)["custom_id"] for line in lines])
@@ -385,7 +318,8 @@ class BatchRounds:
         if self.running:
             ids = ", ".join(str(r.batch_id) for r in self.running)
             self.report(f"interrupted: {len(self.running)} batch(es) keep running at the service ({ids}); "
-                        + RESUME_HINT.format(folder=self.state.folder.parent))
+                        + RESUME_HINT.format(commands="; ".join(CANCEL_COMMAND.format(folder=f)
+                                                                for f in self.state.runs)))
 
     def cancel_all(self) -> list[str]:
         """Ask the service to cancel every batch of the state folder that has not ended; their ids."""

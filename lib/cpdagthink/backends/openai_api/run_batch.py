@@ -17,7 +17,8 @@ import subprocess
 from pathlib import Path
 from typing import Sequence
 
-from .batches import BatchRecord, BatchState, Poll, read_lines
+from .batch_state import BatchRecord, BatchState, read_lines
+from .batches import Poll
 
 LOG_CHARS = 2000  # of a failed process's log, in its message
 
