@@ -867,19 +867,20 @@ def test_run_concurrently_returns_each_result_or_error():
 def test_answers_are_parsed_one_at_a_time():
     """The client builds its response types on first use, and two threads doing that at once can meet a
     half-built type (seen in the throughput benchmark's first chunk; 1 fresh process in 5 with 16 threads
-    constructing a Response at once): workers parse through one lock."""
-    from cpdagthink.backends.openai_api.responses import parsed
+    constructing a Response at once): workers read answers through one lock."""
+    from cpdagthink.backends.openai_api.responses import typed
 
     flight = InFlight()
 
-    class Raw:
-        def parse(self):
+    class Kind:
+        @classmethod
+        def construct(cls, **data):
             with flight.inside(0.02):
                 return "parsed"
 
     barrier = threading.Barrier(8)
     results = []
-    threads = [threading.Thread(target=lambda: (barrier.wait(), results.append(parsed(Raw())))) for _ in range(8)]
+    threads = [threading.Thread(target=lambda: (barrier.wait(), results.append(typed(Kind, {})))) for _ in range(8)]
     for thread in threads:
         thread.start()
     for thread in threads:

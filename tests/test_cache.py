@@ -25,6 +25,22 @@ def test_round_trip_and_miss(tmp_path):
     assert not list(tmp_path.rglob("*.tmp"))
 
 
+def test_a_requests_keys_under_several_identities_are_each_its_cache_key():
+    """The keys of one request under its backend's identity and the former ones are made from one serialization
+    of the request, byte for byte the digest of the whole payload's sorted-key JSON."""
+    import hashlib
+    import json
+
+    request = Request(messages=({"role": "user", "content": "Is \"A\" → B?"},), tools=({"type": "function",
+                      "function": {"name": "f", "parameters": {"z": 1, "a": [{"y": None, "b": 2.5}]}}},), seed=3)
+    identities = [{"backend": "openai", "model": "m", "profile": {"z": True, "a": "é"}},
+                  {"backend": "openai", "model": "m", "base_urls": ["http://h/v1"]}, {}]
+    plain = [hashlib.sha256(json.dumps({"backend": i, "request": request.to_json()}, sort_keys=True).encode())
+             .hexdigest() for i in identities]
+    assert request.cache_keys(identities) == plain and request.cache_key(identities[0]) == plain[0]
+    assert len(set(plain)) == 3
+
+
 @pytest.mark.parametrize(
     "content",
     [b"", b'{"text": "Answer: Y', b"[1, 2, 3]", b'"a string"', b'{"answer": "YES"}', b'{"text": 5}',
@@ -147,10 +163,10 @@ def test_a_run_with_an_unusable_cache_folder_stops_before_its_first_call(tmp_pat
 def test_a_full_disk_leaves_no_temporary_file_and_says_so_on_one_line(tmp_path, monkeypatch):
     cache = CallCache(tmp_path)
 
-    def full_disk(fd):  # the bytes are written, then the disk reports that it is full
+    def full_disk(*args):  # the bytes are written, then the disk reports that it is full
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(os, "fsync", full_disk)
+    monkeypatch.setattr(os, "replace", full_disk)  # the entry's last step (it is not flushed to the disk: put)
     with pytest.raises(CacheError) as raised:
         cache.put(KEY, Completion(text="Answer: YES " * 100))
     monkeypatch.undo()

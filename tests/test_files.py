@@ -40,6 +40,21 @@ def test_a_full_disk_raises_the_os_error_and_leaves_the_old_file(tmp_path, monke
     assert target.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["entry.json"]
 
 
+def test_without_sync_the_file_is_written_whole_and_not_waited_for_on_the_disk(tmp_path, monkeypatch):
+    target = tmp_path / "entry.json"
+    target.write_text("old")
+
+    def never(fd):
+        raise AssertionError("fsync called")
+
+    monkeypatch.setattr(os, "fsync", never)
+    write_atomic(target, "new", sync=False)
+    assert target.read_text() == "new" and [p.name for p in tmp_path.iterdir()] == ["entry.json"]
+    with pytest.raises(AssertionError, match="fsync called"):
+        write_atomic(target, "newer")  # the default waits for the disk
+    assert target.read_text() == "new" and [p.name for p in tmp_path.iterdir()] == ["entry.json"]
+
+
 def test_the_folder_is_made_and_the_file_has_the_usual_permissions(tmp_path):
     target = tmp_path / "a" / "b" / "entry.json"
     umask = os.umask(0o022)

@@ -15,18 +15,23 @@ from pathlib import Path
 _TEMPORARY = re.compile(r"\..+\.(\d+)-[0-9a-f]{8}\.tmp")
 
 
-def write_atomic(path: Path, text: str) -> None:
+def write_atomic(path: Path, text: str, *, sync: bool = True) -> None:
     """Replace ``path`` (its folder made if missing) with ``text`` through a temporary file beside it, flushed
     to disk, and a rename: a kill leaves the old file or the new one, never half of either. Each writer has its
     own temporary file, so two processes writing the same entry at once cannot mix their bytes. A failed write
-    (a full disk) removes its temporary file and raises the ``OSError`` for the caller to word."""
+    (a full disk) removes its temporary file and raises the ``OSError`` for the caller to word.
+
+    ``sync=False`` hands the bytes to the operating system without waiting for the disk (no ``fsync``): a killed
+    process still loses nothing, but a power cut or a crash of the system may leave the new file empty or torn,
+    which only a reader that catches such a file may accept (the call cache sets it aside and asks again)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")  # :data:`_TEMPORARY`
     try:
         with temporary.open("x", encoding="utf-8") as handle:  # created here, with the usual permissions
             handle.write(text)
             handle.flush()
-            os.fsync(handle.fileno())
+            if sync:
+                os.fsync(handle.fileno())
         temporary.replace(path)
     except BaseException:
         temporary.unlink(missing_ok=True)

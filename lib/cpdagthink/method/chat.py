@@ -52,9 +52,17 @@ class Request:
     def cache_key(self, backend_identity: dict[str, Any]) -> str:
         """Content address of this call: the identity of what computes it (backend, model, revision, build,
         decoder, profile; never where it is reached) and every input of the request, which its run contributes
-        (the condition's messages, its decoding with the seed)."""
-        payload = json.dumps({"backend": backend_identity, "request": self.to_json()}, sort_keys=True)
-        return hashlib.sha256(payload.encode()).hexdigest()
+        (the condition's messages, its decoding with the seed): the sha256 of
+        ``json.dumps({"backend": backend_identity, "request": self.to_json()}, sort_keys=True)``."""
+        return self.cache_keys([backend_identity])[0]
+
+    def cache_keys(self, backend_identities: list[dict[str, Any]]) -> list[str]:
+        """:meth:`cache_key` under each of ``backend_identities``, the request serialized once for all (it holds
+        the tools' whole schema). The payload is put together as ``json.dumps`` writes it: with sorted keys,
+        ``"backend"`` before ``"request"``, each separated as its defaults do."""
+        request = json.dumps(self.to_json(), sort_keys=True)
+        return [hashlib.sha256(f'{{"backend": {json.dumps(i, sort_keys=True)}, "request": {request}}}'.encode())
+                .hexdigest() for i in backend_identities]
 
 
 @dataclass(frozen=True)
@@ -83,7 +91,11 @@ class Completion:
     reasoning_items: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        """The completion as JSON data: a new top-level dict whose tool calls are new dicts and whose other values
+        are the completion's own (not deep-copied: it is serialized once per call, as it is cached)."""
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        data["tool_calls"] = [{"name": c.name, "arguments": c.arguments} for c in self.tool_calls]
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "Completion":

@@ -80,9 +80,10 @@ class CachedBackend:
         if not self.backend.thinking_supported:
             # The switch cannot change what such a model sees: one request, one cache entry.
             requests = [replace(r, thinking=False) for r in requests]
-        keys = [r.cache_key(identity) for r in requests]
         formers = former_identities(identity, getattr(self.backend, "base_urls", None))
-        found = [self.cache.get(k, [r.cache_key(f) for f in formers]) for k, r in zip(keys, requests)]
+        every = [r.cache_keys([identity, *formers]) for r in requests]  # each request's key, then its former ones
+        keys = [k[0] for k in every]
+        found = [self.cache.get(k[0], k[1:]) for k in every]
         hits = [c is not None for c in found]
         missing = [i for i, c in enumerate(found) if c is None]
         self.cache.require_writable(len(missing))

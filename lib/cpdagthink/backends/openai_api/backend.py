@@ -1,5 +1,5 @@
 """OpenAI-compatible APIs: chat completions (the OpenAI API, a vLLM server, ``llama_cpp.server``) and the
-OpenAI Responses API (reasoning models), as one backend over four parts:
+OpenAI Responses API (reasoning models), as one backend over five parts:
 
 * :mod:`.payloads` builds each request's payload from the model profile (:mod:`..profiles`): which API
   (``responses`` for the GPT-5 family and the o-series, chat completions for everything else; the ``api``
@@ -8,6 +8,8 @@ OpenAI Responses API (reasoning models), as one backend over four parts:
 * :mod:`.responses` reads each answer into a :class:`Completion` and caps what is stored
   (``max_stored_chars`` per field).
 * :mod:`.endpoints` gives each endpoint its own key and keeps keys out of every record.
+* :mod:`.wire` sends each payload as the client's typed ``create`` would, through the client's own ``post``,
+  without the client's per-call transform of the payload (the CPU that bounds a run of many calls in flight).
 * :mod:`..transport` sends the attempts: round-robin over ``base_url``, at most ``max_concurrency`` in flight,
   each attempt within ``timeout``, retried as :meth:`OpenAIBackend.classify` says: timeouts, 408/409/425/429/5xx,
   connection errors and an HTTP 200 whose body is not a well-formed answer are retried ``retries`` times (a call
@@ -52,12 +54,13 @@ from .responses import (
     checked,
     completion_from_response,
     completion_from_responses,
-    parsed,
+    typed,
 )
 from ..profiles import (ListPrice, ModelProfile, ProfiledFamily, check_effort, list_price, profile_for,
                         with_overrides)
 from ..transport import MESSAGE_CHARS, Failure, ServiceRejected, Transport, bounded_http_client, status_failure
 from .run_batch import VLLMRunBatch, run_batch_gpus
+from .wire import Call, call_for
 
 INSTALL_HINT = "pip install -e '.[api]'"
 # Seconds one attempt may take when no ``timeout`` is given: a reasoning model at a paper-scale budget
@@ -346,17 +349,16 @@ class OpenAIBackend(ProfiledFamily, Backend):
         """The server's fault, said as such: an HTTP 200 whose body is not an answer of this API."""
         return f"{url}: HTTP 200 but the body is not a well-formed answer ({self._describe(exc)})"[:MESSAGE_CHARS]
 
-    def _call(self, request: Request) -> tuple[Callable[[Any], Any], Callable[..., Completion], dict[str, Any]]:
-        """(send on a client, parse the response, note) for ``request`` on this backend's API."""
+    def _call(self, request: Request) -> tuple[Call, Callable[..., Completion], dict[str, Any]]:
+        """(the call, what reads its typed answer into a completion, note) for ``request`` on this backend's API.
+        The call is what the client's typed ``create`` would send, without its per-call work (:mod:`.wire`)."""
         if self.profile.api == "responses":
             kwargs, note = responses_kwargs(request, self.model, profile=self.profile,
                                             reasoning_effort=self.reasoning_effort)
-            return (lambda client: parsed(client.responses.with_raw_response.create(**kwargs))), \
-                completion_from_responses, note
+            return call_for("responses", kwargs), completion_from_responses, note
         kwargs, note = chat_kwargs(request, self.model, profile=self.profile, regex_mode=self.regex_mode,
                                    reasoning_effort=self.reasoning_effort, send_seed=self.send_seed)
-        return (lambda client: parsed(client.chat.completions.with_raw_response.create(**kwargs))), \
-            completion_from_response, note
+        return call_for("chat", kwargs), completion_from_response, note
 
     def complete(self, request: Request) -> Completion:
         """One request; raises :class:`ServiceRejected` when the service refuses it as invalid. A request whose
@@ -374,9 +376,10 @@ class OpenAIBackend(ProfiledFamily, Backend):
         return completion
 
     def _complete_once(self, request: Request) -> Completion:
-        send, parse, note = self._call(request)
-        read = checked(lambda response, latency_s, attempt: parse(response, latency_s, {**note, **attempt}))
-        completion = self.transport.request(send, read)
+        call, parse, note = self._call(request)
+        # the answer is read once the request has given its slot back (the transport's ``read``)
+        read = checked(lambda response, latency_s, attempt: parse(call.read(response), latency_s, {**note, **attempt}))
+        completion = self.transport.request(call.send, read)
         if completion.meta.get("served_model"):
             self.served_model = completion.meta["served_model"]
         return cap_stored(completion, self.max_stored_chars)
@@ -417,7 +420,7 @@ class OpenAIBackend(ProfiledFamily, Backend):
             kind, parse = self._openai.types.chat.ChatCompletion, completion_from_response
         meta = {**note, "base_url": self.batches.service.where, "batch": batch_id}
         # as the client reads a direct answer: built without validation (a field a service leaves out stays None)
-        completion = checked(lambda: parse(kind.construct(**body), 0.0, meta))()
+        completion = checked(lambda: parse(typed(kind, body), 0.0, meta))()
         if completion.meta.get("served_model"):
             self.served_model = completion.meta["served_model"]
         return cap_stored(completion, self.max_stored_chars)
