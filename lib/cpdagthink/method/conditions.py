@@ -16,6 +16,7 @@ import random
 import re
 from dataclasses import dataclass, replace
 from enum import Enum
+from functools import lru_cache
 from itertools import product
 from typing import Any, Callable
 
@@ -193,7 +194,13 @@ def _request(condition: Condition, decoding: Decoding, messages: list[dict], max
 
 
 def variables_of(instance: Instance) -> tuple[str, ...]:
-    return parse_premise(instance.premise).variables
+    return _premise_variables(instance.premise)
+
+
+@lru_cache(maxsize=8192)
+def _premise_variables(premise: str) -> tuple[str, ...]:
+    """A premise's variables, kept: the runs of a grid pose the same rows, each a request or more a row."""
+    return parse_premise(premise).variables
 
 
 def first_request(condition: Condition, instance: Instance, decoding: Decoding) -> Request:

@@ -82,8 +82,7 @@ class CachedBackend:
             requests = [replace(r, thinking=False) for r in requests]
         formers = former_identities(identity, getattr(self.backend, "base_urls", None))
         every = [r.cache_keys([identity, *formers]) for r in requests]  # each request's key, then its former ones
-        keys = [k[0] for k in every]
-        found = [self.cache.get(k[0], k[1:]) for k in every]
+        keys, found = [k[0] for k in every], [self.cache.get(k[0], k[1:]) for k in every]
         hits = [c is not None for c in found]
         missing = [i for i, c in enumerate(found) if c is None]
         self.cache.require_writable(len(missing))
