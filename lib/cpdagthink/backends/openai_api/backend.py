@@ -60,7 +60,7 @@ from ..profiles import (ListPrice, ModelProfile, ProfiledFamily, check_effort, l
                         with_overrides)
 from ..transport import MESSAGE_CHARS, Failure, ServiceRejected, Transport, bounded_http_client, status_failure
 from .run_batch import VLLMRunBatch, run_batch_gpus
-from .wire import Call, call_for
+from .wire import Call, call_for, prepare
 
 INSTALL_HINT = "pip install -e '.[api]'"
 # Seconds one attempt may take when no ``timeout`` is given: a reasoning model at a paper-scale budget
@@ -220,7 +220,7 @@ class OpenAIBackend(ProfiledFamily, Backend):
         keys = endpoint_keys(urls, api_key_env)
         self._secrets = tuple(k for k in keys if k)
         self.timeout = float(timeout) if timeout is not None else default_timeout(self.profile)
-        self._clients = _clients(openai, urls, keys, self.timeout)
+        self._clients = _clients(openai, urls, keys, self.timeout, self.profile.api)
         del keys
         self._openai = openai
         self.transport = Transport(self._clients, self.base_urls, self.classify, timeout=self.timeout,
@@ -490,8 +490,11 @@ def _openai_module() -> Any:
     return openai
 
 
-def _clients(openai: Any, urls: Sequence[str | None], keys: Sequence[str | None], timeout: float) -> list[Any]:
-    """One client per endpoint, holding that endpoint's key only; the transport retries, not the client."""
+def _clients(openai: Any, urls: Sequence[str | None], keys: Sequence[str | None], timeout: float,
+             api: str) -> list[Any]:
+    """One client per endpoint, holding that endpoint's key only; the transport retries, not the client. The
+    client's types for ``api`` are read now (:func:`.wire.prepare`), not by the first calls of a run at once."""
+    prepare(api)
     return [openai.OpenAI(api_key=key or NO_KEY, base_url=None if u is None else public_url_for_client(u),
                           max_retries=0, timeout=timeout, http_client=bounded_http_client(timeout))
             for u, key in zip(urls, keys)]

@@ -70,6 +70,12 @@ def _api(api: str) -> tuple[str, tuple[str, ...], type]:
     return path, fields, kind
 
 
+def prepare(api: str) -> None:
+    """Import the client's types and read ``create``'s parameters for ``api`` now, once: the first calls of a run
+    made at once would otherwise each wait on that import before sending."""
+    _api(api)
+
+
 def call_for(api: str, kwargs: dict[str, Any]) -> Call:
     """The :class:`Call` that ``client.chat.completions.create(**kwargs)`` (``api`` "chat") or
     ``client.responses.create(**kwargs)`` ("responses") would make. TypeError for a keyword ``create`` does not
