@@ -1,7 +1,7 @@
 """Benchmark: the default local model on a quiet machine and beside one CPU-bound process, with and without
 ``share_cores`` (lib/cpdagthink/backends/local/core_share.py).
 
-Each measurement is one ``cpdagthink run --backend local --condition baseline_enhanced --limit 2`` in its own
+Each measurement is one ``cpdagthink run --backend local --condition baseline_enhanced --limit 2`` (96-token budgets) in its own
 process with a fresh cache and run folder (model loading included), the neighbour a Python loop that never
 sleeps, started before the run and killed after it. The four figures (median of ``--repeats`` runs each):
 the earlier setting (``-o share_cores=false``: llama.cpp's threads always ``n_threads``, spinning at their
@@ -32,7 +32,7 @@ def _run(options: list[str], limit: int, neighbour: bool, work: Path) -> tuple[f
     """Seconds for one run in its own process, and a digest of its answers' text."""
     folder = Path(tempfile.mkdtemp(dir=work))
     command = [sys.executable, "-m", "cpdagthink", "run", "--backend", "local", "--condition", "baseline_enhanced",
-               "--limit", str(limit), "--cache", str(folder / "cache"), "--out", str(folder / "run"), *options]
+               "--limit", str(limit), "--max-tokens-turn1", "96", "--max-tokens-answer", "96", "--cache", str(folder / "cache"), "--out", str(folder / "run"), *options]
     spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if neighbour else None
     try:
         start = time.perf_counter()
