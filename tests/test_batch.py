@@ -383,6 +383,21 @@ def test_a_vllm_run_batch_that_crashes_stops_the_run_with_its_log(rows, tmp_path
             progress=False)
 
 
+def test_vllm_run_batch_error_lines_are_recorded_with_vllms_reason(rows, tmp_path, monkeypatch):
+    """vLLM writes an unanswered line with a null body and the reason in ``error``: the server's error response
+    (a model it does not serve: 404, sent again up to ``retries``) or a bare string (a URL it does not serve:
+    400, refused at once)."""
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS.parent / "lib"), os.environ.get("PYTHONPATH", "")]))
+    command = f"{sys.executable} {STANDIN} run-batch"
+    for options, reason in [(dict(regex_mode="vllm", run_batch_args="--served-model-name other"),
+                             f"HTTP 404: The model `{QWEN}` does not exist"),
+                            (dict(api="responses"), "HTTP 400: URL /v1/responses was used")]:
+        node = make_backend("openai", model=QWEN, run_batch=command, batch_poll_s=0.05, retries=0, **options)
+        result = run("baseline_enhanced", node, rows[:2], tmp_path / reason[:8], cache_dir=tmp_path / "cache",
+                     progress=False, abort_after=0)
+        assert all(r.rejected and reason in r.turns[0].rejected for r in result.records), result.records[0].turns
+
+
 def test_the_documented_command_runs_through_batches(answers, test_csv, tmp_path, capsys):
     from cpdagthink.cli import main
 

@@ -5,8 +5,11 @@ as vLLM does.
 
 Each body is answered by :func:`answer`, which a test also plants in a server to compare with direct calls: the
 reference agent's answer (the exact oracle) as a chat completion, in vLLM's shape; a body naming another model
-than ``--model`` gets vLLM's 404. ``VLLM_STANDIN_EXIT=N`` exits with status N before writing anything (a crash);
-``VLLM_STANDIN_ARGS=PATH`` writes the arguments it was given to PATH.
+than the one served (``--served-model-name``, else ``--model``) gets vLLM's 404. A line that is not answered is
+written as vLLM 0.32's ``run-batch`` writes it: ``response.body`` null and ``error`` the server's error response
+(``{"error": {...}}``), or a bare string for a URL it does not serve (status 400).
+``VLLM_STANDIN_EXIT=N`` exits with status N before writing anything (a crash); ``VLLM_STANDIN_ARGS=PATH`` writes
+the arguments it was given to PATH.
 """
 
 from __future__ import annotations
@@ -27,8 +30,8 @@ _REFERENCE = ReferenceBackend()
 def answer(path: str, body: dict[str, Any], served: str | None = None) -> tuple[int, dict[str, Any]]:
     """(status, body) as ``vllm serve`` answers ``body`` at ``path`` (chat completions only)."""
     if served is not None and body.get("model") != served:
-        return 404, {"object": "error", "message": f"The model `{body.get('model')}` does not exist.",
-                     "type": "NotFoundError", "param": None, "code": 404}
+        return 404, {"error": {"message": f"The model `{body.get('model')}` does not exist.",
+                               "type": "NotFoundError", "param": "model", "code": 404}}
     tools = tuple(body.get("tools") or ()) if body.get("tool_choice") != "none" else ()
     completion = _REFERENCE.complete(Request(messages=tuple(body["messages"]), tools=tools))
     message: dict[str, Any] = {"role": "assistant", "content": completion.text or None, "reasoning_content": None,
@@ -50,6 +53,7 @@ def main(argv: list[str]) -> int:
     run.add_argument("-i", "--input-file", required=True)
     run.add_argument("-o", "--output-file", required=True)
     run.add_argument("--model", required=True)
+    run.add_argument("--served-model-name")
     args, engine = parser.parse_known_args(argv)
     if os.environ.get("VLLM_STANDIN_ARGS"):
         Path(os.environ["VLLM_STANDIN_ARGS"]).write_text(json.dumps(argv))
@@ -59,10 +63,15 @@ def main(argv: list[str]) -> int:
     lines = []
     for number, raw in enumerate(Path(args.input_file).read_text().splitlines()):
         request = json.loads(raw)
-        status, body = answer(request["url"], request["body"], args.model)
+        if request["url"] != "/v1/chat/completions":
+            status, body = 400, f"URL {request['url']} was used. Supported endpoints: /v1/chat/completions, ..."
+        else:
+            status, body = answer(request["url"], request["body"], args.served_model_name or args.model)
+        answered = status == 200
         lines.append({"id": f"vllm-{number}", "custom_id": request["custom_id"],
-                      "response": {"status_code": status, "request_id": f"vllm-batch-{number}", "body": body},
-                      "error": None})
+                      "response": {"status_code": status, "request_id": f"vllm-batch-{number}",
+                                   "body": body if answered else None},
+                      "error": None if answered else body})
     Path(args.output_file).write_text("".join(json.dumps(line) + "\n" for line in lines))
     return 0
 

@@ -57,10 +57,13 @@ def cache(tmp_path_factory):
 
 
 def run_and_check(backend, rows, cache: Path, folder: Path, name: str, probe: str | None,
-                  constraint_pattern=None) -> RunResult:
-    """One of :data:`RUNS` through the runner, checked by :func:`check_run`; a probe's run also shows it ran."""
+                  constraint_pattern=None, *, model: str | None = None, options: dict | None = None) -> RunResult:
+    """One of :data:`RUNS` through the runner, checked by :func:`check_run`; a probe's run also shows it ran.
+    ``model`` and ``options``: what the backend was made with, as a run's config names them (a backend that
+    needs a model, such as openai, is refused a config without one)."""
     condition = CONDITIONS[name]
-    config = RunConfig(condition=name, probe=probe, backend=backend.name, decoding=DECODING, cache_dir=str(cache))
+    config = RunConfig(condition=name, probe=probe, backend=backend.name, model=model, backend_options=options or {},
+                       decoding=DECODING, cache_dir=str(cache))
     result = run_config(config, backend, rows, folder / name, progress=False)
     check_run(result, condition, rows, constraint_pattern)
     if probe:

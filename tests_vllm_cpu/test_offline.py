@@ -18,9 +18,9 @@ def backend(checkpoint):
 
 
 @pytest.mark.parametrize("name, probe", RUNS)
-def test_runs_on_real_tokens(backend, rows, cache, tmp_path, name, probe):
+def test_runs_on_real_tokens(backend, checkpoint, rows, cache, tmp_path, name, probe):
     run_and_check(backend, rows, cache, tmp_path, name, probe,
-                  lambda request: constraint_regex(request, backend.profile.tool_envelope))
+                  lambda request: constraint_regex(request, backend.profile.tool_envelope), model=str(checkpoint))
 
 
 def test_forced_tool_choice_and_an_oversized_budget_on_the_engine(backend, rows):

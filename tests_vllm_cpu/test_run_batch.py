@@ -16,8 +16,8 @@ def test_a_condition_runs_through_vllm_run_batch(checkpoint, rows, cache, tmp_pa
     command = f"{sys.executable} -m vllm.entrypoints.openai.run_batch"
     engine = (f"--model {checkpoint} --served-model-name {SERVED_NAME} --max-model-len {MAX_MODEL_LEN} "
               f"--dtype {ENGINE['dtype']} --enforce-eager --enable-auto-tool-choice --tool-call-parser hermes")
-    backend = make_backend("openai", model=SERVED_NAME, regex_mode="vllm", run_batch=command, run_batch_args=engine,
-                           batch_poll_s=2)
-    result = run_and_check(backend, rows, cache, tmp_path, "structured", None)
+    options = dict(regex_mode="vllm", run_batch=command, run_batch_args=engine, batch_poll_s=2)
+    backend = make_backend("openai", model=SERVED_NAME, **options)
+    result = run_and_check(backend, rows, cache, tmp_path, "structured", None, model=SERVED_NAME, options=options)
     assert all(t.meta["batch"].startswith("run-batch-") for r in result.records for t in r.turns)
     assert len(list((tmp_path / "structured" / "batches").glob("*.output.jsonl"))) == 2  # one process per turn

@@ -62,15 +62,20 @@ def server(checkpoint, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def backend(server):
+def options(server):
     # A CPU serves these batches in minutes, not the seconds a GPU server takes: a long per-request timeout.
-    client = make_backend("openai", model=SERVED_NAME, base_url=server, regex_mode="vllm", timeout=1800)
+    return dict(base_url=server, regex_mode="vllm", timeout=1800)
+
+
+@pytest.fixture(scope="module")
+def backend(options):
+    client = make_backend("openai", model=SERVED_NAME, **options)
     yield client
     client.close()
 
 
 @pytest.mark.parametrize("name, probe", RUNS)
-def test_served_runs_on_real_tokens(backend, rows, cache, tmp_path, name, probe):
-    result = run_and_check(backend, rows, cache, tmp_path, name, probe)
+def test_served_runs_on_real_tokens(backend, options, rows, cache, tmp_path, name, probe):
+    result = run_and_check(backend, rows, cache, tmp_path, name, probe, model=SERVED_NAME, options=options)
     if CONDITIONS[name].constrained:
         assert all(r.turns[0].tool_calls[0].name == "record_causal_analysis" for r in result.records)

@@ -86,6 +86,22 @@ def split_lines(lines: Sequence[bytes], max_requests: int = MAX_REQUESTS, max_by
     return files
 
 
+def line_error(line: dict[str, Any]) -> tuple[Any, str]:
+    """(code, message) of an output or error line that is not an answer, in each shape it comes in: the Batch
+    API's (the HTTP error in ``response.body.error``, or a line-level ``error`` object such as ``batch_expired``)
+    and ``vllm run-batch``'s (``response.body`` null and ``error`` the server's error response, ``{"error":
+    {...}}``, or a bare string for a URL it does not serve)."""
+    body = (line.get("response") or {}).get("body")
+    error = line.get("error")
+    if isinstance(error, str):
+        return None, error
+    for found in (body.get("error") if isinstance(body, dict) else None,
+                  error.get("error") if isinstance(error, dict) else None, error):
+        if isinstance(found, dict) and (found.get("message") or found.get("code")):
+            return found.get("code"), str(found.get("message") or "no reason given")
+    return None, "no reason given"
+
+
 @dataclass(frozen=True)
 class Poll:
     """What the service says of a batch: its status and counts, and once it ended its files and failure."""
@@ -287,7 +303,7 @@ class BatchRounds:
                               "not answered: rerun to send them again")
 
     def _line(self, cid: str, line: dict[str, Any], record: BatchRecord, work: _Round, read: Callable[..., Any]) -> None:
-        response, error = line.get("response") or {}, line.get("error") or {}
+        response = line.get("response") or {}
         status = response.get("status_code")
         if status == 200:
             try:
@@ -296,15 +312,14 @@ class BatchRounds:
             except MalformedAnswer as malformed:
                 self._error(cid, f"HTTP 200 but the body is not a well-formed answer ({malformed})", work)
             return
-        body_error = (response.get("body") or {}).get("error") or {} if isinstance(response.get("body"), dict) else {}
-        message = str(body_error.get("message") or error.get("message") or "no reason given")
+        code, message = line_error(line)
         if status in REFUSED_STATUS:
             work.answers[cid] = Refused(f"HTTP {status}: {message}", status)
             del work.pending[cid]
-        elif error.get("code") == "batch_cancelled":
+        elif code == "batch_cancelled":
             pass  # sent again by a rerun
         else:
-            self._error(cid, f"HTTP {status}: {message}" if status else f"{error.get('code')}: {message}", work)
+            self._error(cid, f"HTTP {status}: {message}" if status else f"{code}: {message}", work)
 
     def _error(self, cid: str, reason: str, work: _Round) -> None:
         """An error line (an expired request counts as one): sent again next round, or refused once the
