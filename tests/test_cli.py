@@ -520,13 +520,14 @@ def test_run_stops_at_its_budget_with_exit_3_saying_what_was_spent_and_the_highe
     with LoopbackAPI() as server:
         args = ("run", "--condition", "baseline_enhanced", "--backend", "openai", "--model", "gpt-4.1-mini",
                 "--base-url", server.url, "-o", "price_input=1", "-o", "price_output=10", "--data", str(test_csv),
-                "--limit", "8", "--out", str(tmp_path / "run"), "--cache", str(tmp_path / "cache"))
-        stopped = run(*args, "-o", "max_cost=0.06")
+                "--limit", "8", "--out", str(tmp_path / "run"), "--cache", str(tmp_path / "cache"),
+                "-o", "max_concurrency=1")  # one call in flight: where it stops does not hang on how calls overlap
+        stopped = run(*args, "-o", "max_cost=0.0125")  # above one call's worst case, below eight calls' spending
         kept = json.loads((tmp_path / "run" / "summary.json").read_text())
         resumed = run(*args, "-o", "max_cost=1")
     assert kept["status"] == "stopped" and 0 < kept["records"] < 8
     assert stopped.returncode == 3 and "Traceback" not in stopped.stderr, stopped.stderr
-    assert re.search(r"stopped by the budget: spent \$0\.0\d+ of max_cost \$0\.06 .* left", stopped.stderr)
+    assert re.search(r"stopped by the budget: spent \$0\.0\d+ of max_cost \$0\.0125 .* left", stopped.stderr)
     assert resumed.returncode == 0, resumed.stderr
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["records"] == 8
 
