@@ -345,3 +345,36 @@ def _handler(server: BatchAPIServer) -> type[BaseHTTPRequestHandler]:
             self._serve("POST")
 
     return Handler
+
+
+TRANSPORT_META = {"attempts", "base_url", "batch", "wall_s"}  # how a call travelled, not what it answered
+
+
+def batch_backend(server: BatchAPIServer, **options: Any) -> Any:
+    """The openai backend on GPT-5.4-mini against ``server``, polling its batches every 50 ms."""
+    from cpdagthink.backends import make_backend
+
+    return make_backend("openai", model="gpt-5.4-mini", base_url=server.url, reasoning_effort="medium",
+                        batch_poll_s=0.05, **options)
+
+
+def comparable(record: Any) -> dict[str, Any]:
+    """A record without how its calls travelled (where, which batch, how long, whether from the cache)."""
+    data = record.model_dump(mode="json")
+    for turn in data["turns"]:
+        turn["meta"] = {k: v for k, v in turn["meta"].items() if k not in TRANSPORT_META}
+        turn["latency_s"], turn["cache_hit"] = 0.0, False
+    return data
+
+
+def interrupt_once_submitted(server: BatchAPIServer) -> None:
+    """Ctrl-C in the main thread 0.3 s after ``server`` took its first batch (from a daemon thread)."""
+    import _thread
+
+    def interrupt() -> None:
+        while not server.created:
+            time.sleep(0.02)
+        time.sleep(0.3)
+        _thread.interrupt_main()
+
+    threading.Thread(target=interrupt, daemon=True).start()

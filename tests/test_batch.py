@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from batch_api_server import BatchAPIServer
+from batch_api_server import BatchAPIServer, batch_backend, comparable, interrupt_once_submitted
 from reasoning_api_server import ReasoningAPIServer
 
 from cpdagthink.backends import make_backend
@@ -27,7 +27,6 @@ from conftest import configured
 
 TESTS = Path(__file__).parent
 # What only says how a call travelled: where it went, how many attempts, which batch, how long it took.
-TRANSPORT_META = {"attempts", "base_url", "batch", "wall_s"}
 DECODING = Decoding(max_tokens_turn1=8192, max_tokens_answer=4096)
 
 
@@ -50,27 +49,13 @@ def run(condition: str, made, rows, out, *, cache_dir, decoding=Decoding(), prog
                       progress=progress, **options)
 
 
-def backend(server, **options):
-    return make_backend("openai", model="gpt-5.4-mini", base_url=server.url, reasoning_effort="medium",
-                        batch_poll_s=0.05, **options)
-
-
-def comparable(record) -> dict:
-    """A record without how its calls travelled."""
-    data = record.model_dump(mode="json")
-    for turn in data["turns"]:
-        turn["meta"] = {k: v for k, v in turn["meta"].items() if k not in TRANSPORT_META}
-        turn["latency_s"], turn["cache_hit"] = 0.0, False
-    return data
-
-
 @pytest.mark.parametrize("condition", ["structured", "baseline_enhanced"])
 def test_batches_make_the_records_direct_calls_make(answers, rows, tmp_path, condition):
     with BatchAPIServer(answers.answer) as server:
-        direct = run(condition, backend(server), rows, tmp_path / "direct", decoding=DECODING,
+        direct = run(condition, batch_backend(server), rows, tmp_path / "direct", decoding=DECODING,
                      cache_dir=tmp_path / "cache-direct", progress=False)
         assert len(server.direct) == result_calls(condition, rows) and not server.created
-        batched = run(condition, backend(server, batch=True), rows, tmp_path / "batched",
+        batched = run(condition, batch_backend(server, batch=True), rows, tmp_path / "batched",
                       decoding=DECODING, cache_dir=tmp_path / "cache", progress=False)
         assert len(server.direct) == result_calls(condition, rows)  # no direct call in batch mode
         assert len(server.created) == (2 if condition == "structured" else 1)  # one batch per turn
@@ -88,9 +73,9 @@ def result_calls(condition: str, rows: list) -> int:
 
 def test_a_rerun_without_batch_serves_every_batched_answer_from_the_cache(answers, rows, tmp_path):
     with BatchAPIServer(answers.answer) as server:
-        run("structured", backend(server, batch=True), rows, tmp_path / "batched",
+        run("structured", batch_backend(server, batch=True), rows, tmp_path / "batched",
             decoding=DECODING, cache_dir=tmp_path / "cache", progress=False)
-        again = run("structured", backend(server), rows, tmp_path / "direct",
+        again = run("structured", batch_backend(server), rows, tmp_path / "direct",
                     decoding=DECODING, cache_dir=tmp_path / "cache", progress=False)
         assert again.model_calls == 0 and not server.direct and again.cache_hits == 2 * len(rows)
 
@@ -98,7 +83,7 @@ def test_a_rerun_without_batch_serves_every_batched_answer_from_the_cache(answer
 # ------------------------------------------------------------------------------------------------ endings
 def test_an_expired_batch_keeps_its_finished_lines_and_sends_only_the_rest(answers, rows, tmp_path):
     with BatchAPIServer(answers.answer, per_second=2, window_s=0.6) as server:
-        result = run("baseline_enhanced", backend(server, batch=True), rows, tmp_path / "run",
+        result = run("baseline_enhanced", batch_backend(server, batch=True), rows, tmp_path / "run",
                      decoding=DECODING, cache_dir=tmp_path / "cache", progress=False)
         first, *later = [server.batches[b] for b in server.created]
         assert first.status == "expired" and 0 < len(first.done) < len(rows)
@@ -120,7 +105,7 @@ def test_error_lines_are_sent_again_then_recorded_as_not_answered_with_the_reaso
         return planted.answer(path, body)
 
     with ReasoningAPIServer(content_ids=True) as planted, BatchAPIServer(flaky) as server:
-        result = run("baseline_enhanced", backend(server, batch=True, retries=2), rows,
+        result = run("baseline_enhanced", batch_backend(server, batch=True, retries=2), rows,
                      tmp_path / "run", decoding=DECODING, cache_dir=tmp_path / "cache", progress=False,
                      abort_after=0)
         assert len(server.created) == 3  # the first round, then two more for the error lines
@@ -147,13 +132,13 @@ def test_a_file_that_fails_validation_stops_the_run_and_is_never_sent_again(answ
     with BatchAPIServer(answers.answer, max_bytes=200) as server:  # a service whose limit the file passes
         for attempt in range(2):
             with pytest.raises(PartialBatchError, match="larger than the 200 maximum") as stopped:
-                run("baseline_enhanced", backend(server, batch=True), rows, tmp_path / "run",
+                run("baseline_enhanced", batch_backend(server, batch=True), rows, tmp_path / "run",
                     decoding=DECODING, cache_dir=tmp_path / "cache", progress=False)
             assert len(server.created) == 1  # the rerun did not send the same file again
         named = re.search(r"remove (\S+\.json)\)", str(stopped.value)).group(1)
         Path(named).unlink()  # the user says the cause has gone
         with pytest.raises(PartialBatchError, match="larger than the 200 maximum"):
-            run("baseline_enhanced", backend(server, batch=True), rows, tmp_path / "run",
+            run("baseline_enhanced", batch_backend(server, batch=True), rows, tmp_path / "run",
                 decoding=DECODING, cache_dir=tmp_path / "cache", progress=False)
         assert len(server.created) == 2
     assert server.batches[server.created[0]].status == "failed"
@@ -173,11 +158,11 @@ def test_a_batch_cancelled_at_the_service_stops_the_run_and_a_rerun_goes_on(answ
 
         threading.Thread(target=cancel_when_submitted, daemon=True).start()
         with pytest.raises(PartialBatchError, match="was cancelled at the service"):
-            run("baseline_enhanced", backend(server, batch=True), rows, tmp_path / "run",
+            run("baseline_enhanced", batch_backend(server, batch=True), rows, tmp_path / "run",
                 decoding=DECODING, cache_dir=tmp_path / "cache", progress=False)
         answered = len(server.batches[server.created[0]].done)
         assert 0 < answered < len(rows)
-        result = run("baseline_enhanced", backend(server, batch=True), rows, tmp_path / "run",
+        result = run("baseline_enhanced", batch_backend(server, batch=True), rows, tmp_path / "run",
                      decoding=DECODING, cache_dir=tmp_path / "cache", progress=False)
         assert len(server.batches[server.created[1]].lines) == len(rows) - answered  # only what was not answered
     assert len(result.records) == len(rows) and not any(r.rejected for r in result.records)
@@ -217,7 +202,7 @@ def test_a_run_killed_while_batches_run_submits_nothing_again(answers, rows, tmp
         record = json.loads(next((tmp_path / "run" / "batches").glob("*.json")).read_text())
         assert record["batch_id"] == server.created[0] and record["status"] != "completed"
         server.hold.set()
-        result = run("structured", backend(server, batch=True), rows, tmp_path / "run",
+        result = run("structured", batch_backend(server, batch=True), rows, tmp_path / "run",
                      decoding=DECODING, cache_dir=tmp_path / "cache", progress=False)
         assert len(server.created) == 2  # turn 1's batch collected, not sent again; then turn 2's
         assert server.uploads == [server.batches[b].input_file_id for b in server.created]
@@ -228,7 +213,7 @@ def test_a_batch_whose_id_never_reached_the_folder_is_found_at_the_service(answe
     from cpdagthink.backends.openai_api.batch_state import BatchRecord, BatchState
 
     with BatchAPIServer(answers.answer) as server:
-        first = backend(server, batch=True)
+        first = batch_backend(server, batch=True)
         first.attach_run(tmp_path / "run")
         seen: list = []
         first.batches.report = seen.append
@@ -244,7 +229,7 @@ def test_a_batch_whose_id_never_reached_the_folder_is_found_at_the_service(answe
         with pytest.raises(KeyboardInterrupt):
             first.complete_batch(requests)
         assert len(server.created) == 1 and BatchState(tmp_path / "run" / "batches").records()[0].batch_id is None
-        second = backend(server, batch=True)
+        second = batch_backend(server, batch=True)
         second.attach_run(tmp_path / "run")
         answers_ = second.complete_batch(requests)
         assert len(server.created) == 1 and all(a.text for a in answers_)
@@ -270,7 +255,7 @@ def test_files_are_split_at_the_services_limits():
 
 def test_a_run_over_the_request_limit_is_sent_as_several_batches(answers, rows, tmp_path):
     with BatchAPIServer(answers.answer) as server:
-        made = backend(server, batch=True)
+        made = batch_backend(server, batch=True)
         made.batches.max_requests = 2
         result = run("baseline_enhanced", made, rows, tmp_path / "run", decoding=DECODING,
                      cache_dir=tmp_path / "cache", progress=False)
@@ -297,9 +282,6 @@ def test_batch_is_a_transport_option_of_the_same_run():
 
 
 def test_ctrl_c_leaves_the_batches_running_and_the_command_line_cancels_them(answers, test_csv, tmp_path, capsys):
-    import _thread
-    import threading
-
     from cpdagthink.cli import main
     from cpdagthink.run.config import RunConfig
     from cpdagthink.run.runner import run_config
@@ -312,13 +294,7 @@ def test_ctrl_c_leaves_the_batches_running_and_the_command_line_cancels_them(ans
                            limit=4, decoding=DECODING, cache_dir=str(tmp_path / "cache"))
         out = tmp_path / "run"
 
-        def ctrl_c_once_submitted():
-            while not server.created:
-                time.sleep(0.02)
-            time.sleep(0.3)
-            _thread.interrupt_main()
-
-        threading.Thread(target=ctrl_c_once_submitted, daemon=True).start()
+        interrupt_once_submitted(server)
         with pytest.raises(KeyboardInterrupt):
             run_config(config, make_backend("openai", **config.backend_arguments()), config.instances(), out,
                        progress=False)
@@ -418,11 +394,11 @@ def test_answers_downloaded_but_never_cached_are_read_from_the_run_folder(answer
     import shutil
 
     with BatchAPIServer(answers.answer) as server:
-        first = run("structured", backend(server, batch=True), rows, tmp_path / "run",
+        first = run("structured", batch_backend(server, batch=True), rows, tmp_path / "run",
                     decoding=DECODING, cache_dir=tmp_path / "cache", progress=False)
         shutil.rmtree(tmp_path / "cache")  # as if the process died after downloading, before caching
         (tmp_path / "run" / "records.jsonl").unlink()
-        again = run("structured", backend(server, batch=True), rows, tmp_path / "run",
+        again = run("structured", batch_backend(server, batch=True), rows, tmp_path / "run",
                     decoding=DECODING, cache_dir=tmp_path / "cache", progress=False)
         assert len(server.created) == 2 and not server.direct  # nothing asked again
     assert [comparable(r) for r in again.records] == [comparable(r) for r in first.records]

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from batch_api_server import BatchAPIServer
+from batch_api_server import BatchAPIServer, batch_backend, comparable, interrupt_once_submitted
 from conftest import configured
 from cpdagthink.backends import make_backend
 from cpdagthink.backends.reference import ReferenceBackend
@@ -81,32 +81,18 @@ def _batch_runs(test_csv, tmp_path, name: str) -> list[Planned]:
             for run, (condition, seed, probe) in runs.items()]
 
 
-def _on(server, **options):
-    return make_backend("openai", model="gpt-5.4-mini", base_url=server.url, reasoning_effort="medium",
-                        batch_poll_s=0.05, **options)
-
-
-def _comparable(record) -> dict:
-    """A record without how its calls travelled (where, which batch, how long, whether from the cache)."""
-    data = record.model_dump(mode="json")
-    for turn in data["turns"]:
-        turn["meta"] = {k: v for k, v in turn["meta"].items() if k not in {"attempts", "base_url", "batch", "wall_s"}}
-        turn["latency_s"], turn["cache_hit"] = 0.0, False
-    return data
-
-
 def test_batch_runs_made_together_send_one_round_per_turn_and_make_the_direct_records(test_csv, tmp_path):
     with ReasoningAPIServer(content_ids=True) as planted, BatchAPIServer(planted.answer) as server:
-        direct = run_configs(_batch_runs(test_csv, tmp_path, "direct"), _on(server), progress=False)
+        direct = run_configs(_batch_runs(test_csv, tmp_path, "direct"), batch_backend(server), progress=False)
         paid = len(server.direct)
-        batched = run_configs(_batch_runs(test_csv, tmp_path, "batched"), _on(server, batch=True), progress=False)
+        batched = run_configs(_batch_runs(test_csv, tmp_path, "batched"), batch_backend(server, batch=True), progress=False)
         assert len(server.direct) == paid  # nothing sent directly in batch mode
         # turn 1 of the four runs (the probe's is the unprobed run's: one line), then turn 2 of the three two-turn runs
         assert [len(server.batches[b].lines) for b in server.created] == [3 * 5, 3 * 5]
         assert all(server.batches[b].status == "completed" for b in server.created)
     assert [r.summary.status for r in batched] == ["finished"] * 4
     for one, other in zip(batched, direct):
-        assert [_comparable(r) for r in one.records] == [_comparable(r) for r in other.records]
+        assert [comparable(r) for r in one.records] == [comparable(r) for r in other.records]
     assert sum(r.model_calls for r in batched) == paid == 3 * 5 + 3 * 5  # the shared turn 1 paid once
     # whichever of the two asked it first paid; the other read it as a hit, as it would one run after the other
     assert batched[0].cache_hits + batched[2].cache_hits == 5 and batched[0].model_calls + batched[2].model_calls == 15
@@ -119,30 +105,21 @@ def test_batch_runs_made_together_send_one_round_per_turn_and_make_the_direct_re
 
 
 def test_batch_runs_interrupted_together_resume_alone_or_together_without_submitting_again(test_csv, tmp_path):
-    import _thread
-    import threading
-
     with ReasoningAPIServer(content_ids=True) as planted, BatchAPIServer(planted.answer) as server:
         server.hold.clear()  # turn 1's batch stays in progress until the interruption
 
-        def ctrl_c_once_submitted():
-            while not server.created:
-                time.sleep(0.02)
-            time.sleep(0.3)
-            _thread.interrupt_main()
-
-        threading.Thread(target=ctrl_c_once_submitted, daemon=True).start()
+        interrupt_once_submitted(server)
         runs = _batch_runs(test_csv, tmp_path, "batched")
         with pytest.raises(KeyboardInterrupt):
-            run_configs(runs, _on(server, batch=True), progress=False)
+            run_configs(runs, batch_backend(server, batch=True), progress=False)
         assert len(server.created) == 1
         assert all(json.loads((r.out / "summary.json").read_text())["status"] == "interrupted" for r in runs)
         server.hold.set()
         # the baseline alone: it polls the batch it shares with the others, submits nothing
-        alone = run_configs(runs[3:], _on(server, batch=True), progress=False)[0]
+        alone = run_configs(runs[3:], batch_backend(server, batch=True), progress=False)[0]
         assert len(server.created) == 1 and alone.summary.status == "finished" and alone.model_calls == 5
         # then the others together: turn 1 collected from the same batch, then one round for their turn 2
-        rest = run_configs(runs[:3], _on(server, batch=True), progress=False)
+        rest = run_configs(runs[:3], batch_backend(server, batch=True), progress=False)
         assert len(server.created) == 2 and len(server.batches[server.created[1]].lines) == 3 * 5
     assert [r.summary.status for r in rest] == ["finished"] * 3
     assert all(len(r.records) == 5 and not any(record.rejected for record in r.records) for r in rest)
