@@ -20,36 +20,54 @@ def _stat(path, busy_s: dict[int, float]) -> None:
     path.write_text("\n".join(lines + ["intr 0", "ctxt 0"]) + "\n")
 
 
-def _share(tmp_path, monkeypatch, cpus=(0, 1)) -> tuple[CoreShare, object]:
+class _Clock:
+    """Seconds that pass only when a test says so, so that a loaded machine's slow sleeps change no window."""
+
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _share(tmp_path, monkeypatch, cpus=(0, 1)) -> tuple[CoreShare, object, _Clock]:
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(cpus))
     stat = tmp_path / "stat"
     _stat(stat, {0: 10.0, 1: 10.0, 7: 10.0})
-    return CoreShare(stat), stat
+    clock = _Clock()
+    return CoreShare(stat, clock=clock, own=lambda: 0.0), stat, clock
 
 
 def test_a_neighbour_on_one_core_leaves_one_thread(tmp_path, monkeypatch):
-    share, stat = _share(tmp_path, monkeypatch)
-    time.sleep(0.5)
+    share, stat, clock = _share(tmp_path, monkeypatch)
+    clock.now += 0.5
     # cpu7 is not this process's: a neighbour there takes nothing of its cores
     _stat(stat, {0: 10.5, 1: 10.0, 7: 10.5})
-    others = share.others()
-    assert others == pytest.approx(1.0, abs=0.15)  # 0.5 s busy in a 0.5 s window, less this test's own few ms
+    assert share.others() == pytest.approx(1.0)  # 0.5 s busy in a 0.5 s window
 
 
 def test_threads_are_the_cores_the_others_leave(tmp_path, monkeypatch):
-    share, stat = _share(tmp_path, monkeypatch)
-    time.sleep(0.4)
+    share, stat, clock = _share(tmp_path, monkeypatch)
+    clock.now += 0.4
     _stat(stat, {0: 10.4, 1: 10.0, 7: 10.0})
     assert share.threads(2) == 1
-    time.sleep(0.4)  # the neighbour is gone: both cores again
+    clock.now += 0.4  # the neighbour is gone: both cores again
     assert share.threads(2) == 2
-    time.sleep(0.4)
+    clock.now += 0.4
     _stat(stat, {0: 10.8, 1: 10.4, 7: 10.0})  # both cores taken: still one thread, never none
     assert share.threads(2) == 1
+    clock.now += 0.4
+    _stat(stat, {0: 11.2, 1: 10.4, 7: 10.0})  # this process's own 0.4 s is not a neighbour's
+    own = share._own
+    share._own = lambda: own() + 0.4
+    assert share.threads(2) == 2
 
 
 def test_the_first_reading_waits_out_the_shortest_interval_and_later_short_ones_keep_the_threads(tmp_path, monkeypatch):
-    share, _ = _share(tmp_path, monkeypatch)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    stat = tmp_path / "stat"
+    _stat(stat, {0: 10.0, 1: 10.0})
+    share = CoreShare(stat)  # the system's clock: the first reading sleeps
     start = time.monotonic()
     assert share.threads(2) == 2
     assert time.monotonic() - start >= 0.15

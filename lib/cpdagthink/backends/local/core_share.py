@@ -53,16 +53,18 @@ def _own_seconds() -> float:
 
 
 class CoreShare:
-    """The cores other processes took from this process's CPUs over the interval since the last reading."""
+    """The cores other processes took from this process's CPUs over the interval since the last reading
+    (``clock`` and ``own``, this process's CPU seconds, are the system's unless a test gives its own)."""
 
-    def __init__(self, stat: Path = PROC_STAT):
-        self._stat = stat
+    def __init__(self, stat: Path = PROC_STAT, clock: Callable[[], float] = time.monotonic,
+                 own: Callable[[], float] = _own_seconds):
+        self._stat, self._clock, self._own = stat, clock, own
         self._cpus = _cpus()
         self._last = self._reading()
         self._first = True
 
     def _reading(self) -> tuple[float, float | None, float]:
-        return time.monotonic(), _busy_seconds(self._cpus, self._stat), _own_seconds()
+        return self._clock(), _busy_seconds(self._cpus, self._stat), self._own()
 
     def others(self) -> float | None:
         """Cores other processes kept busy since the last reading, which this call starts anew; None when the
@@ -70,7 +72,7 @@ class CoreShare:
         shortest interval, so that a process's first model call already knows its neighbours."""
         if self._first:
             self._first = False
-            time.sleep(max(0.0, MIN_WINDOW_S - (time.monotonic() - self._last[0])))
+            time.sleep(max(0.0, MIN_WINDOW_S - (self._clock() - self._last[0])))
         now = self._reading()
         (then_t, then_busy, then_own), (now_t, now_busy, now_own) = self._last, now
         window = now_t - then_t
