@@ -85,11 +85,16 @@ def test_make_grid_on_slurm_builds_the_book_and_a_second_pass_submits_nothing(sl
     assert set(jobs(project)) == again  # nothing submitted
 
 
+def _records_written(folders: list[Path]) -> int:
+    """The records the runs in ``folders`` hold so far."""
+    return sum(len((f / "records.jsonl").read_bytes().splitlines()) for f in folders if (f / "records.jsonl").is_file())
+
+
 def test_a_cancelled_then_killed_group_job_reruns_the_rest_and_the_key_never_reaches_the_scheduler(
         slurm, project, tmp_path, monkeypatch):
     """Chapter 01 on the OpenAI backend (the test server, 1 s per call): once one of the group's four runs has
     finished, its SLURM job is cancelled (scancel); Snakemake reports it and retries it (the profile's
-    `retries: 1`); once another run has finished, every process of the retry on the node is killed with SIGKILL
+    `retries: 1`); once the retry has written records, every process of the retry on the node is killed with SIGKILL
     (a lost node). Snakemake fails; the rerun computes only the rest: every instance has one record, the runs
     finished before are byte for byte as they were, the cache holds whole entries only. OPENAI_API_KEY reaches
     the jobs' environment and nothing else."""
@@ -118,7 +123,10 @@ def test_a_cancelled_then_killed_group_job_reruns_the_rest_and_the_key_never_rea
             wait_for(lambda: running_group(project, "openai-", {cancelled}), 120,
                      "Snakemake to retry the cancelled group")
             retry = running_group(project, "openai-", {cancelled})
-            wait_for(lambda: sum(finished(f) for f in api_runs) > len(done_cancelled), 120, "a run of the retry")
+            # the retry's runs go at once, on one pool of slots, and end close together: kill it once it wrote
+            # records, not once a run of it finished (by then the others may have finished too)
+            at_cancel = _records_written(api_runs)
+            wait_for(lambda: _records_written(api_runs) >= at_cancel + 2, 120, "records of the retry")
             for pid in job_processes(retry):
                 with contextlib.suppress(ProcessLookupError):  # a process of the job ended since it was listed
                     os.kill(pid, signal.SIGKILL)
