@@ -101,8 +101,13 @@ class Ran:
 
 
 def environment(outputs: Path, root: Path = ROOT) -> dict[str, str]:
+    """The commands' environment: this checkout's copy of the test split named (a copy of the checkout elsewhere
+    has no workspace beside it), no key, no progress lines."""
+    from cpdagthink.run.data import ENV_CSV, local_test_csv
+
     env = {**os.environ, "CPDAGTHINK_OUTPUTS": str(outputs), "TQDM_DISABLE": "1",
            "PYTHONPATH": os.pathsep.join([str(root / "lib"), os.environ.get("PYTHONPATH", "")])}
+    env[ENV_CSV] = local_test_csv() or ""
     env.pop("OPENAI_API_KEY", None)
     return env
 

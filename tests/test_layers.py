@@ -41,7 +41,7 @@ LAYERS = (
                        "models", "jump_forward", "chat_template", "regex_indexes", "state_store", "kept_states", "core_share",
                        "llama_loading",  # local/
                        "endpoints", "payloads", "responses", "served", "batch_state", "batches", "run_batch", "wire")),  # openai_api/
-    Layer("run", ("parameters", "data", "generate", "spec", "config", "records", "runfolder", "provenance", "cache", "repair",
+    Layer("run", ("parameters", "data", "generate", "spec", "config", "records", "runfolder", "resumable", "provenance", "cache", "repair",
                   "streaming", "budget", "gathering", "runner", "together", "inspection", "estimate")),
     Layer("analysis", ("metrics", "markup", "audit", "failures", "probes", "tables", "factorial")),
     Layer("book", ("chapters", "presentation", "figures", "readings", "glue", "verdicts", "results", "bins", "removals",

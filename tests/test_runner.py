@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import re
 import time
@@ -14,11 +15,13 @@ from cpdagthink.method.chat import Completion, Request
 from cpdagthink.method.conditions import CONDITIONS
 from cpdagthink.method.decoding import Decoding
 from cpdagthink.run.data import read_csv, sample
+from cpdagthink.run.records import RunRecord
 from cpdagthink.run.runfolder import read_records
 from cpdagthink.run.runner import RunMismatchError, run_config
+from cpdagthink.run.streaming import LANES_PER_SLOT
 from conftest import configured
 from dying_backend import DiesAfter, Killed
-from loopback_api import Faults, Latency, LoopbackAPI, backend_on, key_of, key_of_instance, turn_of
+from loopback_api import Faults, Latency, LoopbackAPI, backend_on, key_of, key_of_instance, reference_answer, turn_of
 
 
 class InterruptedMidBatch(Backend):
@@ -619,6 +622,29 @@ def test_a_killed_runs_cache_holds_every_answer_that_arrived(test_csv, tmp_path)
         repaid = len(server.log) - before - (80 - answered)
     assert resumed.summary.status == "finished" and len(resumed.records) == 40
     assert resumed.model_calls == 80 - kept and repaid <= 4
+
+
+def test_a_streaming_session_holds_no_record_it_has_kept(items, tmp_path):
+    """A grid's runs made at once keep tens of thousands of records: each is on disk and let go once kept, so
+    memory does not grow with the runs held open (the result reads them back when asked)."""
+    def records_alive():
+        return sum(isinstance(o, RunRecord) for o in gc.get_objects())
+
+    gc.collect()
+    before, alive = records_alive(), []
+
+    def answer(body):
+        alive.append(records_alive() - before)
+        return reference_answer(body)
+
+    with LoopbackAPI(answer=answer) as server:
+        result = run_config(configured("structured", cache_dir=tmp_path / "cache"), backend_on(server, max_concurrency=1),
+                            items, tmp_path / "run", progress=False)
+    assert result.summary.status == "finished" and len(alive) == 24
+    # at most the instances on their lanes at once (their records made, not yet kept); before: every one kept, 11
+    assert max(alive) <= LANES_PER_SLOT
+    assert [r.id for r in result.records] == [i.id for i in items]  # in the order asked, read from the folder
+    assert {r.id: r for r in result.records} == {r.id: r for r in read_records(tmp_path / "run")}
 
 
 def test_a_hanging_call_costs_its_instance_a_retry_and_never_the_run(items, tmp_path):

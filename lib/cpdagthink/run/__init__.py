@@ -1,6 +1,6 @@
 """Running the method: run parameters and configurations (``parameters``, ``config``), what a run is (``spec``),
 the data loader and generated sets (``data``, ``generate``), the run folder and its typed records (``runfolder``,
-``records``), the call cache, the repair round between a run's turns (``repair``), a run's spending limit
+``records``), whether a folder's records are a run's to resume (``resumable``), the call cache, the repair round between a run's turns (``repair``), a run's spending limit
 (``budget``), the runner, the rounds of runs made together on batch files (``gathering``), request inspection
 and the estimate of what a run still asks of its model (``estimate``).
 
@@ -22,6 +22,7 @@ __all__ = [
     "provenance",
     "records",
     "repair",
+    "resumable",
     "runfolder",
     "runner",
     "spec",

@@ -10,12 +10,12 @@ import subprocess
 import time
 from importlib import metadata as importlib_metadata
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from ..backends.base import Backend
 from ..causal.instance import Instance
 from ..paths import PROJECT_ROOT
-from .records import SCHEMA_VERSION, GitRevision, Hardware, RunMetadata, RunRecord
+from .records import SCHEMA_VERSION, GitRevision, Hardware, RunMetadata, RunRecord, served_models
 from .spec import rows_sha256
 
 __all__ = ["git_revision", "session_metadata", "served_models"]
@@ -68,10 +68,6 @@ def _hardware() -> Hardware:
     except OSError:
         pass  # not Linux: platform.processor() stands
     return Hardware(gpus=gpus, cpu=cpu, cpu_cores=os.cpu_count())
-
-
-def served_models(records: Iterable[RunRecord]) -> list[str]:
-    return sorted({t.meta["served_model"] for r in records for t in r.turns if t.meta.get("served_model")})
 
 
 def session_metadata(run: dict[str, Any], backend: Backend, instances: list[Instance], done: list[RunRecord],

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from typing import Any, Iterable, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationInfo, computed_field, model_validator
@@ -173,18 +174,18 @@ class RunSummary(BaseModel):
     not_answered: dict[str, str] = {}
 
     @classmethod
-    def of(cls, folder: list[RunRecord], asked: int, asked_records: int, *, model_calls: int, cache_hits: int,
+    def of(cls, folder: list["RecordMark"], asked: int, asked_records: int, *, model_calls: int, cache_hits: int,
            wall_clock_s: float, status: str | None = None, message: str | None = None,
            not_answered: dict[str, str] | None = None) -> "RunSummary":
-        """The summary of a folder holding the records ``folder`` after a session that asked for ``asked``
+        """The summary of a folder holding records marked ``folder`` after a session that asked for ``asked``
         instances and has records for ``asked_records`` of them; ``status`` None: finished or incomplete."""
         return cls(
             records=len(folder),
-            answered=sum(r.answer is not None for r in folder),
-            unparsed=sum(r.unparsed for r in folder),
-            rejected=sum(r.rejected for r in folder),
-            cut_off=sum(r.cut_off for r in folder),
-            problems=sum(r.problem is not None for r in folder),
+            answered=sum(m.answered for m in folder),
+            unparsed=sum(m.unparsed for m in folder),
+            rejected=sum(m.rejected for m in folder),
+            cut_off=sum(m.cut_off for m in folder),
+            problems=sum(m.problem for m in folder),
             asked=asked,
             asked_records=asked_records,
             model_calls=model_calls,
@@ -194,6 +195,27 @@ class RunSummary(BaseModel):
             message=message,
             not_answered=not_answered or {},
         )
+
+
+@dataclass(frozen=True)
+class RecordMark:
+    """What a session counts of one record for its summary and metadata, kept in the record's place: a record
+    carries its turns' text, and a session of the paper's grid holds tens of thousands (the records themselves
+    are on disk, read back when a caller asks for them)."""
+
+    answered: bool
+    unparsed: bool
+    rejected: bool
+    cut_off: bool
+    problem: bool
+    served: tuple[str, ...]  # the snapshots the API reported serving its turns
+    batched: int  # its answered calls that came through batch files
+
+    @classmethod
+    def of(cls, record: RunRecord) -> "RecordMark":
+        return cls(answered=record.answer is not None, unparsed=record.unparsed, rejected=record.rejected,
+                   cut_off=record.cut_off, problem=record.problem is not None, served=tuple(served_models([record])),
+                   batched=batched_calls([record]))
 
 
 class Spent(BaseModel):
@@ -308,3 +330,8 @@ def batched_calls(records: Iterable[RunRecord]) -> int:
     """How many of the records' answered calls came through batch files (a turn's ``meta["batch"]``, its batch's
     id): the calls a cost table prices at the batch price."""
     return sum(1 for r in records for t in r.turns if t.meta.get("batch") and not t.rejected)
+
+
+def served_models(records: Iterable[RunRecord]) -> list[str]:
+    """The snapshots the API reported serving the records' turns (each response's ``model``), sorted."""
+    return sorted({t.meta["served_model"] for r in records for t in r.turns if t.meta.get("served_model")})

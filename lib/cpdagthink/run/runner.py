@@ -13,6 +13,7 @@ same row (its id and its content).
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 import time
 from dataclasses import dataclass, field, replace
@@ -23,7 +24,6 @@ from ..backends.base import Backend, PartialBatchError
 from ..causal.instance import Instance
 from ..causal.oracle import OracleLabel, UnfaithfulFactsError, label_text
 from ..causal.premise import PremiseError
-from ..errors import CpdagthinkError
 from ..method.chat import Completion, Request
 from ..method.conditions import (
     Condition,
@@ -42,20 +42,18 @@ from ..method.decoding import Decoding
 from ..method.interventions import get_probe
 from .cache import CallCache, former_identities
 from .config import RunConfig
-from .provenance import served_models, session_metadata
-from .records import (SCHEMA_VERSION, InterventionRecord, RepairRecord, RunMetadata, RunRecord, RunSummary,
-                      Spent, ToolCallRecord, TurnRecord, batched_calls, json_sha256)
+from .provenance import session_metadata
+from .records import (InterventionRecord, RecordMark, RepairRecord, RunMetadata, RunRecord, RunSummary, Spent,
+                      ToolCallRecord, TurnRecord, json_sha256)
+from .runfolder import read_records
 from .gathering import Gathering, Seat, send_batch
 from .repair import repair_round
-from .runfolder import CONFIG, METADATA, SUMMARY, RunFolder, RunFolderError, difference, read_metadata
+from .resumable import RunMismatchError, check_resumable  # noqa: F401 - RunMismatchError: raised by run_config
+from .runfolder import CONFIG, METADATA, SUMMARY, RunFolder, RunFolderError, read_metadata
 from .budget import Spending
 from .streaming import BudgetSpent, Health, RunAborted, Tally, ask_once, counting, lanes_for, stream
 
 ABORT_AFTER_REJECTIONS = 5
-
-
-class RunMismatchError(CpdagthinkError, ValueError):
-    """An output folder already holds records of a run configured differently from the one asked for."""
 
 
 @dataclass
@@ -183,56 +181,21 @@ def pose(condition: Condition, instance: Instance, decoding: Decoding) -> tuple[
 
 @dataclass
 class RunResult:
+    """What a session made: its folder, the asked instances with a record when it ended (their ids, in the order
+    asked), its calls and its summary."""
+
     out_dir: Path
-    records: list[RunRecord]  # one per asked instance that has a record, in the order asked
+    recorded: list[str]
     model_calls: int
     cache_hits: int
     summary: RunSummary
 
-
-# What a changed ``served_weights`` means, said where a folder is refused for it.
-_OTHER_WEIGHTS = ("; the server now serves other weights under the same model name, so its answers are another "
-                  "model's (set the backend option revision to tell models served under one name apart)")
-
-
-def _check_resumable(folder: RunFolder, metadata: RunMetadata, records: list[RunRecord],
-                     instances: list[Instance]) -> None:
-    """Refuse to append to records of another run (:meth:`RunMetadata.identity`: another condition, prompt,
-    probe, model, computed option or decoding, or another backend computing it), of another record schema, or
-    of other data (a row of the same id but other content: another file of the same name, an edited CSV)."""
-    if not records:
-        return
-    content = {i.id: i.content_sha256 for i in instances}
-    other = [r.id for r in records if r.id in content and r.content_sha256 != content[r.id]]
-    if other:
-        raise RunMismatchError(
-            f"{folder.path} holds records of other data: {len(other)} row(s) with the same id but other content "
-            f"(first: {other[0]}), e.g. another file of the same name or an edited CSV. Choose another output folder.")
-    try:
-        old = read_metadata(folder.path)
-    except RunFolderError:
-        old = None  # unreadable: its records cannot be told to be this run's
-    if old is None or old.record_schema != SCHEMA_VERSION:
-        held = (folder.read_json(METADATA) or {}).get("record_schema", 1)
-        raise RunMismatchError(
-            f"{folder.path} holds {len(records)} records of another version of cpdagthink (record schema "
-            f"{held}, this one writes {SCHEMA_VERSION}); choose another output folder.")
-    new, held = metadata.identity(), old.identity()
-    differs = [k for k in new if held.get(k) != new[k]]
-    if differs:
-        raise RunMismatchError(
-            f"{folder.path} already holds {len(records)} records of a run with a different {', '.join(differs)} "
-            f"({_differences(new, held, differs)}); resuming would mix the two. Choose another output folder or remove this one."
-        )
-
-
-def _differences(new: dict[str, Any], held: dict[str, Any], differs: list[str]) -> str:
-    """Where a folder's run identity ``held`` differs from the ``new`` one, field by field, and what a change
-    of the weights a server says it serves means."""
-    details = "; ".join(difference(new[k], held.get(k), k) for k in differs)
-    if (new.get("backend") or {}).get("served_weights") != (held.get("backend") or {}).get("served_weights"):
-        details += _OTHER_WEIGHTS
-    return details
+    @functools.cached_property
+    def records(self) -> list[RunRecord]:
+        """The records of :attr:`recorded`, read from the folder when first asked for (a session keeps only
+        :class:`RecordMark` s, so the runs of a grid made at once hold no records meanwhile)."""
+        found = {r.id: r for r in read_records(self.out_dir)}
+        return [found[i] for i in self.recorded if i in found]
 
 
 @dataclass
@@ -254,9 +217,7 @@ class _Progress:
             return self._run(chunk_size, bar)
 
     def _run(self, chunk_size: int, bar: "Tally") -> RunResult:
-        in_folder = {r.id: r for r in self.done}  # the summary describes the folder, whatever subset is asked
-        wanted = {i.id for i in self.instances}
-        finished = {r.id: r for r in self.done if r.id in wanted}
+        in_folder, finished = self._marks()
         todo = [i for i in self.instances if i.id not in finished]
         bar.join(len(self.instances), len(finished), lambda: self.session.cached.calls)
         status, message, unanswered = None, None, {}
@@ -274,18 +235,25 @@ class _Progress:
             status, message = "error", f"{type(error).__name__}: {error}"
             raise
         finally:
-            records = [finished[i.id] for i in self.instances if i.id in finished]
-            summary = self._end(list(in_folder.values()), records, status, message, unanswered)
-        return RunResult(self.folder.path, records, self.session.cached.calls, self.session.hits, summary)
+            result = self._end(in_folder, finished, status, message, unanswered)
+        return result
 
-    def _keeper(self, append: Any, bar: "Tally", finished: dict[str, RunRecord],
-                in_folder: dict[str, RunRecord]) -> Any:
+    def _marks(self) -> tuple[dict[str, RecordMark], dict[str, RecordMark]]:
+        """The marks of the records the folder holds (the summary describes the folder, whatever is asked) and of
+        those of them asked; the records themselves are let go: a session holds none it has kept."""
+        in_folder = {r.id: RecordMark.of(r) for r in self.done}
+        wanted = {i.id for i in self.instances}
+        self.done = []
+        return in_folder, {i: mark for i, mark in in_folder.items() if i in wanted}
+
+    def _keeper(self, append: Any, bar: "Tally", finished: dict[str, RecordMark],
+                in_folder: dict[str, RecordMark]) -> Any:
         """What keeps each record as it comes: appended to the folder, entered in ``finished`` and ``in_folder``
         (so an error keeps, for the summary, every record made before it), counted on the bar with the calls
         made so far, and watched for a service that refuses everything."""
         def keep(record: RunRecord) -> None:
             append(record)
-            finished[record.id] = in_folder[record.id] = record
+            finished[record.id] = in_folder[record.id] = RecordMark.of(record)
             bar.done()
             self.session.watch(record)
 
@@ -316,21 +284,24 @@ class _Progress:
         backend = self.session.cached.backend
         return stream(todo, self.session.one, lanes_for(backend), Health(backend.fail_on_error), keep, stop)
 
-    def _end(self, in_folder: list[RunRecord], records: list[RunRecord], status: str | None,
-             message: str | None, unanswered: dict[str, str]) -> RunSummary:
+    def _end(self, in_folder: dict[str, RecordMark], finished: dict[str, RecordMark], status: str | None,
+             message: str | None, unanswered: dict[str, str]) -> RunResult:
         """Write the session's outcome: the summary of the folder, and the metadata finished."""
-        summary = RunSummary.of(in_folder, len(self.instances), len(records), model_calls=self.session.cached.calls,
+        recorded = [i.id for i in self.instances if i.id in finished]
+        marks, held = [finished[i] for i in recorded], list(in_folder.values())
+        summary = RunSummary.of(held, len(self.instances), len(marks), model_calls=self.session.cached.calls,
                                 cache_hits=self.session.hits, wall_clock_s=time.time() - self.started, status=status,
                                 message=message, not_answered=unanswered)
         spending = self.session.cached.spending
         metadata = self.metadata.model_copy(update={
             "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "status": summary.status,
             "message": summary.message, "wall_clock_s": summary.wall_clock_s,
-            "model_calls_this_session": summary.model_calls, "served_models": served_models(records),
-            "batched_calls": batched_calls(in_folder), "spent": spending.spent() if spending else None})
+            "model_calls_this_session": summary.model_calls,
+            "served_models": sorted({name for mark in marks for name in mark.served}),
+            "batched_calls": sum(mark.batched for mark in held), "spent": spending.spent() if spending else None})
         self.folder.write_json(METADATA, metadata)
         self.folder.write_json(SUMMARY, summary)
-        return summary
+        return RunResult(self.folder.path, recorded, self.session.cached.calls, self.session.hits, summary)
 
 
 def run_config(config: RunConfig, backend: Backend, instances: Iterable[Instance], out: str | Path | None = None, *,
@@ -364,7 +335,7 @@ def run_config(config: RunConfig, backend: Backend, instances: Iterable[Instance
         earlier = _earlier_spending(folder)
         started = time.time()
         metadata = session_metadata(config.spec.identity(), backend, instances, done, started)
-        _check_resumable(folder, metadata, done, instances)
+        check_resumable(folder, metadata, done, instances)
         if any(r.rejected for r in done):  # a request the service refused is asked again
             done = [r for r in done if not r.rejected]
             folder.rewrite_records(done)

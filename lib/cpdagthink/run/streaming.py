@@ -187,6 +187,8 @@ def stream(todo: Sequence[Instance], make: Callable[[Instance], RunRecord], lane
             done = _arrivals(arrived, timeout=0.2)
             left -= len(done)
             spent = _collect(done, futures, keep, health, unanswered) or spent
+            for future in done:
+                del futures[future]  # with its record: a run holds only the records not yet kept
             if spent is None:
                 health.check()
             if stop.is_set():
