@@ -21,7 +21,7 @@ from ..errors import CpdagthinkError
 from ..method.conditions import Intervention
 from ..run.config import RunConfig, RunParameters, RunSet
 from ..run.records import RunRecord
-from ..run.runfolder import METADATA, completeness, read_json
+from ..run.runfolder import METADATA, Completeness, completeness, read_json
 from ..run.runner import RunResult
 from ..run.together import Planned, run_configs
 from .chapters import ENV_RENDER_ONLY, RenderOnlyError, render_only
@@ -99,12 +99,27 @@ def run(config: RunConfig, instances: Sequence[Instance] | None = None, interven
 
 
 def run_many(runs: Sequence[Planned], progress: bool = True) -> list[list[RunRecord]]:
-    """Records of each run on its rows, in row order. A complete run folder (:func:`runfolder.completeness`) is
-    read as it is: no backend, no model, no key. The others are computed (cached and resumable), those of one
-    backend together (:func:`~cpdagthink.run.runner.run_configs`: at once on a backend that streams requests),
-    unless rendering only (:func:`render_only`): then :class:`RenderOnlyError` names the first folder and how to
-    compute it. A run left with instances unanswered raises :class:`RunIncompleteError` once every run ended."""
-    held = [completeness(r.config.folder(r.instances), r.config, r.instances) for r in runs]
+    """Records of each run on its rows, in row order (:func:`compute`: a complete run folder is read as it is, the
+    others computed)."""
+    return [outcome.records if isinstance(outcome, Completeness) else _answered(outcome)
+            for outcome in _computed(runs, progress, keep=True)]
+
+
+def compute(runs: Sequence[Planned], progress: bool = True) -> None:
+    """Compute each of ``runs`` that its folder does not hold whole (:func:`runfolder.completeness`), holding no
+    records (a grid's runs made at once hold tens of thousands): those of one backend together
+    (:func:`~cpdagthink.run.together.run_configs`: at once on a backend that streams requests), unless rendering
+    only (:func:`render_only`): then :class:`RenderOnlyError` names the first folder and how to compute it. A run
+    left with instances unanswered raises :class:`RunIncompleteError` once every run ended."""
+    for outcome in _computed(runs, progress, keep=False):
+        if isinstance(outcome, RunResult) and outcome.summary.not_answered:
+            raise RunIncompleteError(f"{outcome.out_dir}: {outcome.summary.message}")
+
+
+def _computed(runs: Sequence[Planned], progress: bool, keep: bool) -> list[Completeness | RunResult]:
+    """Each run's folder as found when whole (its records read only where ``keep``), else the result of computing
+    it (:func:`compute`)."""
+    held = [completeness(r.config.folder(r.instances), r.config, r.instances, records=keep) for r in runs]
     by_backend: dict[Backend, list[int]] = {}
     for k, (planned, found) in enumerate(zip(runs, held)):
         if found.complete:
@@ -115,13 +130,13 @@ def run_many(runs: Sequence[Planned], progress: bool = True) -> list[list[RunRec
                 f"{ENV_RENDER_ONLY} is set: compute it first (`make grid`, or `cpdagthink plan` with the chapter's "
                 "parameters and `--group KEY --execute`), or execute the chapter without --render-only")
         by_backend.setdefault(backend_of(planned.config), []).append(k)
-    records = [found.records for found in held]
+    outcomes: list[Completeness | RunResult] = list(held)
     for backend, ks in by_backend.items():
         asked = [Planned(runs[k].config, runs[k].instances, runs[k].config.folder(runs[k].instances),
                          runs[k].intervention) for k in ks]
         for k, result in zip(ks, run_configs(asked, backend, progress=progress)):
-            records[k] = _answered(result)
-    return records
+            outcomes[k] = result
+    return outcomes
 
 
 def _answered(result: RunResult) -> list[RunRecord]:

@@ -273,7 +273,7 @@ def groups(runs: Sequence[PlannedRun]) -> dict[str, list[PlannedRun]]:
 
 def execute(runs: Sequence[PlannedRun], progress: bool = True) -> None:
     """Compute every run that is not complete: runs of one backend share it, built once
-    (:func:`experiments.backend_of`), and are computed together (:func:`experiments.run_many`: at once, on one
+    (:func:`experiments.backend_of`), and are computed together (:func:`experiments.compute`: at once, on one
     pool of its slots, where it streams requests; group by group otherwise); a complete run is left as it is.
     Runs whose rows no longer match the plan are refused (plan again)."""
     samples, asked = Samples(), []
@@ -284,7 +284,7 @@ def execute(runs: Sequence[PlannedRun], progress: bool = True) -> None:
                 raise CpdagthinkError(f"the rows of {run.folder} are not those planned ({run.instances.source} "
                                       "changed since): run `cpdagthink plan` again")
             asked.append(Planned(c, instances))
-    ex.run_many(asked, progress=progress)
+    ex.compute(asked, progress=progress)
 
 
 def execute_streamed(overrides: dict[str, Any], only: list[str] | None = None,

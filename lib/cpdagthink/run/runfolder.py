@@ -209,26 +209,28 @@ def _records_missing(path: Path, instances: Sequence["Instance"]) -> tuple[str |
     return None, [records[i.id] for i in instances]
 
 
-def completeness(folder: str | Path, config: "RunConfig", instances: Sequence["Instance"]) -> Completeness:
+def completeness(folder: str | Path, config: "RunConfig", instances: Sequence["Instance"], *,
+                 records: bool = True) -> Completeness:
     """Whether ``folder`` holds the run ``config`` on ``instances`` whole, so that a page can be made from it
     alone: its last session finished (``summary.json``); its ``metadata.json`` was written by this record schema
     for the same run (:meth:`RunSpec.identity <cpdagthink.run.spec.RunSpec.identity>`: condition with its prompt
     hashes, probe, backend, model, computed options and decoding; never transport such as base URLs, timeouts
     and key variables) and says whether the model has a thinking mode; and every asked instance has a record
     of the same content. A record of a request the service refused counts: it is the run's outcome for that
-    row (``cpdagthink run`` on the folder asks it again). Reads only: no lock, nothing written."""
+    row (``cpdagthink run`` on the folder asks it again). Reads only: no lock, nothing written. Without
+    ``records`` the records are checked and let go (the Completeness holds none)."""
     path = Path(folder)
     try:
         missing = _run_missing(path, config)
-        missing, records = (missing, []) if missing else _records_missing(path, instances)
+        missing, found = (missing, []) if missing else _records_missing(path, instances)
     except RunFolderError as error:  # a file that is not JSON: the run must be made again
-        missing, records = str(error), []
-    return Completeness(records, missing)
+        missing, found = str(error), []
+    return Completeness(found if records else [], missing)
 
 
 def is_complete(folder: str | Path, config: "RunConfig", instances: Sequence["Instance"]) -> bool:
     """``folder`` holds the run ``config`` on ``instances`` whole (:func:`completeness`)."""
-    return completeness(folder, config, instances).complete
+    return completeness(folder, config, instances, records=False).complete
 
 
 class RunFolder:
