@@ -24,8 +24,18 @@ class LoopbackServer:
     server_class: type[ThreadingHTTPServer] = ThreadingHTTPServer
 
     def start(self, handler: type[BaseHTTPRequestHandler]) -> None:
-        """Start answering with ``handler`` at :attr:`url`; each connection on a daemon thread of its own."""
-        self._http = self.server_class(("127.0.0.1", 0), handler)
+        """Start answering with ``handler`` at :attr:`url`; each connection on a daemon thread of its own, counted
+        in :attr:`connections`."""
+        owner, lock = self, threading.Lock()
+        self.connections = 0
+
+        class Counted(self.server_class):  # type: ignore[name-defined, misc]
+            def process_request(self, request: Any, client_address: Any) -> None:
+                with lock:
+                    owner.connections += 1
+                super().process_request(request, client_address)
+
+        self._http = Counted(("127.0.0.1", 0), handler)
         self._http.daemon_threads = True
         self.url = f"http://127.0.0.1:{self._http.server_address[1]}/v1"
         self._thread = threading.Thread(target=self._http.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)

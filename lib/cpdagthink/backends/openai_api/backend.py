@@ -220,7 +220,7 @@ class OpenAIBackend(ProfiledFamily, Backend):
         keys = endpoint_keys(urls, api_key_env)
         self._secrets = tuple(k for k in keys if k)
         self.timeout = float(timeout) if timeout is not None else default_timeout(self.profile)
-        self._clients = _clients(openai, urls, keys, self.timeout, self.profile.api)
+        self._clients = _clients(openai, urls, keys, self.timeout, self.profile.api, max(1, int(max_concurrency)))
         del keys
         self._openai = openai
         self.transport = Transport(self._clients, self.base_urls, self.classify, timeout=self.timeout,
@@ -491,10 +491,11 @@ def _openai_module() -> Any:
 
 
 def _clients(openai: Any, urls: Sequence[str | None], keys: Sequence[str | None], timeout: float,
-             api: str) -> list[Any]:
-    """One client per endpoint, holding that endpoint's key only; the transport retries, not the client. The
+             api: str, connections: int) -> list[Any]:
+    """One client per endpoint, holding that endpoint's key only and keeping ``connections`` open (the requests
+    in flight, all of which one endpoint may hold); the transport retries, not the client. The
     client's types for ``api`` are read now (:func:`.wire.prepare`), not by the first calls of a run at once."""
     prepare(api)
     return [openai.OpenAI(api_key=key or NO_KEY, base_url=None if u is None else public_url_for_client(u),
-                          max_retries=0, timeout=timeout, http_client=bounded_http_client(timeout))
+                          max_retries=0, timeout=timeout, http_client=bounded_http_client(timeout, connections))
             for u, key in zip(urls, keys)]
