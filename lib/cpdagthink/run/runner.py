@@ -45,11 +45,10 @@ from .config import RunConfig
 from .provenance import session_metadata
 from .records import (InterventionRecord, RecordMark, RepairRecord, RunMetadata, RunRecord, RunSummary, Spent,
                       ToolCallRecord, TurnRecord, json_sha256)
-from .runfolder import read_records
 from .gathering import Gathering, Seat, send_batch
 from .repair import repair_round
 from .resumable import RunMismatchError, check_resumable  # noqa: F401 - RunMismatchError: raised by run_config
-from .runfolder import CONFIG, METADATA, SUMMARY, RunFolder, RunFolderError, read_metadata
+from .runfolder import CONFIG, METADATA, SUMMARY, RunFolder, RunFolderError, read_metadata, read_records
 from .budget import Spending
 from .streaming import BudgetSpent, Health, RunAborted, Tally, ask_once, counting, lanes_for, stream
 
@@ -348,7 +347,9 @@ def run_config(config: RunConfig, backend: Backend, instances: Iterable[Instance
                                seat=gathering.seat(folder.path) if gathering else None)
         session = _Session(get_condition(config.condition), cached, config.decoding, intervention, config.probe,
                            abort_after)
-        return _Progress(folder, session, metadata, instances, done, started).run(chunk_size, progress, tally)
+        made = _Progress(folder, session, metadata, instances, done, started)
+        del done  # held by the session until it has marked them
+        return made.run(chunk_size, progress, tally)
 
 
 def _earlier_spending(folder: RunFolder) -> Spent | None:
