@@ -30,8 +30,9 @@ Phases, each on a fresh server (``throughput`` and ``kill`` on a fresh ``outputs
 Each result line says the CPU the command took per call the server answered (start-up and planning included:
 on a small grid they weigh), and the load average when it ended.
 
-``--limit`` rows per run (0: the whole splits, the paper's 57 runs, 66,234 instances, about 115,000 calls; the
-default is a scaled-down grid). The paper's whole grid at one level of requests in flight, rendered and opened:
+``--limit`` rows per run (0: the whole splits, the paper's 57 runs and 66,234 instances: the 39 API runs' 45,318
+instances make 46,946 distinct calls, a probe's turn 1 being its unprobed run's, and the reference agent's 18
+runs none; the default is a scaled-down grid). The paper's whole grid at one level of requests in flight, rendered and opened:
 
     PYTHONPATH=lib .venv/bin/python benchmarks/paper_scale.py --limit 0 --in-flight 64 --phases throughput book
 

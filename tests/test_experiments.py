@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 
 from cpdagthink.book import experiments as ex
+from cpdagthink.run.runfolder import completeness
+from cpdagthink.run.together import Planned
 
 
 @pytest.fixture()
@@ -149,7 +151,6 @@ def test_a_run_left_with_instances_unanswered_stops_its_chapter_and_reads_as_inc
     from loopback_api import Faults, LoopbackAPI, key_of, key_of_instance
 
     from cpdagthink.run.config import RunParameters
-    from cpdagthink.run.runfolder import completeness
 
     def config_on(url):
         return RunParameters(backend="openai", model="gpt-4.1-mini", data=str(test_csv), limit=4,
@@ -159,12 +160,25 @@ def test_a_run_left_with_instances_unanswered_stops_its_chapter_and_reads_as_inc
 
     instances = config_on("http://127.0.0.1:9/v1").instances()
     failing = key_of_instance(instances[2], "baseline_enhanced")
-    with LoopbackAPI(faults=Faults(pick=lambda body: "500" if key_of(body) == failing else None, times=1)) as server:
+    with LoopbackAPI(faults=Faults(pick=lambda body: "500" if key_of(body) == failing else None, times=2)) as server:
         config = config_on(server.url)
         with pytest.raises(ex.RunIncompleteError, match="finished with 1 instance not answered"):
             ex.run(config, instances, progress=False)
         held = completeness(config.folder(instances), config, instances)
         assert not held.complete and "status 'incomplete': finished with 1 instance not answered" in held.missing
+        with pytest.raises(ex.RunIncompleteError, match="finished with 1 instance not answered"):  # a plan's way
+            ex.compute([Planned(config, instances)], progress=False)
         records = ex.run(config, instances, progress=False)  # the server answers it this time
     assert [r.id for r in records] == [i.id for i in instances]
-    assert sum(s.instance == failing for s in server.log) == 2  # asked again, and only it
+    assert sum(s.instance == failing for s in server.log) == 3  # asked again each time, and only it
+
+
+def test_computing_a_plan_makes_its_runs_and_holds_none_of_their_records(setup, monkeypatch):
+    instances = setup.instances()
+    planned = [Planned(setup.for_run(condition, 0), instances) for condition in ("structured", "baseline_enhanced")]
+    assert ex.compute(planned, progress=False) is None
+    _refuse_backends(monkeypatch)  # complete: read as they are, and a second compute makes nothing
+    ex.compute(planned, progress=False)
+    assert [len(ex.run(p.config, instances, progress=False)) for p in planned] == [len(instances)] * 2
+    held = completeness(planned[0].config.folder(instances), planned[0].config, instances, records=False)
+    assert held.complete and held.records == []

@@ -31,20 +31,23 @@ def _cpus() -> set[int]:
         return set(range(os.cpu_count() or 1))
 
 
+# /proc/stat counts in clock ticks, a constant of the running system.
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
 def _busy_seconds(cpus: set[int], stat: Path = PROC_STAT) -> float | None:
     """Seconds the CPUs ``cpus`` spent on anything but idle and I/O wait since boot (None: no /proc/stat)."""
     try:
         lines = stat.read_text().splitlines()
     except OSError:
         return None
-    hz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
     busy = 0
     for line in lines:
         name, *ticks = line.split()
         if name.startswith("cpu") and name[3:].isdigit() and int(name[3:]) in cpus:
             values = [int(tick) for tick in ticks[:8]]  # user nice system idle iowait irq softirq steal
             busy += sum(values) - values[3] - values[4]
-    return busy / hz
+    return busy / CLOCK_TICKS
 
 
 def _own_seconds() -> float:
