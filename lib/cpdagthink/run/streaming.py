@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import os
 import queue
 import threading
 import weakref
-from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
@@ -52,33 +52,28 @@ class BudgetSpent(RunAborted):
 
 
 class Lanes:
-    """``workers`` daemon threads running submitted jobs first come, first served (started on first use)."""
+    """``workers`` daemon threads running posted jobs first come, first served (started on first use). A job is a
+    bare callable that hands on its own outcome: a grid's runs post tens of thousands at once, and a ``Future``
+    each (a lock, a condition and two lists) made the heap that the garbage collector walks several times larger,
+    its pauses stalling every lane."""
 
     def __init__(self, workers: int):
         self.workers = workers
-        self._jobs: queue.SimpleQueue[tuple[Future, Callable[..., Any], tuple[Any, ...]]] = queue.SimpleQueue()
+        self._jobs: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
         self._started = 0
         self._lock = threading.Lock()
 
-    def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
-        """``fn(*args)`` on a lane; its :class:`Future` (cancelled before it starts: never run)."""
-        future: Future = Future()
-        self._jobs.put((future, fn, args))
+    def post(self, job: Callable[[], None]) -> None:
+        """Run ``job()`` on a lane; it must raise nothing (what it raises is lost)."""
+        self._jobs.put(job)
         with self._lock:
             while self._started < self.workers:
                 self._started += 1
                 threading.Thread(target=self._work, daemon=True, name=f"lane-{self._started}").start()
-        return future
 
     def _work(self) -> None:
         while True:
-            future, fn, args = self._jobs.get()
-            if not future.set_running_or_notify_cancel():
-                continue
-            try:
-                future.set_result(fn(*args))
-            except BaseException as error:  # noqa: BLE001 - handed to the run waiting on it
-                future.set_exception(error)
+            self._jobs.get()()
 
 
 _LANES: "weakref.WeakKeyDictionary[Backend, Lanes]" = weakref.WeakKeyDictionary()
@@ -169,42 +164,57 @@ def stream(todo: Sequence[Instance], make: Callable[[Instance], RunRecord], lane
     they finish; return the instances left unanswered (their request failed every attempt), each with why.
     A fatal error (a key refused, quota spent), :class:`RunAborted` from ``health``, or ``stop`` set (raised as
     :class:`KeyboardInterrupt`: the runs made together were interrupted) stops waiting: what has not started is
-    cancelled, what is in flight still lands in the cache. :class:`BudgetSpent` stops the run too, once the
+    dropped, what is in flight still lands in the cache. :class:`BudgetSpent` stops the run too, once the
     instances in flight (their calls paid for within the budget) are kept."""
     ended = threading.Event()  # set when this stops waiting: a job not yet begun is then dropped
-    # Each future says it is done on a queue: waiting on the futures themselves (``concurrent.futures.wait``) costs
-    # a pass over every pending one per wake-up, quadratic in a run's instances (1162 a run at paper scale).
-    arrived: queue.SimpleQueue[Future] = queue.SimpleQueue()
-    futures: dict[Future, Instance] = {}
+    # Each job hands its outcome to this run on a queue, as it ends: waiting over the pending jobs instead costs a
+    # pass over every one per wake-up, quadratic in a run's instances (1162 a run at paper scale).
+    arrived: queue.SimpleQueue[Outcome] = queue.SimpleQueue()
     for instance in todo:
-        future = lanes.submit(_unless, ended, make, instance)
-        futures[future] = instance
-        future.add_done_callback(arrived.put)
-    left, unanswered = len(futures), {}
+        lanes.post(functools.partial(_one, ended, make, instance, arrived))
+    left, unanswered = len(todo), {}
     spent: BudgetSpent | None = None
     try:
         while left:
             done = _arrivals(arrived, timeout=0.2)
             left -= len(done)
-            spent = _collect(done, futures, keep, health, unanswered) or spent
-            for future in done:
-                del futures[future]  # with its record: a run holds only the records not yet kept
+            spent = _collect(done, keep, health, unanswered) or spent
             if spent is None:
                 health.check()
             if stop.is_set():
                 raise KeyboardInterrupt("interrupted: the runs on this backend were stopped")
     finally:
         ended.set()
-        for future in futures:
-            future.cancel()  # those not begun; one running or done is left as it is
     if spent is not None:
         raise spent
     return unanswered
 
 
-def _arrivals(arrived: "queue.SimpleQueue[Future]", timeout: float) -> list[Future]:
-    """The futures done since the last look: the first to arrive within ``timeout`` seconds (none: an empty list)
-    and every other already there."""
+# An instance, its record (None: not made) and the error that left it without one (None: none).
+Outcome = tuple[Instance, "RunRecord | None", "BaseException | None"]
+
+
+def _one(ended: threading.Event, make: Callable[[Instance], RunRecord], instance: Instance,
+         arrived: "queue.SimpleQueue[Outcome]") -> None:
+    """``make(instance)`` on a lane, unless the run ``ended`` before the lane got to it, its outcome handed on
+    ``arrived``; an error that ends the run (any but :class:`RetriesExhausted`) ends it here at once, so no
+    other lane begins another instance meanwhile."""
+    if ended.is_set():
+        arrived.put((instance, None, None))
+        return
+    try:
+        outcome: Outcome = (instance, make(instance), None)
+    except RetriesExhausted as error:
+        outcome = (instance, None, error)
+    except BaseException as error:  # noqa: BLE001 - raised on the run's thread by _collect
+        ended.set()
+        outcome = (instance, None, error)
+    arrived.put(outcome)
+
+
+def _arrivals(arrived: "queue.SimpleQueue[Outcome]", timeout: float) -> list[Outcome]:
+    """The outcomes handed on since the last look: the first to arrive within ``timeout`` seconds (none: an empty
+    list) and every other already there."""
     try:
         done = [arrived.get(timeout=timeout)]
     except queue.Empty:
@@ -216,39 +226,23 @@ def _arrivals(arrived: "queue.SimpleQueue[Future]", timeout: float) -> list[Futu
             return done
 
 
-def _collect(done: list[Future], futures: dict[Future, Instance], keep: Callable[[RunRecord], None], health: Health,
+def _collect(done: list[Outcome], keep: Callable[[RunRecord], None], health: Health,
              unanswered: dict[str, str]) -> "BudgetSpent | None":
-    """Keep the records of the ``done`` futures, note those left unanswered; the budget's stop among them, if
-    any (the others are still collected: their calls were paid for)."""
+    """Keep the records of the ``done`` outcomes, note those left unanswered, raise an error that ends the run;
+    the budget's stop among them, if any (the others are still collected: their calls were paid for)."""
     spent = None
-    for future in done:
-        try:
-            record = future.result()
-        except RetriesExhausted as error:
-            unanswered[futures[future].id] = str(error)
+    for instance, record, error in done:
+        if isinstance(error, RetriesExhausted):
+            unanswered[instance.id] = str(error)
             health.failed(str(error))
-            continue
-        except BudgetSpent as error:
+        elif isinstance(error, BudgetSpent):
             spent = spent or error
-            continue
-        if record is not None:  # None: dropped, the run was ending
+        elif error is not None:
+            raise error
+        elif record is not None:  # None: dropped, the run was ending
             keep(record)
             health.answered(record)
     return spent
-
-
-def _unless(ended: threading.Event, make: Callable[[Instance], RunRecord], instance: Instance) -> RunRecord | None:
-    """``make(instance)``, unless the run ``ended`` before this lane got to it; an error that ends the run (any but
-    :class:`RetriesExhausted`) ends it here at once, so no other lane begins another instance meanwhile."""
-    if ended.is_set():
-        return None
-    try:
-        return make(instance)
-    except RetriesExhausted:
-        raise
-    except BaseException:
-        ended.set()
-        raise
 
 
 class Tally:
