@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from cpdagthink.backends.openai_api.batch_state import BatchRecord, BatchState
+from cpdagthink.backends.openai_api.batch_state import BatchRecord, BatchState, read_lines
 
 
 def _record(ids: list[str], status: str = "completed") -> BatchRecord:
@@ -58,3 +58,11 @@ def test_one_runs_folder_keeps_everything_as_before(tmp_path):
     state.keep(record, "output", _output(["k2", "k1"]))
     assert state.records() == [record] and [line["custom_id"] for line in state.lines(record, "output")] == ["k2", "k1"]
     assert state.file(record, "input") == tmp_path / "batches" / f"{record.name}.input.jsonl"
+
+
+def test_an_answer_holding_a_line_separator_is_one_line_of_the_output_file():
+    """A service writes a model's U+2028 or U+0085 as it is inside a JSON string (``ensure_ascii=False``); split
+    there, the answer's line was lost and its request counted as unanswered."""
+    lines = [{"custom_id": "a", "text": "one\u2028two\x85three"}, {"custom_id": "b", "text": "plain"}]
+    text = "\n".join(json.dumps(line, ensure_ascii=False) for line in lines) + "\n"
+    assert read_lines(text) == lines

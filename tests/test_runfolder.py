@@ -33,6 +33,22 @@ def test_a_second_writer_is_refused_while_the_first_holds_the_lock(tmp_path):
         pass
 
 
+def test_a_record_whose_text_holds_a_line_separator_reads_back_whole(tmp_path):
+    """JSON leaves U+2028, U+2029 and U+0085 as they are inside a string, and ``str.splitlines`` splits at each:
+    a model's text holding one cut its record in two, set aside as two bad lines at the next resume."""
+    from cpdagthink.run.records import TurnRecord
+
+    text = "A\u2028B\u2029C\x85D\x0bE\x1cF\nAnswer: NO"
+    odd = run_record("odd", turns=[TurnRecord(messages_sha256="", request_sha256="", text=text)])
+    folder = RunFolder(tmp_path)
+    with folder.locked(), folder.appender() as append:
+        for record in (run_record("r0"), odd, run_record("r1")):
+            append(record)
+    assert [r.id for r in read_records(tmp_path)] == ["r0", "odd", "r1"] and read_records(tmp_path)[1] == odd
+    with folder.locked():
+        assert len(folder.load_records()) == 3 and not (tmp_path / REJECTED_LINES).exists()
+
+
 def test_a_garbled_line_in_the_middle_loses_nothing_after_it(tmp_path):
     folder = RunFolder(tmp_path)
     good = [run_record(f"r{i}") for i in range(4)]

@@ -1,4 +1,5 @@
-"""Writing a file so that a kill, a full disk or a second writer never leaves it half-written.
+"""Writing a file so that a kill, a full disk or a second writer never leaves it half-written, and reading the
+lines of a JSON Lines file as they were written.
 
 The one atomic writer of the package: run folders (:mod:`cpdagthink.run.runfolder`), the call cache
 (:mod:`cpdagthink.run.cache`) and the model files' records (:mod:`cpdagthink.backends.local.models`) all write through it.
@@ -60,3 +61,10 @@ def remove_stale_temporaries(folder: Path) -> list[Path]:
             path.unlink(missing_ok=True)
             removed.append(path)
     return removed
+
+
+def jsonl_lines(text: str) -> list[str]:
+    """The lines of a JSON Lines text, split at ``\\n`` only: ``str.splitlines`` also splits at U+2028, U+2029,
+    U+0085 and other characters that JSON leaves as they are inside a string, so a model's text holding one
+    would cut its line in two, and the record, cache entry or batch answer on it would be lost."""
+    return text.split("\n")

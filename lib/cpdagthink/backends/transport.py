@@ -100,11 +100,9 @@ def bounded(seconds: float) -> Iterator[None]:
 
 
 def bounded_http_client(timeout: float, connections: int) -> Any:
-    """An ``httpx.Client`` whose connections honour :func:`bounded`: each connect, read and write gets only
-    the time left of its request, and none once it is spent. The client's own timeouts bound each operation
-    alone, so a server that sends a byte a second would otherwise hold a request open for ever. It keeps
-    ``connections`` open between requests (the requests it may have in flight): httpx keeps 20 by default, so
-    at 64 in flight two calls in three paid a new connection, on both ends."""
+    """An ``httpx.Client`` whose connections honour :func:`bounded`: each connect, read and write gets only the
+    time left of its request, none once it is spent (the client's own timeouts bound each operation alone, so a
+    server sending a byte a second would hold a request for ever); ``connections`` kept open between requests."""
     import httpcore
     import httpx
 
@@ -152,8 +150,8 @@ def bounded_http_client(timeout: float, connections: int) -> Any:
         def sleep(self, seconds: float) -> None:
             self._inner.sleep(seconds)
 
-    client = httpx.Client(timeout=timeout, follow_redirects=True,
-                          limits=httpx.Limits(max_connections=None, max_keepalive_connections=connections))
+    kept = httpx.Limits(max_connections=None, max_keepalive_connections=connections)  # httpx keeps 20 open
+    client = httpx.Client(timeout=timeout, follow_redirects=True, limits=kept)
     # httpx builds its connection pools (direct, and through the environment's proxies) without a way to pass
     # a network backend: wrap the ones it made.
     for transport in (client._transport, *client._mounts.values()):

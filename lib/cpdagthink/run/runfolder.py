@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 from pydantic import BaseModel, ValidationError
 
 from ..errors import CpdagthinkError
-from ..files import remove_stale_temporaries, write_atomic
+from ..files import jsonl_lines, remove_stale_temporaries, write_atomic
 from ..method.conditions import parse_answer
 from .records import SCHEMA_VERSION, RunMetadata, RunRecord, RunSummary
 
@@ -86,7 +86,7 @@ def parse_records(text: str) -> tuple[list[RunRecord], list[BadLine]]:
     """Every valid record of a records file (first of each id) and every bad line; a torn last line is bad
     too, and so is a record whose answer disagrees with its recorded output (:func:`answer_mismatch`)."""
     records, bad, seen = [], [], set()
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(jsonl_lines(text), start=1):
         if not line.strip():
             continue
         try:
@@ -294,7 +294,7 @@ class RunFolder:
         if not path.is_file():
             return set()
         texts = set()
-        for entry in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        for entry in jsonl_lines(path.read_text(encoding="utf-8", errors="replace")):
             with contextlib.suppress(ValueError):
                 found = json.loads(entry)
                 if isinstance(found, dict) and isinstance(found.get("text"), str):

@@ -492,9 +492,8 @@ def _openai_module() -> Any:
 
 def _clients(openai: Any, urls: Sequence[str | None], keys: Sequence[str | None], timeout: float,
              api: str, connections: int) -> list[Any]:
-    """One client per endpoint, holding that endpoint's key only and keeping ``connections`` open (the requests
-    in flight, all of which one endpoint may hold); the transport retries, not the client. The
-    client's types for ``api`` are read now (:func:`.wire.prepare`), not by the first calls of a run at once."""
+    """One client per endpoint, holding that endpoint's key only and keeping ``connections`` open; the transport
+    retries, not the client. Its API's types are read now (:func:`.wire.prepare`), not by a run's first calls."""
     prepare(api)
     return [openai.OpenAI(api_key=key or NO_KEY, base_url=None if u is None else public_url_for_client(u),
                           max_retries=0, timeout=timeout, http_client=bounded_http_client(timeout, connections))

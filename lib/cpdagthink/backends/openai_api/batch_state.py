@@ -10,7 +10,7 @@ from typing import AbstractSet, Any, Mapping
 
 from pydantic import BaseModel
 
-from ...files import write_atomic
+from ...files import jsonl_lines, write_atomic
 
 TERMINAL = ("completed", "failed", "expired", "cancelled")
 STATE_FOLDER = "batches"  # in a run folder
@@ -134,7 +134,7 @@ def read_lines(text: str) -> list[dict[str, Any]]:
     """The JSON objects of a JSONL file's lines; a line that is not one (cut by a kill mid-write) is left out, so
     its request counts as unanswered."""
     found = []
-    for line in text.splitlines():
+    for line in jsonl_lines(text):
         try:
             value = json.loads(line)
         except ValueError:
