@@ -49,6 +49,25 @@ def test_a_record_whose_text_holds_a_line_separator_reads_back_whole(tmp_path):
         assert len(folder.load_records()) == 3 and not (tmp_path / REJECTED_LINES).exists()
 
 
+def test_a_ctrl_c_while_a_record_is_written_is_an_interruption_and_leaves_no_line(tmp_path):
+    """pydantic wraps what a computed field raises while it serializes: a Ctrl-C there read as an error."""
+    from cpdagthink.run.records import RunRecord
+    from pydantic import computed_field
+
+    class Interrupted(RunRecord):
+        @computed_field
+        @property
+        def cut_off(self) -> bool:
+            raise KeyboardInterrupt
+
+    folder = RunFolder(tmp_path)
+    with folder.locked(), folder.appender() as append:
+        append(run_record("r0"))
+        with pytest.raises(KeyboardInterrupt, match="interrupted while a record was written"):
+            append(Interrupted(**run_record("r1").model_dump(exclude={"rejected", "unparsed", "cut_off", "prediction"})))
+    assert [r.id for r in read_records(tmp_path)] == ["r0"]
+
+
 def test_a_garbled_line_in_the_middle_loses_nothing_after_it(tmp_path):
     folder = RunFolder(tmp_path)
     good = [run_record(f"r{i}") for i in range(4)]

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from pydantic import BaseModel, ValidationError
+from pydantic_core import PydanticSerializationError
 
 from ..errors import CpdagthinkError
 from ..files import jsonl_lines, remove_stale_temporaries, write_atomic
@@ -80,6 +81,18 @@ def answer_mismatch(record: RunRecord) -> str | None:
         return None
     return (f"record {record.id}: its answer is {json.dumps(record.answer)} but its final turn's text reads "
             f"{json.dumps(said)}")
+
+
+def dump_json(model: BaseModel, **options: Any) -> str:
+    """``model.model_dump_json(**options)``, a Ctrl-C that lands in one of its computed fields raised as the
+    :class:`KeyboardInterrupt` it was: pydantic wraps what a field raises while it serializes into a
+    ``PydanticSerializationError``, so a run stopped while it wrote a record ended as an error, not interrupted."""
+    try:
+        return model.model_dump_json(**options)
+    except PydanticSerializationError as error:
+        if "KeyboardInterrupt" in str(error):
+            raise KeyboardInterrupt("interrupted while a record was written") from None
+        raise
 
 
 def parse_records(text: str) -> tuple[list[RunRecord], list[BadLine]]:
@@ -314,7 +327,7 @@ class RunFolder:
         path = self.path / RECORDS
         with path.open("ab", buffering=0) as sink:
             def append(record: RunRecord) -> None:
-                line = memoryview((record.model_dump_json() + "\n").encode("utf-8"))
+                line = memoryview((dump_json(record) + "\n").encode("utf-8"))
                 end = sink.seek(0, os.SEEK_END)
                 try:
                     while line:
@@ -329,7 +342,7 @@ class RunFolder:
         return read_json(self.path / name)
 
     def write_json(self, name: str, data: dict[str, Any] | BaseModel) -> None:
-        text = data.model_dump_json(indent=2) if isinstance(data, BaseModel) else json.dumps(data, indent=2)
+        text = dump_json(data, indent=2) if isinstance(data, BaseModel) else json.dumps(data, indent=2)
         _write(self.path / name, text)
 
     def summary(self) -> RunSummary | None:
