@@ -64,7 +64,7 @@ class Lanes:
         self._lock = threading.Lock()
 
     def post(self, job: Callable[[], None]) -> None:
-        """Run ``job()`` on a lane; it must raise nothing (what it raises is lost)."""
+        """Run ``job()`` on a lane; it must raise nothing (a job that raises ends its lane for good)."""
         self._jobs.put(job)
         with self._lock:
             while self._started < self.workers:
